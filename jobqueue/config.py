@@ -1,0 +1,100 @@
+"""Settings: one frozen dataclass built once from ``JOBQUEUE_*`` environment variables and passed down.
+
+Nothing reads the environment at import time; `Settings.from_env()` is called by the entry points
+(CLI, API factory) and the result is handed to whatever needs it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
+DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer (got {raw!r})") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number (got {raw!r})") from None
+
+
+def parse_weights(raw: str) -> tuple[int, int, int, int]:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(
+            f"priority weights must be four positive integers for critical,high,normal,low (got {raw!r})"
+        )
+    return tuple(int(p) for p in parts)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    dsn: str = DEFAULT_DSN
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 10
+    processes: int = 1
+    lease_seconds: float = 30.0
+    poll_interval: float = 5.0
+    shutdown_grace: float = 30.0
+    priority_mode: str = "strict"
+    priority_weights: tuple[int, int, int, int] = DEFAULT_PRIORITY_WEIGHTS
+    ack_flush_interval: float = 0.005
+    ack_batch_size: int = 200
+    sweep_interval: float = 5.0
+    run_maintenance: bool = True
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
+        if self.lease_seconds <= 0:
+            raise ValueError("lease must be positive")
+        if self.priority_mode not in ("strict", "weighted"):
+            raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
+        if not self.queues or not all(q.strip() for q in self.queues):
+            raise ValueError("queues must be a non-empty list of names")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        defaults = cls()
+        queues = tuple(q.strip() for q in env.get("JOBQUEUE_QUEUES", "default").split(",") if q.strip())
+        weights_raw = env.get("JOBQUEUE_PRIORITY_WEIGHTS")
+        return cls(
+            dsn=env.get("JOBQUEUE_DSN") or defaults.dsn,
+            queues=queues or defaults.queues,
+            concurrency=_int(env, "JOBQUEUE_CONCURRENCY", defaults.concurrency),
+            processes=_int(env, "JOBQUEUE_PROCESSES", defaults.processes),
+            lease_seconds=_float(env, "JOBQUEUE_LEASE_SECONDS", defaults.lease_seconds),
+            poll_interval=_float(env, "JOBQUEUE_POLL_INTERVAL", defaults.poll_interval),
+            shutdown_grace=_float(env, "JOBQUEUE_SHUTDOWN_GRACE", defaults.shutdown_grace),
+            priority_mode=env.get("JOBQUEUE_PRIORITY_MODE", defaults.priority_mode),
+            priority_weights=parse_weights(weights_raw) if weights_raw else defaults.priority_weights,
+            ack_flush_interval=_float(env, "JOBQUEUE_ACK_FLUSH_MS", defaults.ack_flush_interval * 1000) / 1000,
+            ack_batch_size=_int(env, "JOBQUEUE_ACK_BATCH", defaults.ack_batch_size),
+            sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
+            run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
+            pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
+        )
+
+    def with_(self, **changes) -> "Settings":
+        return replace(self, **changes)

@@ -1,0 +1,108 @@
+"""Connections and execution: the one gateway through which every SQL statement runs.
+
+The store modules describe statements as `Call` values (SQL name, parameters, how to decode the
+rows). This module runs a Call on an async or a sync psycopg connection, so the async client, the
+thin sync facade and a caller's own transaction (`connection=`) all execute the very same SQL, and
+it turns driver errors into jobqueue's own: a refused input names its field, an unreachable
+database is `DatabaseUnavailable`, a missing schema is `NotMigrated`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from jobqueue.errors import DatabaseUnavailable, NotMigrated, ValidationError
+from jobqueue.sql import query
+
+T = TypeVar("T")
+
+AnyConnection = psycopg.Connection | psycopg.AsyncConnection
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One SQL statement to run: a named query, its parameters, and how its rows become a value."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    decode: Callable[[list[tuple]], T] = lambda rows: rows  # type: ignore[assignment]
+
+    @property
+    def sql(self) -> str:
+        return query(self.name)
+
+
+@contextlib.contextmanager
+def translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except pg_errors.InvalidParameterValue as exc:
+        field_name = exc.diag.column_name or "input"
+        message = exc.diag.message_primary or str(exc)
+        prefix = f"jobqueue: {field_name}: "
+        raise ValidationError(field_name, message.removeprefix(prefix)) from None
+    except (pg_errors.InvalidTextRepresentation, pg_errors.InvalidDatetimeFormat,
+            pg_errors.DatetimeFieldOverflow, pg_errors.NumericValueOutOfRange) as exc:
+        raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
+    except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
+        raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+    except pg_errors.AdminShutdown as exc:  # pragma: no cover - subclass of OperationalError on most versions
+        raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+
+
+async def run(conn: psycopg.AsyncConnection, call: Call[T]) -> T:
+    with translated_errors():
+        cur = conn.cursor(row_factory=tuple_row)
+        await cur.execute(call.sql, call.params)
+        rows = await cur.fetchall() if cur.description is not None else []
+    return call.decode(rows)
+
+
+def run_sync(conn: psycopg.Connection, call: Call[T]) -> T:
+    with translated_errors():
+        cur = conn.cursor(row_factory=tuple_row)
+        cur.execute(call.sql, call.params)
+        rows = cur.fetchall() if cur.description is not None else []
+    return call.decode(rows)
+
+
+def _configure(conn: psycopg.Connection | psycopg.AsyncConnection) -> None:
+    # Hot statements are prepared server-side from their second run (psycopg's default is 5).
+    conn.prepare_threshold = 1
+
+
+async def _configure_async(conn: psycopg.AsyncConnection) -> None:
+    _configure(conn)
+
+
+def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue") -> AsyncConnectionPool:
+    """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`."""
+    return AsyncConnectionPool(
+        dsn, min_size=min_size, max_size=max_size, open=False, name=name,
+        kwargs={"autocommit": True}, configure=_configure_async, timeout=10.0,
+        reconnect_timeout=30.0,
+    )
+
+
+def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = "jobqueue-sync") -> ConnectionPool:
+    return ConnectionPool(
+        dsn, min_size=min_size, max_size=max_size, open=False, name=name,
+        kwargs={"autocommit": True}, configure=_configure, timeout=10.0,
+        reconnect_timeout=30.0,
+    )
+
+
+async def connect(dsn: str, *, autocommit: bool = True) -> psycopg.AsyncConnection:
+    with translated_errors():
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit)
+    _configure(conn)
+    return conn

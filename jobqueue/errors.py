@@ -1,0 +1,62 @@
+"""The exceptions jobqueue raises and the ones handlers raise to steer retries."""
+
+from __future__ import annotations
+
+
+class JobQueueError(Exception):
+    """Base of every error jobqueue raises on purpose."""
+
+
+class ValidationError(JobQueueError, ValueError):
+    """Bad input to enqueue (or any API): names the field; nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class JobNotFound(JobQueueError, LookupError):
+    def __init__(self, job_id: object) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id}")
+
+
+class DatabaseUnavailable(JobQueueError):
+    """The database could not be reached; the operation did not happen (nothing was committed)."""
+
+
+class NotMigrated(JobQueueError):
+    """The database has no jobqueue schema (or an older one): run `jobqueue migrate`."""
+
+
+# --- raised by handlers -----------------------------------------------------------------------
+
+
+class Retry(Exception):
+    """Raise from a handler to fail this attempt and run again after ``after`` seconds.
+
+    Counts as an attempt: when no attempts remain the job is dead-lettered like any failure.
+    """
+
+    def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
+        if after is not None and after < 0:
+            raise ValueError("Retry(after=...) must not be negative")
+        self.after = after
+        self.reason = reason
+        super().__init__(reason)
+
+
+class PermanentError(Exception):
+    """Raise from a handler when retrying cannot help (bad payload, auth, business rule).
+
+    The job goes straight to ``dead_letter`` with its error history.
+    """
+
+
+class JobCancelled(Exception):
+    """Raised into a handler that calls ``job.raise_if_cancelled()`` after a cancel request."""
+
+
+class JobTimeout(Exception):
+    """The handler ran past its task timeout: the attempt fails and is retried."""

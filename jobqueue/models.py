@@ -1,0 +1,145 @@
+"""Plain data the rest of jobqueue passes around: priorities, states, jobs as producers see them."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Priority(enum.IntEnum):
+    CRITICAL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: "Priority | str | int") -> "Priority":
+        """Accept the names producers type ('high'), the enum, or the stored 0-3 level."""
+        from jobqueue.errors import ValidationError
+
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+            return cls(value)
+        raise ValidationError("priority", f"must be one of critical, high, normal, low (got {value!r})")
+
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_live(self) -> bool:
+        return self in (JobState.PENDING, JobState.PROCESSING, JobState.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    attempt: int
+    error_type: str
+    message: str
+    traceback: str | None
+    worker_id: str | None
+    failed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job as `client.get()` reports it: row, stored result and every attempt's error."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: Priority
+    state: JobState
+    attempts: int
+    max_attempts: int
+    payload: Any
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    idempotency_key: str | None
+    producer_id: str | None
+    traceparent: str | None
+    cancel_requested: bool
+    locked_by: str | None
+    locked_until: datetime | None
+    result: Any = None
+    final_error: Any = None
+    duration_ms: float | None = None
+    errors: list[AttemptError] = field(default_factory=list)
+
+    @property
+    def last_error(self) -> AttemptError | None:
+        return self.errors[-1] if self.errors else None
+
+
+class CancelOutcome(str, enum.Enum):
+    """What `cancel()` did. Only CANCELLED and CANCEL_REQUESTED changed anything."""
+
+    CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+    ALREADY_CANCELLED = "cancelled_already"
+    COMPLETED = "completed"
+    DEAD_LETTER = "dead_letter"
+    NOT_FOUND = "not_found"
+
+    @property
+    def changed(self) -> bool:
+        return self in (CancelOutcome.CANCELLED, CancelOutcome.CANCEL_REQUESTED)
+
+
+class Job:
+    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
+
+    `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
+    and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
+    """
+
+    __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
+                 "traceparent", "cancel_requested", "created_at")
+
+    def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
+                 attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
+                 created_at: datetime) -> None:
+        self.id = id
+        self.queue = queue
+        self.job_type = job_type
+        self.payload = payload
+        self.priority = priority
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.traceparent = traceparent
+        self.cancel_requested = cancel_requested
+        self.created_at = created_at
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    def raise_if_cancelled(self) -> None:
+        from jobqueue.errors import JobCancelled
+
+        if self.cancel_requested:
+            raise JobCancelled(f"job {self.id} was cancelled")
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id}, type={self.job_type!r}, queue={self.queue!r}, attempt={self.attempt}/{self.max_attempts})"

@@ -1,0 +1,1 @@
+"""The only code that speaks SQL: each module mirrors one file of ``sql/queries`` and returns Calls."""

@@ -1,0 +1,122 @@
+"""Calls on jobqueue.jobs and the result/error rows its transitions write (sql/queries/jobs.sql)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any, Sequence
+
+from jobqueue.db import Call
+from jobqueue.models import AttemptError, CancelOutcome, Job, JobInfo, JobState, Priority
+
+
+def _first_value(rows: list[tuple]) -> Any:
+    return rows[0][0] if rows else None
+
+
+def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
+            delay: timedelta | None, queue: str, max_attempts: int | None,
+            idempotency_key: str | None, producer_id: str | None, traceparent: str | None) -> Call[uuid.UUID]:
+    return Call("job_enqueue", {
+        "job_type": job_type, "payload": payload_json, "priority": priority, "run_at": run_at,
+        "delay": delay, "queue": queue, "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key, "producer_id": producer_id, "traceparent": traceparent,
+    }, _first_value)
+
+
+def enqueue_many(jobs_json: str) -> Call[list[tuple[uuid.UUID, bool]]]:
+    return Call("job_enqueue_many", {"jobs": jobs_json}, lambda rows: [(r[0], r[1]) for r in rows])
+
+
+def _decode_jobs(rows: list[tuple]) -> list[Job]:
+    return [Job(*row) for row in rows]
+
+
+def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
+          now: datetime | None = None) -> Call[list[Job]]:
+    return Call("job_claim", {
+        "worker_id": worker_id, "queues": list(queues), "limit": limit,
+        "lease_seconds": lease_seconds, "now": now,
+    }, _decode_jobs)
+
+
+def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lease_seconds: float,
+                   now: datetime | None = None) -> Call[list[Job]]:
+    """slots: (queue, priority level, how many) triples."""
+    return Call("job_claim_weighted", {
+        "worker_id": worker_id,
+        "queues": [s[0] for s in slots], "priorities": [s[1] for s in slots],
+        "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now,
+    }, _decode_jobs)
+
+
+def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
+                  results: list[str | None], durations: list[float]) -> Call[list[uuid.UUID]]:
+    return Call("job_complete_many", {
+        "worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results,
+        "durations": durations,
+    }, lambda rows: [r[0] for r in rows])
+
+
+def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], permanent: list[bool],
+              retry_in: list[float], error_types: list[str], messages: list[str],
+              tracebacks: list[str | None]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
+    return Call("job_fail_many", {
+        "worker_id": worker_id, "ids": ids, "attempts": attempts, "permanent": permanent,
+        "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
+    }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
+
+
+def release_many(*, worker_id: str, ids: list[uuid.UUID]) -> Call[int]:
+    return Call("job_release_many", {"worker_id": worker_id, "ids": ids}, _first_value)
+
+
+def extend_leases(*, worker_id: str, ids: list[uuid.UUID], lease_seconds: float,
+                  now: datetime | None = None) -> Call[dict[uuid.UUID, bool]]:
+    return Call("job_extend_leases", {
+        "worker_id": worker_id, "ids": ids, "lease_seconds": lease_seconds, "now": now,
+    }, lambda rows: {r[0]: r[1] for r in rows})
+
+
+def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[list[tuple[uuid.UUID, str, str]]]:
+    return Call("job_reclaim_expired", {"limit": limit, "now": now},
+                lambda rows: [(r[0], r[1], r[2]) for r in rows])
+
+
+def next_run_at(*, queues: Sequence[str], now: datetime | None = None) -> Call[datetime | None]:
+    return Call("job_next_run_at", {"queues": list(queues), "now": now}, _first_value)
+
+
+_INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",
+                "run_at", "created_at", "updated_at", "started_at", "finished_at", "idempotency_key",
+                "producer_id", "traceparent", "cancel_requested", "locked_by", "locked_until",
+                "result", "final_error", "duration_ms", "errors")
+
+
+def _decode_info(rows: list[tuple]) -> JobInfo | None:
+    if not rows:
+        return None
+    values = dict(zip(_INFO_FIELDS, rows[0]))
+    values["priority"] = Priority(values["priority"])
+    values["state"] = JobState(values["state"])
+    values["errors"] = [
+        AttemptError(attempt=e["attempt"], error_type=e["error_type"], message=e["message"],
+                     traceback=e.get("traceback"), worker_id=e.get("worker_id"),
+                     failed_at=datetime.fromisoformat(e["failed_at"]))
+        for e in values["errors"] or []
+    ]
+    return JobInfo(**values)
+
+
+def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
+    return Call("job_get", {"id": job_id}, _decode_info)
+
+
+def cancel(job_id: uuid.UUID) -> Call[CancelOutcome]:
+    return Call("job_cancel", {"id": job_id}, lambda rows: CancelOutcome(rows[0][0]))
+
+
+def dumps(value: Any) -> str:
+    """JSON for jsonb parameters; raises TypeError/ValueError for what JSON cannot hold."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,21 @@
+"""Calls on jobqueue.leaders (sql/queries/leader.sql)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobqueue.db import Call
+
+
+def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float, now: datetime | None = None) -> Call[bool]:
+    return Call("leader_attempt_elect", {
+        "name": name, "leader_id": leader_id, "ttl_seconds": ttl_seconds, "now": now,
+    }, lambda rows: bool(rows))
+
+
+def resign(*, name: str, leader_id: str) -> Call[bool]:
+    return Call("leader_resign", {"name": name, "leader_id": leader_id}, lambda rows: bool(rows))
+
+
+def current(*, name: str, now: datetime | None = None) -> Call[str | None]:
+    return Call("leader_current", {"name": name, "now": now}, lambda rows: rows[0][0] if rows else None)

@@ -1,0 +1,34 @@
+"""Alembic environment: runs jobqueue's revisions against the DSN passed in by `jobqueue migrate`.
+
+There is no alembic.ini at the top level (the layout keeps the root small); `jobqueue.migrate`
+builds the Alembic Config in code and hands the DSN over through `config.attributes`.
+"""
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+import psycopg
+
+VERSION_TABLE = "jobqueue_alembic_version"
+
+
+def run_migrations_online() -> None:
+    dsn = context.config.attributes["dsn"]
+    engine = create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(dsn),
+        poolclass=pool.NullPool,
+    )
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            version_table=VERSION_TABLE,
+            transaction_per_migration=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    raise SystemExit("jobqueue migrations run online only: use `jobqueue migrate`.")
+run_migrations_online()

@@ -1,0 +1,212 @@
+-- Runtime queries on jobqueue.jobs (and the result/error rows written with its transitions).
+-- Every time comparison takes an optional %(now)s so tests can control the clock.
+
+-- name: job_enqueue
+SELECT jobqueue.enqueue(
+    job_type => %(job_type)s, payload => %(payload)s::jsonb, priority => %(priority)s,
+    run_at => %(run_at)s::timestamptz, queue => %(queue)s, max_attempts => %(max_attempts)s::integer,
+    idempotency_key => %(idempotency_key)s, delay => %(delay)s::interval,
+    producer_id => %(producer_id)s, traceparent => %(traceparent)s) AS id;
+
+-- name: job_enqueue_many
+SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
+
+-- name: job_claim
+-- Up to %(limit)s runnable jobs of the given queues, in priority then submission order. The
+-- per-queue LATERAL keeps each probe an ordered scan of jobs_claim_idx (an = ANY over several
+-- queues would force a sort of every runnable row).
+WITH next AS (
+    SELECT c.id
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at, j.seq
+        FROM jobqueue.jobs j
+        WHERE j.state IN ('pending', 'failed')
+          AND j.queue = q.name
+          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+        ORDER BY j.priority, j.run_at, j.seq
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority, c.run_at, c.seq
+    LIMIT %(limit)s
+)
+UPDATE jobqueue.jobs AS j
+SET state = 'processing',
+    attempts = j.attempts + 1,
+    locked_by = %(worker_id)s,
+    locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+    started_at = now(),
+    updated_at = now()
+FROM next
+WHERE j.id = next.id
+RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
+          j.traceparent, j.cancel_requested, j.created_at;
+
+-- name: job_claim_weighted
+-- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
+-- The caller draws the quotas by weight, so every level with work keeps a share.
+WITH next AS (
+    SELECT c.id
+    FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
+    CROSS JOIN LATERAL (
+        SELECT j.id
+        FROM jobqueue.jobs j
+        WHERE j.state IN ('pending', 'failed')
+          AND j.queue = s.queue
+          AND j.priority = s.priority
+          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+        ORDER BY j.run_at, j.seq
+        LIMIT s.quota
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+)
+UPDATE jobqueue.jobs AS j
+SET state = 'processing',
+    attempts = j.attempts + 1,
+    locked_by = %(worker_id)s,
+    locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+    started_at = now(),
+    updated_at = now()
+FROM next
+WHERE j.id = next.id
+RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
+          j.traceparent, j.cancel_requested, j.created_at;
+
+-- name: job_complete_many
+-- Batched ack. Guarded by state and attempt: a worker whose lease was reclaimed cannot complete
+-- a job now held by someone else. The result is stored put-if-absent even then, so a duplicate
+-- delivery can find it (handlers that opt in return it instead of running again).
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(results)s::text[],
+                         %(durations)s::double precision[]) AS t(id, attempt, result, duration_ms)
+), done AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL
+    FROM input i
+    WHERE j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
+    RETURNING j.id
+), stored AS (
+    INSERT INTO jobqueue.job_results (job_id, outcome, result, duration_ms, worker_id)
+    SELECT i.id, 'completed', i.result::jsonb, i.duration_ms, %(worker_id)s FROM input i
+    ON CONFLICT (job_id) DO NOTHING
+)
+SELECT id FROM done;
+
+-- name: job_fail_many
+-- Batched failure. The database decides retry or dead letter (attempts >= max_attempts, or the
+-- caller marked the error permanent); retry_in is the backoff the worker drew for this job.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(permanent)s::boolean[],
+                         %(retry_in)s::double precision[], %(error_types)s::text[], %(messages)s::text[],
+                         %(tracebacks)s::text[])
+        AS t(id, attempt, permanent, retry_in, error_type, message, traceback)
+), failed AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'failed' END,
+        run_at = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN j.run_at
+                      ELSE now() + make_interval(secs => i.retry_in) END,
+        finished_at = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN now() END,
+        locked_by = NULL, locked_until = NULL, updated_at = now()
+    FROM input i
+    WHERE j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
+    RETURNING j.id, j.state, j.run_at
+), errors AS (
+    INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback, worker_id)
+    SELECT i.id, i.attempt, i.error_type, i.message, i.traceback, %(worker_id)s
+    FROM input i JOIN failed f ON f.id = i.id
+    ON CONFLICT (job_id, attempt) DO NOTHING
+), finals AS (
+    INSERT INTO jobqueue.job_results (job_id, outcome, error, worker_id)
+    SELECT i.id, 'dead_letter', jsonb_build_object('type', i.error_type, 'message', i.message), %(worker_id)s
+    FROM input i JOIN failed f ON f.id = i.id
+    WHERE f.state = 'dead_letter'
+    ON CONFLICT (job_id) DO NOTHING
+)
+SELECT id, state, run_at FROM failed;
+
+-- name: job_release_many
+-- Graceful shutdown: jobs this worker will not finish go back to the queue at once, the
+-- interrupted attempt not counted, and idle workers are woken.
+WITH released AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'pending', attempts = greatest(j.attempts - 1, 0), locked_by = NULL, locked_until = NULL,
+        started_at = NULL, updated_at = now()
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.state = 'processing' AND j.locked_by = %(worker_id)s
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM released) AS q
+)
+SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM woken) AS notified;
+
+-- name: job_extend_leases
+-- Heartbeat for running jobs; returns the ones this worker still holds and their cancel flag.
+UPDATE jobqueue.jobs
+SET locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+WHERE id = ANY(%(ids)s::uuid[]) AND state = 'processing' AND locked_by = %(worker_id)s
+RETURNING id, cancel_requested;
+
+-- name: job_reclaim_expired
+-- The sweeper: processing jobs whose lease ran out go back to pending (or to dead_letter when
+-- out of attempts); the lost attempt is recorded as an error, and idle workers are woken.
+WITH expired AS (
+    SELECT id, locked_by FROM jobqueue.jobs
+    WHERE state = 'processing' AND locked_until < coalesce(%(now)s::timestamptz, now())
+    ORDER BY locked_until
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), reclaimed AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'pending' END,
+        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+        locked_by = NULL, locked_until = NULL, updated_at = now()
+    FROM expired e
+    WHERE j.id = e.id
+    RETURNING j.id, j.queue, j.state, j.attempts, e.locked_by AS lost_by
+), errors AS (
+    INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, worker_id)
+    SELECT r.id, r.attempts, 'LeaseExpired',
+           format('lease expired: worker %%s stopped heartbeating', r.lost_by), r.lost_by
+    FROM reclaimed r
+    ON CONFLICT (job_id, attempt) DO NOTHING
+), finals AS (
+    INSERT INTO jobqueue.job_results (job_id, outcome, error, worker_id)
+    SELECT r.id, 'dead_letter', jsonb_build_object('type', 'LeaseExpired', 'message', 'lease expired on the last attempt'), r.lost_by
+    FROM reclaimed r WHERE r.state = 'dead_letter'
+    ON CONFLICT (job_id) DO NOTHING
+), woken AS (
+    SELECT pg_notify('jobqueue_jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM reclaimed WHERE state = 'pending') AS q
+)
+SELECT r.id, r.state, r.lost_by, (SELECT count(*) FROM woken) AS notified FROM reclaimed r;
+
+-- name: job_next_run_at
+-- The earliest future run_at among the given queues: an idle worker sleeps until then (or a NOTIFY).
+SELECT min(n.run_at) AS run_at
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN generate_series(0, 3) AS p(level)
+CROSS JOIN LATERAL (
+    SELECT j.run_at FROM jobqueue.jobs j
+    WHERE j.state IN ('pending', 'failed') AND j.queue = q.name AND j.priority = p.level
+      AND j.run_at > coalesce(%(now)s::timestamptz, now())
+    ORDER BY j.run_at
+    LIMIT 1
+) AS n;
+
+-- name: job_get
+-- One round trip: the job, its stored result, and every attempt's error as a JSON array.
+SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.payload,
+       j.run_at, j.created_at, j.updated_at, j.started_at, j.finished_at, j.idempotency_key,
+       j.producer_id, j.traceparent, j.cancel_requested, j.locked_by, j.locked_until,
+       r.result, r.error AS final_error, r.duration_ms,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'attempt', e.attempt, 'error_type', e.error_type, 'message', e.message,
+                   'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
+               ORDER BY e.attempt), '[]'::jsonb)
+        FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors
+FROM jobqueue.jobs j
+LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
+WHERE j.id = %(id)s;
+
+-- name: job_cancel
+SELECT jobqueue.cancel(%(id)s::uuid) AS outcome;
