@@ -160,9 +160,8 @@ class AsyncClient:
     async def _run(self, call: db.Call, connection: psycopg.AsyncConnection | None) -> Any:
         if connection is not None:
             return await db.run(connection, call)
-        with db.translated_errors():
-            async with self._pool.connection() as conn:
-                return await db.run(conn, call)
+        async with db.connection(self._pool) as conn:
+            return await db.run(conn, call)
 
     async def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None,
                       **options: Any) -> uuid.UUID:

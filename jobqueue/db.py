@@ -106,3 +106,11 @@ async def connect(dsn: str, *, autocommit: bool = True) -> psycopg.AsyncConnecti
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit)
     _configure(conn)
     return conn
+
+
+@contextlib.asynccontextmanager
+async def connection(pool: AsyncConnectionPool):
+    """A pooled connection whose acquisition failures (pool timeout, refused) are translated too."""
+    with translated_errors():
+        async with pool.connection() as conn:
+            yield conn

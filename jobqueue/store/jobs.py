@@ -59,11 +59,12 @@ def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
     }, lambda rows: [r[0] for r in rows])
 
 
-def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], permanent: list[bool],
+def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
               retry_in: list[float], error_types: list[str], messages: list[str],
               tracebacks: list[str | None]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
+    """actions[i]: 'retry' (dead-lettered anyway when out of attempts), 'dead' or 'cancel'."""
     return Call("job_fail_many", {
-        "worker_id": worker_id, "ids": ids, "attempts": attempts, "permanent": permanent,
+        "worker_id": worker_id, "ids": ids, "attempts": attempts, "actions": actions,
         "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
     }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
 

@@ -94,19 +94,23 @@ WITH input AS (
 SELECT id FROM done;
 
 -- name: job_fail_many
--- Batched failure. The database decides retry or dead letter (attempts >= max_attempts, or the
--- caller marked the error permanent); retry_in is the backoff the worker drew for this job.
+-- Batched failure. actions[i] is 'retry', 'dead' (a permanent error) or 'cancel' (the handler
+-- honoured a cancel request). The database has the last word: a retry with no attempts left is
+-- dead-lettered; retry_in is the backoff the worker drew for this job.
 WITH input AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(permanent)s::boolean[],
-                         %(retry_in)s::double precision[], %(error_types)s::text[], %(messages)s::text[],
-                         %(tracebacks)s::text[])
-        AS t(id, attempt, permanent, retry_in, error_type, message, traceback)
+    SELECT t.*, CASE WHEN t.action = 'cancel' THEN 'cancelled'
+                     WHEN t.action = 'dead' OR j.attempts >= j.max_attempts THEN 'dead_letter'
+                     ELSE 'failed' END AS new_state
+    FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(actions)s::text[],
+                %(retry_in)s::double precision[], %(error_types)s::text[], %(messages)s::text[],
+                %(tracebacks)s::text[])
+        AS t(id, attempt, action, retry_in, error_type, message, traceback)
+    JOIN jobqueue.jobs j ON j.id = t.id
 ), failed AS (
     UPDATE jobqueue.jobs AS j
-    SET state = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'failed' END,
-        run_at = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN j.run_at
-                      ELSE now() + make_interval(secs => i.retry_in) END,
-        finished_at = CASE WHEN i.permanent OR j.attempts >= j.max_attempts THEN now() END,
+    SET state = i.new_state,
+        run_at = CASE WHEN i.new_state = 'failed' THEN now() + make_interval(secs => i.retry_in) ELSE j.run_at END,
+        finished_at = CASE WHEN i.new_state = 'failed' THEN NULL ELSE now() END,
         locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM input i
     WHERE j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt

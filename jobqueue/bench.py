@@ -1,0 +1,162 @@
+"""`jobqueue bench`: enqueue, drain and pick-up figures on the database you point it at.
+
+What it measures, on a queue of its own (``bench-<random>``, deleted afterwards):
+1. single enqueue: jobs enqueued one by one through the async client (each its own commit):
+   jobs/s and latency p50/p99;
+2. bulk enqueue: the same jobs through `enqueue_many` in chunks: jobs/s;
+3. drain: P worker processes x C concurrency run the no-op jobs; jobs/s is measured in the
+   database, from the first claim to the last completion, so process start-up is not counted;
+4. pick-up latency on an idle worker: commit of one job -> its claim, p50/p99;
+and checks that every job completed exactly once (one attempt, one result row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
+
+from jobqueue.client import AsyncClient
+from jobqueue.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=50_000, help="jobs to drain (default 50000)")
+    parser.add_argument("--single", type=int, default=2_000, help="jobs enqueued one by one (default 2000)")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes for the drain (default 2)")
+    parser.add_argument("--concurrency", type=int, default=200, help="concurrency per process (default 200)")
+    parser.add_argument("--pickup-samples", type=int, default=200, help="pick-up latency samples (default 200)")
+    parser.add_argument("--chunk", type=int, default=5_000, help="jobs per enqueue_many call (default 5000)")
+    parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def _single_enqueue(client: AsyncClient, queue: str, count: int) -> list[float]:
+    latencies = []
+    for i in range(count):
+        started = time.perf_counter()
+        await client.enqueue("noop", {"i": i}, queue=queue)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+async def _bulk_enqueue(client: AsyncClient, queue: str, count: int, chunk: int) -> float:
+    started = time.perf_counter()
+    for offset in range(0, count, chunk):
+        size = min(chunk, count - offset)
+        await client.enqueue_many([{"job_type": "noop", "queue": queue, "payload": {"i": offset + i}}
+                                   for i in range(size)])
+    return time.perf_counter() - started
+
+
+def _start_workers(settings: Settings, queue: str, processes: int, concurrency: int) -> subprocess.Popen:
+    env = dict(os.environ, JOBQUEUE_DSN=settings.dsn)
+    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+               "--app", "jobqueue.demo:queue", "--queues", queue, "--processes", str(processes),
+               "--concurrency", str(concurrency), "--shutdown-grace", "5"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_drained(conn: psycopg.Connection, queue: str, expected: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    done = 0
+    while time.monotonic() < deadline:
+        done = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = %s AND state = 'completed'",
+                            (queue,)).fetchone()[0]
+        if done >= expected:
+            break
+        time.sleep(0.2)
+    return done
+
+
+async def _pickup(client: AsyncClient, conn: psycopg.Connection, queue: str, samples: int) -> list[float]:
+    committed: dict[uuid.UUID, datetime] = {}
+    for _ in range(samples):
+        job_id = await client.enqueue("noop", queue=queue)
+        committed[job_id] = datetime.now(timezone.utc)
+        await asyncio.sleep(0.02)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = conn.execute("SELECT id, started_at FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'",
+                            (list(committed),)).fetchall()
+        if len(rows) == len(committed):
+            break
+        time.sleep(0.1)
+    return [(started - committed[job_id]).total_seconds() * 1000 for job_id, started in rows]
+
+
+def run_bench(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(_run(args, settings))
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    conn = psycopg.connect(settings.dsn, autocommit=True)
+    durability = conn.execute("SELECT current_setting('fsync'), current_setting('synchronous_commit')").fetchone()
+    print(f"jobqueue bench on {conn.info.host}:{conn.info.port}/{conn.info.dbname} "
+          f"(fsync={durability[0]}, synchronous_commit={durability[1]}, {os.cpu_count()} cores), queue {queue}")
+    workers = None
+    try:
+        async with AsyncClient(settings=settings, pool_size=2) as client:
+            await _single_enqueue(client, queue, min(200, args.single))  # warm-up (prepared statements)
+            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            latencies = await _single_enqueue(client, queue, args.single)
+            total = sum(latencies) / 1000
+            print(f"single enqueue : {args.single / total:>9.0f} jobs/s   "
+                  f"p50 {percentile(latencies, 0.5):.3f} ms   p99 {percentile(latencies, 0.99):.3f} ms")
+            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+
+            elapsed = await _bulk_enqueue(client, queue, args.jobs, args.chunk)
+            print(f"bulk enqueue   : {args.jobs / elapsed:>9.0f} jobs/s   ({args.jobs} jobs, chunks of {args.chunk})")
+            conn.execute("VACUUM ANALYZE jobqueue.jobs")
+
+            workers = _start_workers(settings, queue, args.processes, args.concurrency)
+            done = _wait_drained(conn, queue, args.jobs, timeout=max(120, args.jobs / 500))
+            first, last = conn.execute(
+                "SELECT min(started_at), max(finished_at) FROM jobqueue.jobs WHERE queue = %s AND state = 'completed'",
+                (queue,)).fetchone()
+            span = (last - first).total_seconds() if first and last else float("nan")
+            print(f"drain          : {done / span:>9.0f} jobs/s   ({done} jobs, {args.processes} processes x "
+                  f"{args.concurrency} concurrency, {span:.2f} s first claim -> last ack)")
+            once = conn.execute(
+                """SELECT count(*) FILTER (WHERE j.state = 'completed' AND j.attempts = 1),
+                          count(r.job_id), count(*)
+                   FROM jobqueue.jobs j LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
+                   WHERE j.queue = %s""", (queue,)).fetchone()
+            exactly_once = once[0] == once[1] == once[2] == args.jobs
+            print(f"exactly once   : {'yes' if exactly_once else 'NO'} "
+                  f"({once[0]} completed on their first attempt, {once[1]} results, {once[2]} jobs)")
+
+            conn.execute("DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %s", (queue,))
+            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            await asyncio.sleep(1.0)  # let the workers go idle
+            pickups = await _pickup(client, conn, queue, args.pickup_samples)
+            print(f"pick-up        : p50 {percentile(pickups, 0.5):.2f} ms   p99 {percentile(pickups, 0.99):.2f} ms "
+                  f"({len(pickups)} samples, commit -> claim on an idle worker)")
+            return 0 if exactly_once else 1
+    finally:
+        if workers is not None:
+            workers.send_signal(signal.SIGTERM)
+            try:
+                workers.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                workers.kill()
+        conn.execute("DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %s", (queue,))
+        conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+        conn.close()

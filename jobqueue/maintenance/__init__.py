@@ -1,0 +1,1 @@
+"""Leader-only background services (sweeper, and later scheduler and pruner) and the elector."""

@@ -1,0 +1,40 @@
+"""`Sweeper`: returns jobs whose lease expired to the queue (leader only).
+
+A worker that dies or hangs stops heartbeating, so its jobs' `locked_until` passes. Each tick
+the sweeper moves such jobs back to `pending` (or to `dead_letter` when that was their last
+attempt), records the lost attempt as a `LeaseExpired` error, and NOTIFYs idle workers. Work is
+bounded per statement (`batch_size`) so a mass expiry never holds long locks.
+
+Options: ``interval`` seconds between sweeps (default 5, `JOBQUEUE_SWEEP_INTERVAL`),
+``batch_size`` jobs per statement (default 1000).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jobqueue import db
+from jobqueue.maintenance.base import Service
+from jobqueue.store import jobs as job_store
+
+log = logging.getLogger("jobqueue.sweeper")
+
+
+class Sweeper(Service):
+    name = "sweeper"
+
+    def __init__(self, pool, *, interval: float = 5.0, batch_size: int = 1000) -> None:
+        super().__init__(interval=interval)
+        self._pool = pool
+        self.batch_size = batch_size
+
+    async def run_once(self) -> int:
+        total = 0
+        while True:
+            async with db.connection(self._pool) as conn:
+                rows = await db.run(conn, job_store.reclaim_expired(limit=self.batch_size))
+            for job_id, state, lost_by in rows:
+                log.warning("job %s: lease of %s expired -> %s", job_id, lost_by, state)
+            total += len(rows)
+            if len(rows) < self.batch_size:
+                return total

@@ -1,0 +1,108 @@
+"""A worker process and the supervisor of several: what `jobqueue-worker` actually runs.
+
+One process = one asyncio loop with a `Worker` (claim loop), the maintenance services (elector,
+sweeper, …) and one shared LISTEN connection. `--processes N` starts N such processes (spawned,
+so each has its own interpreter and connections) and forwards SIGTERM/SIGINT to them; a child
+that dies unexpectedly is restarted after a short pause, its jobs recovered by lease expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import multiprocessing
+import os
+import signal
+import time
+
+from jobqueue.app import JobQueue
+from jobqueue.config import Settings
+from jobqueue.maintenance.runner import Maintenance
+from jobqueue.notifier import Notifier
+from jobqueue.worker.runner import Worker
+
+log = logging.getLogger("jobqueue.process")
+
+
+def load_app(path: str) -> JobQueue:
+    """Import ``module:attribute`` and check it is a JobQueue."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--app must look like module:attribute (got {path!r})")
+    app = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(app, JobQueue):
+        raise TypeError(f"{path} is a {type(app).__name__}, not a jobqueue.JobQueue")
+    return app
+
+
+async def serve(app: JobQueue, settings: Settings, *, install_signals: bool = True) -> None:
+    """Run one worker (and maintenance, unless disabled) until SIGTERM/SIGINT, then shut down gracefully."""
+    notifier = Notifier(settings.dsn)
+    worker = Worker(app, settings, notifier=notifier)
+    maintenance = Maintenance(settings, notifier, worker.worker_id) if settings.run_maintenance else None
+    loop = asyncio.get_running_loop()
+    if install_signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.request_stop)
+    background = [asyncio.create_task(notifier.run(), name="notifier")]
+    if maintenance is not None:
+        background.append(asyncio.create_task(maintenance.run(), name="maintenance"))
+    try:
+        await worker.run()
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+
+
+def run_worker_process(app_path: str, settings: Settings) -> None:
+    configure_logging()
+    asyncio.run(serve(load_app(app_path), settings))
+
+
+def supervise(app_path: str, settings: Settings) -> int:
+    """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
+    if settings.processes == 1:
+        run_worker_process(app_path, settings)
+        return 0
+    configure_logging()
+    load_app(app_path)  # fail fast, in the parent, on a bad --app
+    context = multiprocessing.get_context("spawn")
+    stopping = False
+
+    def start_child() -> multiprocessing.Process:
+        child = context.Process(target=run_worker_process, args=(app_path, settings), daemon=False)
+        child.start()
+        return child
+
+    children = [start_child() for _ in range(settings.processes)]
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.is_alive() and child.pid:
+                try:
+                    os.kill(child.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    while True:
+        for index, child in enumerate(children):
+            child.join(timeout=0.2)
+            if child.is_alive() or stopping:
+                continue
+            log.warning("worker process %s exited with %s; restarting it", child.pid, child.exitcode)
+            time.sleep(1.0)
+            children[index] = start_child()
+        if stopping and not any(child.is_alive() for child in children):
+            return 0 if all(child.exitcode == 0 for child in children) else 1
+        if stopping:
+            time.sleep(0.1)

@@ -1,0 +1,91 @@
+"""Runs one job's handler and turns whatever happened into an `Outcome` for the ack buffer.
+
+Async handlers run on the event loop, sync ones in the worker's thread pool. A task timeout fails
+the attempt as retryable (a sync handler's thread cannot be killed: it runs on, and its late
+result is dropped). Classification: `PermanentError` and results that are not JSON go straight to
+the dead-letter queue; `Retry(after=…)` sets the delay; `JobCancelled` after a cancel request
+ends the job as cancelled; anything else is retryable with the task's backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from jobqueue.app import TaskDef
+from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
+from jobqueue.models import Job
+from jobqueue.retry import Backoff
+
+COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
+
+
+@dataclass(slots=True)
+class Outcome:
+    job: Job
+    kind: str
+    duration_ms: float
+    result_json: str | None = None
+    retry_in: float = 0.0
+    error_type: str = ""
+    message: str = ""
+    traceback: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.kind != COMPLETED
+
+
+def _error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
+    return Outcome(
+        job=job, kind=kind, duration_ms=(time.perf_counter() - started) * 1000, retry_in=retry_in,
+        error_type=type(exc).__qualname__, message=str(exc) or type(exc).__name__,
+        traceback="".join(traceback.format_exception(exc)),
+    )
+
+
+async def execute(job: Job, task: TaskDef | None, threads: Executor,
+                  stored_result: Callable[[Job], Awaitable[Any]] | None = None) -> Outcome:
+    started = time.perf_counter()
+    if task is None:
+        exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
+        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
+    try:
+        if task.use_stored_result and stored_result is not None:
+            previous = await stored_result(job)
+            if previous is not None:
+                return Outcome(job=job, kind=COMPLETED, duration_ms=0.0, result_json=previous)
+        if task.is_async:
+            call = task.handler(job)
+        else:
+            call = asyncio.get_running_loop().run_in_executor(threads, task.handler, job)
+        result = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
+    except asyncio.TimeoutError:
+        exc = JobTimeout(f"handler ran longer than its {task.timeout} s timeout")
+        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+    except PermanentError as exc:
+        return _error_outcome(job, DEAD, started, exc)
+    except Retry as exc:
+        delay = exc.after if exc.after is not None else _backoff_for(task, job)
+        return _error_outcome(job, RETRY, started, exc, retry_in=delay)
+    except JobCancelled as exc:
+        return _error_outcome(job, CANCELLED, started, exc)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+    try:
+        result_json = None if result is None else json.dumps(result, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return _error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
+    return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,
+                   result_json=result_json)
+
+
+def _backoff_for(task: TaskDef | None, job: Job) -> float:
+    return (task.backoff if task else Backoff()).delay(job.attempt)

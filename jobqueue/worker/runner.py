@@ -1,0 +1,273 @@
+"""The claim loop: one `Worker` per process claims jobs in batches and runs them concurrently.
+
+How a worker spends its time:
+- It claims no more jobs than it has free slots (`concurrency` minus running), in one statement
+  (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
+- Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
+  `AckBuffer`; the slot is free as soon as the handler returns.
+- With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
+  `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
+- `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
+  release the rest back to `pending` at once, flush acks, mark the registry row stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+from jobqueue import db
+from jobqueue.app import JobQueue
+from jobqueue.config import Settings
+from jobqueue.errors import DatabaseUnavailable
+from jobqueue.models import Job
+from jobqueue.notifier import Notifier
+from jobqueue.store import jobs as job_store
+from jobqueue.store import workers as worker_store
+from jobqueue.worker.acks import AckBuffer
+from jobqueue.worker.executor import COMPLETED, Outcome, execute
+from jobqueue.worker.heartbeat import Heartbeat
+from jobqueue.worker.priorities import draw_slots
+
+log = logging.getLogger("jobqueue.worker")
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
+                 notifier: Notifier | None = None) -> None:
+        self.app = app
+        self.settings = settings
+        self.worker_id = worker_id or new_worker_id()
+        self.queues = list(settings.queues)
+        self.concurrency = settings.concurrency
+        self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=f"worker-{self.worker_id}")
+        self.notifier = notifier or Notifier(settings.dsn)
+        self.owns_notifier = notifier is None
+        self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
+                              flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
+        self.heartbeat = Heartbeat(
+            self.pool, self.worker_id, settings.lease_seconds,
+            held_ids=self._held_ids, on_cancel_requested=self._mark_cancel_requested,
+            on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
+            status=lambda: "stopping" if self._stopping.is_set() else "running")
+        self.running: dict[uuid.UUID, tuple[Job, asyncio.Task]] = {}
+        self.processed = 0
+        self.failed = 0
+        self._threads = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="jobqueue-handler")
+        self._wake = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._released: set[uuid.UUID] = set()
+        self._next_wake_at: float | None = None
+        self._rng = random.Random()
+        self.started = asyncio.Event()
+
+    # --- control --------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop claiming; running jobs get the shutdown grace period to finish."""
+        self._stopping.set()
+        self._wake.set()
+        self._slot_freed.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # --- notifications ----------------------------------------------------------------------
+
+    def _on_jobs_notification(self, queue: str) -> None:
+        if queue in self.queues:
+            self._wake.set()
+
+    def _on_cancel_notification(self, payload: str) -> None:
+        try:
+            self._mark_cancel_requested(uuid.UUID(payload))
+        except ValueError:
+            pass
+
+    def _mark_cancel_requested(self, job_id: uuid.UUID) -> None:
+        entry = self.running.get(job_id)
+        if entry is not None:
+            entry[0].cancel_requested = True
+
+    def _lease_lost(self, job_id: uuid.UUID) -> None:
+        if job_id in self.running:
+            log.warning("job %s: lease lost (reclaimed by the sweeper); its ack will be refused", job_id)
+
+    def _held_ids(self) -> list[uuid.UUID]:
+        return list(self.running) + self.acks.pending_ids()
+
+    def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
+        for outcome in batch:
+            if outcome.job.id not in accepted:
+                log.info("job %s: ack refused (no longer held by this worker)", outcome.job.id)
+
+    # --- main loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.pool.open(wait=True, timeout=30)
+        self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
+        self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
+        self.notifier.on_reconnect(self._wake.set)
+        background = [asyncio.create_task(self.acks.run(), name="acks"),
+                      asyncio.create_task(self.heartbeat.run(), name="heartbeat")]
+        if self.owns_notifier:
+            background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
+        try:
+            await self._register()
+            if self.owns_notifier:
+                await asyncio.wait_for(self.notifier.connected.wait(), timeout=10)
+            self.started.set()
+            log.info("worker %s started: queues=%s concurrency=%d", self.worker_id, self.queues, self.concurrency)
+            await self._claim_loop()
+            await self._shutdown()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            await self.pool.close()
+
+    async def _register(self) -> None:
+        async with db.connection(self.pool) as conn:
+            await db.run(conn, worker_store.register(
+                worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+                queues=self.queues, concurrency=self.concurrency))
+            if self.app.tasks:
+                await db.run(conn, worker_store.sync_task_defaults(self.app.max_attempts_by_type()))
+
+    async def _claim_loop(self) -> None:
+        backoff = 0.1
+        while not self.stopping:
+            free = self.concurrency - len(self.running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            self._wake.clear()
+            try:
+                jobs = await self._claim(free)
+                backoff = 0.1
+            except DatabaseUnavailable as exc:
+                log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, self.settings.poll_interval)
+                continue
+            for job in jobs:
+                self._start(job)
+            if len(jobs) < free:
+                await self._idle_wait()
+
+    async def _claim(self, free: int) -> list[Job]:
+        lease = self.settings.lease_seconds
+        async with db.connection(self.pool) as conn:
+            if self.settings.priority_mode == "weighted":
+                slots = draw_slots(free, self.settings.priority_weights, self.queues, self._rng)
+                jobs = await db.run(conn, job_store.claim_weighted(
+                    worker_id=self.worker_id, slots=slots, lease_seconds=lease))
+                if len(jobs) < free:
+                    jobs += await db.run(conn, job_store.claim(
+                        worker_id=self.worker_id, queues=self.queues, limit=free - len(jobs), lease_seconds=lease))
+                return jobs
+            return await db.run(conn, job_store.claim(
+                worker_id=self.worker_id, queues=self.queues, limit=free, lease_seconds=lease))
+
+    async def _idle_wait(self) -> None:
+        """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
+        timeout = self.settings.poll_interval
+        try:
+            async with db.connection(self.pool) as conn:
+                next_run = await db.run(conn, job_store.next_run_at(queues=self.queues))
+        except DatabaseUnavailable:
+            next_run = None
+        if next_run is not None:
+            timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
+        if self._next_wake_at is not None:
+            timeout = min(timeout, max(self._next_wake_at - time.monotonic(), 0.0))
+            self._next_wake_at = None
+        await self._sleep(timeout)
+
+    async def _sleep(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def _start(self, job: Job) -> None:
+        task = asyncio.create_task(self._run_job(job))
+        self.running[job.id] = (job, task)
+
+    async def _run_job(self, job: Job) -> None:
+        try:
+            outcome = await execute(job, self.app.tasks.get(job.job_type), self._threads, self._stored_result)
+        except asyncio.CancelledError:
+            return  # released at shutdown: the job went back to pending, nothing to ack
+        except Exception as exc:  # defensive: execute() classifies handler errors itself
+            log.exception("job %s: executor failed", job.id)
+            outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
+                              error_type=type(exc).__qualname__, message=str(exc))
+        finally:
+            self.running.pop(job.id, None)
+            self._slot_freed.set()
+        if job.id in self._released:
+            return
+        if outcome.kind == COMPLETED:
+            self.processed += 1
+        else:
+            self.failed += 1
+            if outcome.kind == "retry":
+                wake_at = time.monotonic() + outcome.retry_in
+                if self._next_wake_at is None or wake_at < self._next_wake_at:
+                    self._next_wake_at = wake_at
+                    self._wake.set()
+        self.acks.add(outcome)
+
+    async def _stored_result(self, job: Job) -> str | None:
+        info = await self._get(job.id)
+        if info is None or info.result is None:
+            return None
+        return job_store.dumps(info.result)
+
+    async def _get(self, job_id: uuid.UUID):
+        async with db.connection(self.pool) as conn:
+            return await db.run(conn, job_store.get(job_id))
+
+    # --- shutdown -------------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        grace = self.settings.shutdown_grace
+        if self.running:
+            log.info("stopping: waiting up to %.1fs for %d running jobs", grace, len(self.running))
+            tasks = [task for _, task in self.running.values()]
+            await asyncio.wait(tasks, timeout=grace)
+        leftover = list(self.running.items())
+        if leftover:
+            ids = [job_id for job_id, _ in leftover]
+            self._released.update(ids)
+            for _, (_, task) in leftover:
+                task.cancel()
+            try:
+                async with db.connection(self.pool) as conn:
+                    released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, ids=ids))
+                log.info("released %s unfinished jobs back to the queue", released)
+            except DatabaseUnavailable as exc:
+                log.warning("could not release jobs (%s); the sweeper will reclaim them when their lease ends", exc)
+        if not await self.acks.drain(timeout=max(5.0, grace)):
+            log.warning("some acks were not written; those jobs will be retried after their lease")
+        try:
+            async with db.connection(self.pool) as conn:
+                await db.run(conn, worker_store.deregister(worker_id=self.worker_id))
+        except DatabaseUnavailable:
+            pass
