@@ -33,6 +33,9 @@ class Notifier:
         self._conn: psycopg.AsyncConnection | None = None
 
     def subscribe(self, channel: str, callback: Callback) -> None:
+        """Register before `run()` starts: channels are LISTENed to when the connection opens."""
+        if self._conn is not None and channel not in self._callbacks:
+            raise RuntimeError(f"subscribe to {channel!r} before the notifier connects")
         self._callbacks[channel].append(callback)
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:

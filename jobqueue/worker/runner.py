@@ -72,6 +72,10 @@ class Worker:
         self._next_wake_at: float | None = None
         self._rng = random.Random()
         self.started = asyncio.Event()
+        # Subscribe before anything runs: the notifier LISTENs to the channels known when it connects.
+        self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
+        self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
+        self.notifier.on_reconnect(self._wake.set)
 
     # --- control --------------------------------------------------------------------------
 
@@ -118,9 +122,6 @@ class Worker:
 
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
-        self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
-        self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
-        self.notifier.on_reconnect(self._wake.set)
         background = [asyncio.create_task(self.acks.run(), name="acks"),
                       asyncio.create_task(self.heartbeat.run(), name="heartbeat")]
         if self.owns_notifier:

@@ -30,18 +30,21 @@ WITH next AS (
     ) AS c
     ORDER BY c.priority, c.run_at, c.seq
     LIMIT %(limit)s
+), claimed AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'processing',
+        attempts = j.attempts + 1,
+        locked_by = %(worker_id)s,
+        locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+        started_at = now(),
+        updated_at = now()
+    WHERE j.id = ANY(ARRAY(SELECT id FROM next))
+    RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq
 )
-UPDATE jobqueue.jobs AS j
-SET state = 'processing',
-    attempts = j.attempts + 1,
-    locked_by = %(worker_id)s,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
-    started_at = now(),
-    updated_at = now()
-FROM next
-WHERE j.id = next.id
-RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-          j.traceparent, j.cancel_requested, j.created_at;
+SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at
+FROM claimed
+ORDER BY priority, run_at, seq;
 
 -- name: job_claim_weighted
 -- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
@@ -60,18 +63,21 @@ WITH next AS (
         LIMIT s.quota
         FOR UPDATE SKIP LOCKED
     ) AS c
+), claimed AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'processing',
+        attempts = j.attempts + 1,
+        locked_by = %(worker_id)s,
+        locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+        started_at = now(),
+        updated_at = now()
+    WHERE j.id = ANY(ARRAY(SELECT id FROM next))
+    RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq
 )
-UPDATE jobqueue.jobs AS j
-SET state = 'processing',
-    attempts = j.attempts + 1,
-    locked_by = %(worker_id)s,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
-    started_at = now(),
-    updated_at = now()
-FROM next
-WHERE j.id = next.id
-RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-          j.traceparent, j.cancel_requested, j.created_at;
+SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at
+FROM claimed
+ORDER BY priority, run_at, seq;
 
 -- name: job_complete_many
 -- Batched ack. Guarded by state and attempt: a worker whose lease was reclaimed cannot complete
