@@ -36,24 +36,37 @@ def load_app(path: str) -> JobQueue:
     return app
 
 
-async def serve(app: JobQueue, settings: Settings, *, install_signals: bool = True) -> None:
-    """Run one worker (and maintenance, unless disabled) until SIGTERM/SIGINT, then shut down gracefully."""
-    notifier = Notifier(settings.dsn)
-    worker = Worker(app, settings, notifier=notifier)
-    maintenance = Maintenance(settings, notifier, worker.worker_id) if settings.run_maintenance else None
+class WorkerProcess:
+    """Everything one worker process runs: notifier, claim loop and (unless disabled) maintenance."""
+
+    def __init__(self, app: JobQueue, settings: Settings) -> None:
+        self.notifier = Notifier(settings.dsn)
+        self.worker = Worker(app, settings, notifier=self.notifier)
+        self.maintenance = (Maintenance(settings, self.notifier, self.worker.worker_id)
+                            if settings.run_maintenance else None)
+
+    def request_stop(self) -> None:
+        self.worker.request_stop()
+
+    async def run(self) -> None:
+        background = [asyncio.create_task(self.notifier.run(), name="notifier")]
+        if self.maintenance is not None:
+            background.append(asyncio.create_task(self.maintenance.run(), name="maintenance"))
+        try:
+            await self.worker.run()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+
+
+async def serve(app: JobQueue, settings: Settings) -> None:
+    """Run one worker process until SIGTERM/SIGINT, then shut down gracefully."""
+    process = WorkerProcess(app, settings)
     loop = asyncio.get_running_loop()
-    if install_signals:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.request_stop)
-    background = [asyncio.create_task(notifier.run(), name="notifier")]
-    if maintenance is not None:
-        background.append(asyncio.create_task(maintenance.run(), name="maintenance"))
-    try:
-        await worker.run()
-    finally:
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, process.request_stop)
+    await process.run()
 
 
 def configure_logging() -> None:

@@ -54,4 +54,6 @@ def run_migration_script(op, filename: str) -> None:
     treat those as placeholders, so they go straight to psycopg, which runs a parameterless
     multi-statement string as one simple query inside Alembic's transaction.
     """
-    op.get_bind().connection.driver_connection.execute(read_migration(filename))
+    script = read_migration(filename)
+    if script.strip() and not all(line.startswith("--") for line in script.strip().splitlines()):
+        op.get_bind().connection.driver_connection.execute(script)

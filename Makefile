@@ -1,0 +1,63 @@
+# jobqueue — the two commands: `make run` and `make test`. Each sets up everything it needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install run test bench db db-stop migrate clean system-deps
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: system-deps $(STAMP)
+
+# PostgreSQL server binaries (initdb/pg_ctl) for the local and test clusters; installed only when missing.
+system-deps:
+	@if [ -z "$$JOBQUEUE_DSN$$JOBQUEUE_TEST_DSN" ] && ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
+		echo "installing PostgreSQL server binaries"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+# Starts the local durable cluster in .pgdata (unless JOBQUEUE_DSN is set) and prints its DSN.
+db: install
+	@if [ -n "$$JOBQUEUE_DSN" ]; then echo "$$JOBQUEUE_DSN"; else $(BIN)/python -m jobqueue.devdb start; fi
+
+db-stop:
+	$(BIN)/python -m jobqueue.devdb stop
+
+migrate: install
+	@export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; $(BIN)/jobqueue migrate
+
+# Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> worker (with maintenance) on the demo
+# app -> a few demo jobs shown completing -> keeps serving until Ctrl-C (ONCE=1: stop after the demo).
+run: install
+	@set -euo pipefail; \
+	export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; \
+	echo "database: $$JOBQUEUE_DSN"; \
+	$(BIN)/jobqueue migrate; \
+	$(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 & WORKER=$$!; \
+	trap 'kill -TERM $$WORKER 2>/dev/null || true; wait $$WORKER 2>/dev/null || true' EXIT; \
+	trap 'exit 0' INT TERM; \
+	$(BIN)/jobqueue demo --timeout 30; \
+	if [ -n "$${ONCE:-}" ]; then exit 0; fi; \
+	echo "worker running on jobqueue.demo:queue — enqueue more with: $(BIN)/jobqueue enqueue echo --payload '{\"hi\": 1}'  (Ctrl-C stops)"; \
+	wait $$WORKER
+
+# The whole suite against a real PostgreSQL (JOBQUEUE_TEST_DSN, else a throwaway cluster it starts).
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The benchmark on a durable local cluster (or JOBQUEUE_DSN).
+bench: install
+	@export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; \
+	$(BIN)/jobqueue migrate >/dev/null; \
+	$(BIN)/jobqueue bench $(BENCH_ARGS)
+
+clean:
+	-$(BIN)/python -m jobqueue.devdb stop
+	rm -rf $(VENV) .pgdata .pytest_cache

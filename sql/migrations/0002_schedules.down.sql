@@ -1,0 +1,1 @@
+-- Undo of revision 0002_schedules.

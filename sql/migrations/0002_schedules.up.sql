@@ -1,0 +1,1 @@
+-- Cron schedules and maintenance (schedules table, worker registry additions): DDL of revision 0002_schedules.

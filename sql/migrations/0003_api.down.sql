@@ -1,0 +1,1 @@
+-- Undo of revision 0003_api.

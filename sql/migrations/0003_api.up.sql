@@ -1,0 +1,1 @@
+-- REST API (API keys, queue pause state): DDL of revision 0003_api.

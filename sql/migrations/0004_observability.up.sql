@@ -1,0 +1,1 @@
+-- Observability (worker stats rows): DDL of revision 0004_observability.

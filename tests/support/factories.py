@@ -1,0 +1,42 @@
+"""Factories for rows in the test database: jobs in any state without hand-written INSERTs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+
+from jobqueue.models import Priority
+
+_COLUMNS = ("queue", "job_type", "payload", "priority", "state", "attempts", "max_attempts", "run_at",
+            "idempotency_key", "locked_by", "locked_until", "finished_at", "producer_id")
+
+
+def make_job(conn: psycopg.Connection, *, state: str = "pending", job_type: str = "noop", queue: str = "default",
+             payload: Any = None, priority: str | int = "normal", attempts: int | None = None,
+             max_attempts: int = 4, run_at: datetime | None = None, idempotency_key: str | None = None,
+             locked_by: str | None = None, locked_until: datetime | None = None,
+             finished_at: datetime | None = None, producer_id: str | None = None) -> uuid.UUID:
+    """Insert one job directly in ``state``, with the lease/attempt fields that state implies."""
+    now = datetime.now(timezone.utc)
+    if attempts is None:
+        attempts = 0 if state == "pending" else 1
+    if state == "processing":
+        locked_by = locked_by or "test-worker"
+        locked_until = locked_until or now + timedelta(seconds=30)
+    if state in ("completed", "dead_letter", "cancelled"):
+        finished_at = finished_at or now
+    values = (queue, job_type, json.dumps(payload or {}), int(Priority.parse(priority)), state, attempts,
+              max_attempts, run_at or now, idempotency_key, locked_by, locked_until, finished_at, producer_id)
+    row = conn.execute(
+        f"INSERT INTO jobqueue.jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))}) RETURNING id",
+        values).fetchone()
+    return row[0]
+
+
+def job_row(conn: psycopg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute("SELECT * FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()
