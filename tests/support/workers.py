@@ -21,6 +21,9 @@ def test_settings(dsn: str, **overrides) -> Settings:
     return Settings(**base)
 
 
+test_settings.__test__ = False  # a helper, not a test, although test modules import it by name
+
+
 class WorkerThread:
     """A WorkerProcess on a private event loop in a thread; `stop()` is a graceful SIGTERM."""
 

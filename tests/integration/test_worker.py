@@ -1,0 +1,330 @@
+"""The worker: claim order, wake-ups, retries, dead letters, timeouts, cancel, leases, shutdown."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from jobqueue import Client
+from jobqueue.models import CancelOutcome, JobState
+from tests.support import apps
+from tests.support.factories import job_row, make_job
+from tests.support.waiting import wait_until
+from tests.support.workers import WorkerThread, test_settings
+
+
+@pytest.fixture(autouse=True)
+def _clear_runs():
+    apps.runs.clear()
+    yield
+    apps.runs.clear()
+
+
+def states(conn, ids) -> dict:
+    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
+
+
+def all_in(conn, ids, state: str) -> bool:
+    current = states(conn, ids)
+    return len(current) == len(ids) and all(s == state for s in current.values())
+
+
+def test_commit_wakes_an_idle_worker_without_polling(dsn, conn):
+    settings = test_settings(dsn, poll_interval=60.0)
+    with WorkerThread(apps.queue, settings):
+        time.sleep(0.2)  # the worker has found nothing and sleeps on LISTEN (next poll in 60 s)
+        with psycopg.connect(dsn) as producer:
+            job_id = producer.execute("SELECT jobqueue.enqueue('record', '{\"n\": 1}')").fetchone()[0]
+            time.sleep(0.3)
+            assert job_id not in states(conn, [job_id])  # uncommitted: invisible, no wake-up
+            producer.commit()
+            committed = time.monotonic()
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
+        assert time.monotonic() - committed < 2.0
+
+
+def test_scheduled_job_runs_when_due_without_notify(dsn, conn):
+    settings = test_settings(dsn, poll_interval=60.0)
+    with WorkerThread(apps.queue, settings):
+        job_id = conn.execute("SELECT jobqueue.enqueue('record', delay => interval '0.7 seconds')").fetchone()[0]
+        time.sleep(0.3)
+        assert states(conn, [job_id])[job_id] == "pending"
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
+    row = job_row(conn, job_id)
+    assert row["started_at"] >= row["run_at"]
+
+
+def test_single_worker_runs_in_priority_then_fifo_order(dsn, conn):
+    ids = []
+    for i, priority in enumerate(["low", "normal", "critical", "high", "low", "critical", "normal", "high"]):
+        ids.append((priority, i, make_job(conn, job_type="record", priority=priority, payload={"n": i})))
+    with WorkerThread(apps.queue, test_settings(dsn, concurrency=1)):
+        wait_until(lambda: len(apps.runs) == len(ids))
+    order = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+    expected = [job_id for _, _, job_id in sorted(ids, key=lambda t: (order[t[0]], t[1]))]
+    assert [run[0] for run in apps.runs] == expected
+
+
+def test_concurrent_workers_run_each_job_once_in_order_per_worker(dsn, conn):
+    with Client(dsn) as client:
+        ids = client.enqueue_many([{"job_type": "record", "priority": p, "payload": {"n": i}}
+                                   for i, p in enumerate(["low", "high", "normal", "critical"] * 50)])
+    rank = {job_id: index for index, job_id in enumerate(
+        r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs ORDER BY priority, run_at, seq").fetchall())}
+    workers = [WorkerThread(apps.queue, test_settings(dsn, concurrency=2)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    try:
+        wait_until(lambda: all_in(conn, ids, "completed"), timeout=20)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert sorted(run[0] for run in apps.runs) == sorted(ids)  # every job ran, exactly once
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_results").fetchone()[0] == len(ids)
+    by_worker = defaultdict(list)
+    worker_of = dict(conn.execute("SELECT job_id, worker_id FROM jobqueue.job_results").fetchall())
+    for job_id, *_ in apps.runs:
+        by_worker[worker_of[job_id]].append(rank[job_id])
+    assert len(by_worker) == 3
+    for ranks in by_worker.values():
+        # each worker claims in batches of its free slots, so it starts jobs in global order up to
+        # the width of one batch (2) -- never a low job before a critical one it could have had.
+        assert all(b > a - 2 for a, b in zip(ranks, ranks[1:])), ranks
+
+
+def test_retryable_failure_backs_off_then_dead_letters_with_every_error(dsn, conn):
+    job_id = make_job(conn, job_type="always_fails", max_attempts=3)
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "dead_letter"), timeout=10)
+    with Client(dsn) as client:
+        info = client.get(job_id)
+    assert info.attempts == 3
+    assert [e.attempt for e in info.errors] == [1, 2, 3]
+    assert all(e.error_type == "ValueError" and "boom on attempt" in e.message for e in info.errors)
+    assert "Traceback" in info.errors[0].traceback
+    assert info.final_error == {"type": "ValueError", "message": "boom on attempt 3"}
+    attempts = [run[1] for run in apps.runs if run[0] == job_id]
+    assert attempts == [1, 2, 3]
+    dead = conn.execute("SELECT last_error FROM jobqueue.dead_letters WHERE id = %s", (job_id,)).fetchone()
+    assert dead == ("boom on attempt 3",)
+
+
+def test_failed_job_waits_for_its_backoff(dsn, conn):
+    job_id = make_job(conn, job_type="retry_after")  # raises Retry(after=0.3) on attempt 1
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=10)
+    errors = conn.execute("SELECT failed_at, error_type, message FROM jobqueue.job_errors WHERE job_id = %s",
+                          (job_id,)).fetchall()
+    assert [(e[1], e[2]) for e in errors] == [("Retry", "throttled")]
+    second_start = job_row(conn, job_id)["started_at"]
+    assert (second_start - errors[0][0]).total_seconds() >= 0.28
+
+
+def test_permanent_error_dead_letters_at_once(dsn, conn):
+    job_id = make_job(conn, job_type="permanent", max_attempts=5)
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
+    row = job_row(conn, job_id)
+    assert row["attempts"] == 1 and row["finished_at"] is not None
+
+
+def test_timeout_fails_the_attempt_as_retryable(dsn, conn):
+    job_id = make_job(conn, job_type="times_out", max_attempts=2)
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "dead_letter"), timeout=10)
+    types = [r[0] for r in conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt",
+                                        (job_id,)).fetchall()]
+    assert types == ["JobTimeout", "JobTimeout"]
+
+
+def test_result_that_is_not_json_dead_letters(dsn, conn):
+    job_id = make_job(conn, job_type="unserialisable")
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
+    assert "not JSON" in conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s",
+                                      (job_id,)).fetchone()[0]
+
+
+def test_sync_handler_runs_in_a_thread_and_stores_its_result(dsn, conn):
+    job_id = make_job(conn, job_type="record_sync")
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "completed"))
+    with Client(dsn) as client:
+        info = client.get(job_id)
+    assert info.result["thread"].startswith("jobqueue-handler")
+    assert info.duration_ms is not None and info.duration_ms >= 0
+
+
+def test_unknown_job_type_fails_with_a_clear_error(dsn, conn):
+    job_id = make_job(conn, job_type="nobody_knows_me", max_attempts=1)
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
+    message = conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchone()[0]
+    assert "no handler registered for job type 'nobody_knows_me'" in message
+
+
+def test_task_defaults_are_published_at_worker_start(dsn, conn):
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        pass
+    assert conn.execute("SELECT max_attempts FROM jobqueue.task_defaults WHERE job_type = 'always_fails'"
+                        ).fetchone() == (3,)
+    job_id = conn.execute("SELECT jobqueue.enqueue('always_fails')").fetchone()[0]
+    assert job_row(conn, job_id)["max_attempts"] == 3
+
+
+def test_cancel_in_every_state(dsn, conn):
+    pending = make_job(conn, job_type="record", run_at=datetime.now(timezone.utc) + timedelta(hours=1))
+    failed = make_job(conn, job_type="record", state="failed")
+    completed = make_job(conn, state="completed")
+    dead = make_job(conn, state="dead_letter")
+    cancelled = make_job(conn, state="cancelled")
+    with Client(dsn) as client:
+        assert client.cancel(pending) is CancelOutcome.CANCELLED
+        assert client.cancel(failed) is CancelOutcome.CANCELLED
+        assert client.cancel(completed) is CancelOutcome.COMPLETED
+        assert client.cancel(dead) is CancelOutcome.DEAD_LETTER
+        assert client.cancel(cancelled) is CancelOutcome.ALREADY_CANCELLED
+        assert client.cancel(uuid.uuid4()) is CancelOutcome.NOT_FOUND
+        assert client.get(pending).state is JobState.CANCELLED
+        assert client.get(completed).state is JobState.COMPLETED  # nothing changed
+
+        with WorkerThread(apps.queue, test_settings(dsn)):
+            running = client.enqueue("slow", {"seconds": 30})
+            wait_until(lambda: any(run[0] == running for run in apps.runs))
+            assert client.cancel(running) is CancelOutcome.CANCEL_REQUESTED
+            wait_until(lambda: all_in(conn, [running], "cancelled"), timeout=5)
+        info = client.get(running)
+    assert info.cancel_requested and info.errors[-1].error_type == "JobCancelled"
+    # a cancelled job is never claimed again
+    assert [run[0] for run in apps.runs].count(running) == 1
+
+
+def test_late_ack_after_reclaim_is_refused(dsn, conn):
+    """Worker A's lease expired and the job went to worker B: A's completion must not count."""
+    from jobqueue import db
+    from jobqueue.store import jobs as job_store
+
+    job_id = make_job(conn, job_type="record")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        claimed = db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30))
+        assert [job.id for job in claimed] == [job_id] and claimed[0].attempt == 1
+        later = datetime.now(timezone.utc) + timedelta(seconds=31)
+        reclaimed = db.run_sync(a, job_store.reclaim_expired(now=later))
+        assert [(r[0], r[1]) for r in reclaimed] == [(job_id, "pending")]
+        again = db.run_sync(a, job_store.claim(worker_id="B", queues=["default"], limit=1, lease_seconds=30))
+        assert again[0].attempt == 2
+        late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
+                                                     results=['{"from": "A"}'], durations=[1.0]))
+        assert late == []
+        row = job_row(conn, job_id)
+        assert row["state"] == "processing" and row["locked_by"] == "B"
+        late_failure = db.run_sync(a, job_store.fail_many(
+            worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
+            error_types=["X"], messages=["late"], tracebacks=[None]))
+        assert late_failure == []
+        assert job_row(conn, job_id)["state"] == "processing"
+        done = db.run_sync(a, job_store.complete_many(worker_id="B", ids=[job_id], attempts=[2],
+                                                     results=['{"from": "B"}'], durations=[1.0]))
+        assert done == [job_id]
+    errors = conn.execute("SELECT attempt, error_type FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchall()
+    assert errors == [(1, "LeaseExpired")]
+
+
+def test_stored_result_of_an_earlier_delivery_is_reused_when_the_task_opts_in(dsn, conn):
+    from jobqueue import db
+    from jobqueue.store import jobs as job_store
+
+    job_id = make_job(conn, job_type="idempotent")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30))
+        db.run_sync(a, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=31)))
+        # A finished after all: its ack is refused but its result is kept (put-if-absent)
+        db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
+                                              results=['{"computed_on_attempt": 1}'], durations=[1.0]))
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id], "completed"))
+    assert [run for run in apps.runs if run[0] == job_id] == []  # side effects not run again
+    with Client(dsn) as client:
+        assert client.get(job_id).result == {"computed_on_attempt": 1}
+
+
+def test_sweeper_returns_expired_leases_and_dead_letters_the_last_attempt(dsn, conn):
+    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    retry = make_job(conn, job_type="record", state="processing", attempts=1, max_attempts=3, locked_until=past,
+                     locked_by="gone")
+    last = make_job(conn, job_type="record", state="processing", attempts=3, max_attempts=3, locked_until=past,
+                    locked_by="gone")
+    with WorkerThread(apps.queue, test_settings(dsn, sweep_interval=0.2)):
+        wait_until(lambda: states(conn, [retry, last]) == {retry: "completed", last: "dead_letter"}, timeout=10)
+    assert job_row(conn, retry)["attempts"] == 2
+    assert conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s", (last,)).fetchone() == (
+        "LeaseExpired",)
+
+
+def test_heartbeat_extends_leases_of_long_jobs(dsn, conn):
+    job_id = make_job(conn, job_type="slow", payload={"seconds": 2.5})
+    with WorkerThread(apps.queue, test_settings(dsn, lease_seconds=1.0, sweep_interval=0.2)):
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=10)
+    row = job_row(conn, job_id)
+    assert row["attempts"] == 1  # never reclaimed although the job outlived its first lease
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_errors").fetchone()[0] == 0
+
+
+def test_weighted_priorities_do_not_starve_low(dsn, conn):
+    with Client(dsn) as client:
+        client.enqueue_many([{"job_type": "record", "priority": "critical"} for _ in range(300)]
+                            + [{"job_type": "record", "priority": "low"} for _ in range(20)])
+    settings = test_settings(dsn, concurrency=4, priority_mode="weighted", priority_weights=(8, 4, 2, 1))
+    with WorkerThread(apps.queue, settings):
+        wait_until(lambda: len(apps.runs) >= 150, timeout=20)
+        worker_runs = list(apps.runs[:150])
+    low_ids = {r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE priority = 3").fetchall()}
+    low_share = sum(1 for run in worker_runs if run[0] in low_ids)
+    # 1/9 of the slots belong to low by weight: about 17 of 150; strict mode would give 0
+    assert low_share >= 6, low_share
+
+
+def test_strict_priorities_run_critical_first(dsn, conn):
+    with Client(dsn) as client:
+        client.enqueue_many([{"job_type": "record", "priority": "critical"} for _ in range(100)]
+                            + [{"job_type": "record", "priority": "low"} for _ in range(20)])
+    with WorkerThread(apps.queue, test_settings(dsn, concurrency=4)):
+        wait_until(lambda: len(apps.runs) >= 100, timeout=20)
+        first = list(apps.runs[:100])
+    low_ids = {r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE priority = 3").fetchall()}
+    assert not any(run[0] in low_ids for run in first)
+
+
+def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(dsn, conn):
+    short = make_job(conn, job_type="slow", payload={"seconds": 0.3})
+    long = make_job(conn, job_type="slow", payload={"seconds": 30})
+    worker = WorkerThread(apps.queue, test_settings(dsn, concurrency=2, shutdown_grace=1.0)).start()
+    wait_until(lambda: len(apps.runs) == 2)
+    started = time.monotonic()
+    worker.stop()
+    assert time.monotonic() - started < 5
+    assert states(conn, [short, long]) == {short: "completed", long: "pending"}
+    released = job_row(conn, long)
+    assert released["attempts"] == 0 and released["locked_by"] is None
+    status = conn.execute("SELECT status FROM jobqueue.workers WHERE id = %s", (worker.worker.worker_id,)).fetchone()
+    assert status == ("stopped",)
+
+
+def test_worker_recovers_when_its_connections_are_dropped(dsn, conn):
+    """Every connection of the worker is terminated: it reconnects (pool and LISTEN) and goes on."""
+    from tests.support.waiting import wait_until as wait
+
+    job_id = make_job(conn, job_type="record")
+    with WorkerThread(apps.queue, test_settings(dsn)) as worker:
+        wait(lambda: all_in(conn, [job_id], "completed"))
+        # drop every connection the worker holds; it must reconnect and keep working
+        conn.execute("""SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid()""")
+        second = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        wait(lambda: all_in(conn, [second], "completed"), timeout=15)
+        assert worker.worker.processed == 2
