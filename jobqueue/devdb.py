@@ -28,7 +28,7 @@ import psycopg
 def pg_bindir() -> Path:
     found = shutil.which("pg_ctl")
     if found:
-        return Path(found).parent
+        return Path(found).resolve().parent
     pg_config = shutil.which("pg_config")
     if pg_config:
         bindir = Path(subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip())

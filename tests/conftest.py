@@ -51,3 +51,23 @@ def _no_ambient_dsn(monkeypatch):
     """Code under test must get its DSN from the test, never from the developer's environment."""
     monkeypatch.delenv("JOBQUEUE_DSN", raising=False)
     yield
+
+
+class _OwnClusterDsn(str):
+    """A DSN string that also carries the LocalCluster behind it (for restart tests)."""
+
+    cluster = None
+
+
+@pytest.fixture
+def own_cluster():
+    """A migrated database on a cluster of this test's own, which it may stop and start at will
+    (the session's server may be shared via JOBQUEUE_TEST_DSN, so it is never restarted)."""
+    server = TestServer.throwaway()
+    try:
+        server.create_template()
+        dsn = _OwnClusterDsn(server.dsn_for(server.template))
+        dsn.cluster = server.cluster
+        yield dsn
+    finally:
+        server.close()

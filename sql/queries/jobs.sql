@@ -90,7 +90,8 @@ WITH input AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL
     FROM input i
-    WHERE j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
+    WHERE j.id = ANY(ARRAY(SELECT id FROM input))  -- primary-key probes, whatever the statistics say
+      AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
     RETURNING j.id
 ), stored AS (
     INSERT INTO jobqueue.job_results (job_id, outcome, result, duration_ms, worker_id)
@@ -119,7 +120,8 @@ WITH input AS (
         finished_at = CASE WHEN i.new_state = 'failed' THEN NULL ELSE now() END,
         locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM input i
-    WHERE j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
+    WHERE j.id = ANY(ARRAY(SELECT id FROM input))
+      AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
     RETURNING j.id, j.state, j.run_at
 ), errors AS (
     INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback, worker_id)

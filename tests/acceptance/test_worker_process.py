@@ -1,0 +1,97 @@
+"""`jobqueue-worker` as a real process: SIGKILL mid-job, SIGTERM, several processes, Postgres restart."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psycopg
+import pytest
+
+from jobqueue import Client
+from tests.support.factories import job_row, make_job
+from tests.support.waiting import wait_until
+from tests.support.workers import spawn_worker, terminate
+
+pytestmark = pytest.mark.slow
+
+
+def state_of(conn, job_id) -> str:
+    return conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()[0]
+
+
+def test_job_of_a_killed_worker_completes_on_another_after_its_lease(dsn, conn):
+    job_id = make_job(conn, job_type="slow", payload={"seconds": 1.0})
+    victim = spawn_worker(dsn, "tests.support.apps:queue", "--lease", "2", "--no-maintenance")
+    try:
+        wait_until(lambda: state_of(conn, job_id) == "processing", timeout=20)
+        holder = job_row(conn, job_id)["locked_by"]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+    finally:
+        terminate(victim, signal.SIGKILL)
+    assert state_of(conn, job_id) == "processing"  # nobody completed it: the holder is dead
+    rescuer = spawn_worker(dsn, "tests.support.apps:queue", "--lease", "2", env={"JOBQUEUE_SWEEP_INTERVAL": "0.3"})
+    try:
+        wait_until(lambda: state_of(conn, job_id) == "completed", timeout=30)
+    finally:
+        output = terminate(rescuer)
+    row = job_row(conn, job_id)
+    assert row["attempts"] == 2
+    errors = conn.execute("SELECT attempt, error_type, worker_id FROM jobqueue.job_errors WHERE job_id = %s",
+                          (job_id,)).fetchall()
+    assert errors == [(1, "LeaseExpired", holder)]
+    assert "lease of" in output  # the sweeper said what it did
+
+
+def test_sigterm_finishes_in_flight_jobs_and_exits_cleanly(dsn, conn):
+    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "4", "--shutdown-grace", "10")
+    try:
+        with Client(dsn) as client:
+            ids = client.enqueue_many([{"job_type": "slow", "payload": {"seconds": 1.0}} for _ in range(4)])
+        wait_until(lambda: all(state_of(conn, i) == "processing" for i in ids), timeout=20)
+        worker.send_signal(signal.SIGTERM)
+        # no new claims after SIGTERM
+        late = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        assert worker.wait(15) == 0
+    finally:
+        terminate(worker, signal.SIGKILL)
+    assert all(state_of(conn, i) == "completed" for i in ids)
+    assert state_of(conn, late) == "pending"
+
+
+def test_two_processes_share_the_work_exactly_once(dsn, conn):
+    with Client(dsn) as client:
+        ids = client.enqueue_many([{"job_type": "record", "payload": {"n": i}} for i in range(400)])
+    worker = spawn_worker(dsn, "tests.support.apps:queue", "--processes", "2", "--concurrency", "8")
+    try:
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] == len(ids), timeout=60)
+    finally:
+        assert "Traceback" not in terminate(worker)
+    workers = conn.execute("SELECT count(DISTINCT worker_id) FROM jobqueue.job_results").fetchone()[0]
+    assert workers == 2
+    assert conn.execute("SELECT max(attempts) FROM jobqueue.jobs").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_results").fetchone()[0] == len(ids)
+
+
+def test_worker_survives_a_postgres_restart(own_cluster):
+    """Jobs accepted before and after a restart all complete; the worker reconnects by itself."""
+    dsn = own_cluster
+    from tests.support.workers import spawn_worker as spawn
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        before = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+    worker = spawn(dsn, "tests.support.apps:queue", "--poll-interval", "0.5")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            wait_until(lambda: state_of(conn, before) == "completed", timeout=20)
+        own_cluster.cluster.stop(mode="fast")
+        time.sleep(1.0)
+        own_cluster.cluster.start()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            after = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+            wait_until(lambda: state_of(conn, after) == "completed", timeout=30)
+    finally:
+        output = terminate(worker)
+    assert "Traceback" not in output, output

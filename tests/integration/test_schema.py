@@ -1,0 +1,88 @@
+"""Migrations: up, down and up again; the reference schema; the claim and ack plans use their indexes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+
+from jobqueue import migrate
+from jobqueue.sql import queries
+from tests.support.schema import SCHEMA_FILE, dump
+
+
+def tables(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'jobqueue'").fetchall()}
+
+
+def test_migrations_up_down_up(empty_dsn):
+    assert migrate.current_revision(empty_dsn) is None
+    migrate.upgrade(empty_dsn)
+    assert migrate.is_up_to_date(empty_dsn)
+    first = tables(empty_dsn)
+    assert {"jobs", "job_results", "job_errors", "workers", "leaders", "task_defaults"} <= first
+    migrate.downgrade(empty_dsn, "base")
+    assert tables(empty_dsn) == set() and migrate.current_revision(empty_dsn) is None
+    migrate.upgrade(empty_dsn)
+    assert tables(empty_dsn) == first
+    with psycopg.connect(empty_dsn) as conn:  # and it works after the round trip
+        assert conn.execute("SELECT jobqueue.enqueue('x')").fetchone()[0]
+
+
+def test_each_revision_downgrades_to_the_one_before(empty_dsn):
+    migrate.upgrade(empty_dsn)
+    head = migrate.current_revision(empty_dsn)
+    migrate.downgrade(empty_dsn, "-1")
+    assert migrate.current_revision(empty_dsn) != head
+    migrate.upgrade(empty_dsn)
+    assert migrate.current_revision(empty_dsn) == head
+
+
+def test_cli_migrate_is_idempotent(empty_dsn):
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
+                                 "migrate", "--dsn", empty_dsn], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+    assert migrate.is_up_to_date(empty_dsn)
+
+
+def test_reference_schema_matches_the_migrations(dsn):
+    assert dump(dsn) == SCHEMA_FILE.read_text(), (
+        "sql/schema.sql is stale: run `.venv/bin/python -m tests.support.schema --write`")
+
+
+def _plan(conn, name: str, params: dict) -> str:
+    plan = conn.execute("EXPLAIN (FORMAT JSON) " + queries()[name], params).fetchone()[0]
+    return json.dumps(plan)
+
+
+def test_claim_uses_the_claim_index_without_sorting_the_queue(dsn):
+    with psycopg.connect(dsn) as conn:
+        conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, state, finished_at)
+                        SELECT 'x', (g % 4), CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'completed' END, now()
+                        FROM generate_series(1, 20000) g""")
+        conn.execute("ANALYZE jobqueue.jobs")
+        plan = _plan(conn, "job_claim", {"queues": ["default"], "limit": 100, "worker_id": "w",
+                                         "lease_seconds": 30, "now": None})
+        conn.rollback()
+    assert "jobs_claim_idx" in plan
+    assert '"Seq Scan"' not in plan
+
+
+def test_acks_find_jobs_by_primary_key_even_with_stale_statistics(dsn):
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT 'x' FROM generate_series(1, 20000)")
+        conn.execute("ANALYZE jobqueue.jobs")  # statistics say: nothing is processing
+        conn.execute("UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_until = now() "
+                     "WHERE seq <= 5000")
+        ids = [r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE seq <= 200").fetchall()]
+        params = {"worker_id": "w", "ids": ids, "attempts": [1] * len(ids), "results": [None] * len(ids),
+                  "durations": [1.0] * len(ids)}
+        plan = _plan(conn, "job_complete_many", params)
+        conn.rollback()
+    assert "jobs_pkey" in plan
+    assert "jobs_lease_idx" not in plan and '"Seq Scan"' not in plan
