@@ -1,0 +1,116 @@
+"""Pure logic: backoff, weighted slot draws, settings, SQL loading, enqueue validation."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobqueue.client import NewJob
+from jobqueue.config import Settings, parse_weights
+from jobqueue.errors import ValidationError
+from jobqueue.retry import Backoff
+from jobqueue.sql import parse_named_queries, queries
+from jobqueue.worker.priorities import draw_slots
+
+
+def test_backoff_is_exponential_capped_and_jittered_upwards():
+    policy = Backoff(base=1.0, multiplier=2.0, max=30.0, jitter=0.1)
+    never = random.Random(0)
+    delays = [policy.delay(attempt, never) for attempt in range(1, 8)]
+    floors = [1, 2, 4, 8, 16, 30, 30]
+    for delay, floor in zip(delays, floors):
+        assert floor <= delay <= floor * 1.1
+    assert Backoff(jitter=0).delay(1) == 1.0
+    assert Backoff(base=5, max=3, jitter=0).delay(10) == 3
+    assert Backoff(jitter=0).delay(10_000) == 30.0  # no overflow on absurd attempt numbers
+
+
+def test_backoff_jitter_spreads_retries():
+    policy = Backoff(base=10, jitter=0.1)
+    draws = {round(policy.delay(1), 6) for _ in range(50)}
+    assert len(draws) > 40
+
+
+@pytest.mark.parametrize("kwargs", [dict(base=-1), dict(multiplier=0.5), dict(jitter=2), dict(max=-1)])
+def test_backoff_refuses_nonsense(kwargs):
+    with pytest.raises(ValueError):
+        Backoff(**kwargs)
+
+
+def test_weighted_draw_fills_every_slot_and_follows_the_weights():
+    rng = random.Random(42)
+    totals = Counter()
+    for _ in range(2000):
+        slots = draw_slots(10, (8, 4, 2, 1), ["a", "b"], rng)
+        assert sum(count for _, _, count in slots) == 10
+        for queue, level, count in slots:
+            assert queue in ("a", "b") and 0 <= level <= 3
+            totals[level] += count
+    share = {level: totals[level] / 20000 for level in range(4)}
+    assert share[0] == pytest.approx(8 / 15, abs=0.02)
+    assert share[3] == pytest.approx(1 / 15, abs=0.01)
+
+
+def test_settings_from_env_and_errors():
+    settings = Settings.from_env({"JOBQUEUE_DSN": "postgresql://x/y", "JOBQUEUE_QUEUES": "a, b,,",
+                                  "JOBQUEUE_CONCURRENCY": "7", "JOBQUEUE_PRIORITY_MODE": "weighted",
+                                  "JOBQUEUE_PRIORITY_WEIGHTS": "5,3,2,1", "JOBQUEUE_ACK_FLUSH_MS": "2"})
+    assert settings.dsn == "postgresql://x/y" and settings.queues == ("a", "b")
+    assert settings.concurrency == 7 and settings.priority_weights == (5, 3, 2, 1)
+    assert settings.ack_flush_interval == pytest.approx(0.002)
+    with pytest.raises(ValueError, match="JOBQUEUE_CONCURRENCY"):
+        Settings.from_env({"JOBQUEUE_CONCURRENCY": "many"})
+    with pytest.raises(ValueError, match="priority mode"):
+        Settings.from_env({"JOBQUEUE_PRIORITY_MODE": "fair"})
+    with pytest.raises(ValueError, match="four positive integers"):
+        parse_weights("1,2,3")
+    with pytest.raises(ValueError):
+        Settings(concurrency=0)
+
+
+def test_named_queries_parse_and_refuse_duplicates():
+    parsed = parse_named_queries("-- name: a\nSELECT 1;\n\n-- name: b\n-- a comment\nSELECT 2;\n")
+    assert parsed == {"a": "SELECT 1", "b": "-- a comment\nSELECT 2"}
+    with pytest.raises(ValueError, match="duplicate"):
+        parse_named_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;")
+    assert "job_claim" in queries() and "leader_attempt_elect" in queries()
+
+
+def test_new_job_normalises_and_serialises_for_bulk():
+    job = NewJob.build("send", {"to": "x"}, priority=1, delay=1.5, queue="mail", idempotency_key="k")
+    assert job.priority == "high" and job.delay == timedelta(seconds=1.5)
+    element = json.loads(job.as_json_fragment())
+    assert element == {"job_type": "send", "priority": "high", "queue": "mail", "delay": "1.5 seconds",
+                       "idempotency_key": "k", "payload": {"to": "x"}}
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(job_type=None), "job_type"), (dict(job_type="x", priority=7), "priority"),
+    (dict(job_type="x", priority=True), "priority"), (dict(job_type="x", delay="soon"), "delay"),
+    (dict(job_type="x", max_attempts=2.5), "max_attempts"), (dict(job_type="x", idempotency_key=""), "idempotency_key"),
+    (dict(job_type="x", payload=float("nan")), "payload"), (dict(job_type="x", run_at="tomorrow"), "run_at"),
+])
+def test_new_job_refuses_bad_fields(kwargs, field):
+    with pytest.raises(ValidationError) as info:
+        NewJob.build(**kwargs)
+    assert info.value.field == field
+
+
+def test_bulk_element_errors_carry_their_index():
+    with pytest.raises(ValidationError) as info:
+        NewJob.from_mapping({"job_type": "x", "colour": "red"}, 3, None)
+    assert info.value.field == "jobs[3].colour"
+
+
+def test_import_contracts_hold():
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=root,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
