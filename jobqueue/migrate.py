@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -11,13 +9,14 @@ from alembic.script import ScriptDirectory
 
 import psycopg
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+from jobqueue.paths import resource_dir
+
 VERSION_TABLE = "jobqueue_alembic_version"
 
 
 def alembic_config(dsn: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(resource_dir("migrations")))
     config.attributes["dsn"] = dsn
     return config
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
+from jobqueue.paths import resource_dir
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
@@ -31,7 +30,7 @@ def parse_named_queries(text: str) -> dict[str, str]:
 @functools.cache
 def queries() -> dict[str, str]:
     loaded: dict[str, str] = {}
-    for path in sorted((SQL_DIR / "queries").glob("*.sql")):
+    for path in sorted((resource_dir("sql") / "queries").glob("*.sql")):
         for name, text in parse_named_queries(path.read_text()).items():
             if name in loaded:
                 raise ValueError(f"SQL query {name!r} is defined twice ({path.name})")
@@ -44,7 +43,7 @@ def query(name: str) -> str:
 
 
 def read_migration(filename: str) -> str:
-    return (SQL_DIR / "migrations" / filename).read_text()
+    return (resource_dir("sql") / "migrations" / filename).read_text()
 
 
 def run_migration_script(op, filename: str) -> None:
