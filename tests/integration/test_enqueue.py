@@ -203,3 +203,22 @@ def test_bulk_enqueue_sends_one_notification_per_queue(dsn):
             [{"job_type": "a", "queue": "q1"} for _ in range(100)] + [{"job_type": "a", "queue": "q2"}]),))
         received = list(listener.notifies(timeout=0.5))
     assert sorted(n.payload for n in received) == ["q1", "q2"]
+
+
+def test_queue_stats_view_counts_each_state_per_queue_and_priority(conn):
+    from tests.support.factories import make_job
+
+    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    old = datetime.now(timezone.utc) - timedelta(minutes=10)
+    make_job(conn, queue="q", priority="high", run_at=old)
+    make_job(conn, queue="q", priority="high")
+    make_job(conn, queue="q", priority="high", run_at=future)
+    make_job(conn, queue="q", priority="high", state="processing")
+    make_job(conn, queue="q", priority="high", state="failed", run_at=future)
+    make_job(conn, queue="q", priority="high", state="dead_letter")
+    make_job(conn, queue="q", priority="low")
+    make_job(conn, queue="q", priority="low", state="completed")
+    rows = conn.execute("SELECT queue, priority, pending, scheduled, processing, failed, dead, "
+                        "oldest_runnable_age_seconds FROM jobqueue.queue_stats").fetchall()
+    assert [r[:7] for r in rows] == [("q", "high", 2, 1, 1, 1, 1), ("q", "low", 1, 0, 0, 0, 0)]
+    assert 590 < rows[0][7] < 700

@@ -1,0 +1,54 @@
+"""The `jobqueue` command line as a user runs it: migrate, enqueue, get, cancel, demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+from tests.support.workers import WorkerThread, test_settings
+
+
+def jobqueue(*args: str, dsn: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
+                           *args, "--dsn", dsn], capture_output=True, text=True, timeout=60)
+
+
+def test_enqueue_get_cancel(dsn):
+    created = jobqueue("enqueue", "echo", "--payload", '{"a": 1}', "--priority", "high", "--delay", "60", dsn=dsn)
+    assert created.returncode == 0, created.stderr
+    job_id = uuid.UUID(created.stdout.strip())
+    shown = jobqueue("get", str(job_id), dsn=dsn)
+    info = json.loads(shown.stdout)
+    assert info["state"] == "pending" and info["payload"] == {"a": 1} and info["priority"] == 1
+    cancelled = jobqueue("cancel", str(job_id), dsn=dsn)
+    assert (cancelled.returncode, cancelled.stdout.strip()) == (0, "cancelled")
+    again = jobqueue("cancel", str(job_id), dsn=dsn)
+    assert (again.returncode, again.stdout.strip()) == (1, "cancelled_already")
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(dsn, conn):
+    bad_json = jobqueue("enqueue", "echo", "--payload", "{nope", dsn=dsn)
+    assert bad_json.returncode == 2 and "payload" in bad_json.stderr
+    negative = jobqueue("enqueue", "echo", "--delay", "-3", dsn=dsn)
+    assert negative.returncode == 2 and "delay" in negative.stderr
+    missing = jobqueue("get", str(uuid.uuid4()), dsn=dsn)
+    assert missing.returncode == 2 and "no job with id" in missing.stderr
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
+
+
+def test_unreachable_database_is_reported_not_a_traceback():
+    result = jobqueue("enqueue", "echo", dsn="postgresql://postgres@127.0.0.1:1/nothing?connect_timeout=1")
+    assert result.returncode == 2
+    assert "database unavailable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_command_shows_jobs_finishing(dsn):
+    from jobqueue.demo import queue
+
+    with WorkerThread(queue, test_settings(dsn)):
+        result = jobqueue("demo", "--count", "2", "--timeout", "20", dsn=dsn)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fail_permanent  dead_letter" in result.stdout
+    assert result.stdout.count("completed") == 5  # echo, flaky (second attempt), sleep, 2 x noop
