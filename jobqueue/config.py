@@ -73,6 +73,7 @@ class Settings:
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
 
+    listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
@@ -98,3 +99,4 @@ class Settings:
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
+            listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),

@@ -49,7 +49,9 @@ class WorkerProcess:
         self.worker.request_stop()
 
     async def run(self) -> None:
-        background = [asyncio.create_task(self.notifier.run(), name="notifier")]
+        background = []
+        if self.worker.settings.listen:
+            background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
         if self.maintenance is not None:
             background.append(asyncio.create_task(self.maintenance.run(), name="maintenance"))
         try:

@@ -124,12 +124,14 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         background = [asyncio.create_task(self.acks.run(), name="acks"),
                       asyncio.create_task(self.heartbeat.run(), name="heartbeat")]
-        if self.owns_notifier:
+        if self.owns_notifier and self.settings.listen:
             background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
         try:
             await self._register()
-            if self.owns_notifier:
-                await asyncio.wait_for(self.notifier.connected.wait(), timeout=10)
+            if self.settings.listen:
+                await self._wait_for_listen()
+            else:
+                log.info("poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval)
             self.started.set()
             log.info("worker %s started: queues=%s concurrency=%d", self.worker_id, self.queues, self.concurrency)
             await self._claim_loop()
@@ -140,6 +142,14 @@ class Worker:
             await asyncio.gather(*background, return_exceptions=True)
             self._threads.shutdown(wait=False, cancel_futures=True)
             await self.pool.close()
+
+    async def _wait_for_listen(self) -> None:
+        """LISTEN speeds pick-up up but is never required: without it the worker polls."""
+        try:
+            await asyncio.wait_for(self.notifier.connected.wait(), timeout=10)
+        except asyncio.TimeoutError:
+            log.warning("LISTEN connection not up after 10 s; polling every %.1fs until it is",
+                        self.settings.poll_interval)
 
     async def _register(self) -> None:
         async with db.connection(self.pool) as conn:

@@ -328,3 +328,15 @@ def test_worker_recovers_when_its_connections_are_dropped(dsn, conn):
         second = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait(lambda: all_in(conn, [second], "completed"), timeout=15)
         assert worker.worker.processed == 2
+
+
+def test_poll_only_mode_works_without_listen(dsn, conn):
+    """Behind PgBouncer in transaction mode NOTIFY is lost: JOBQUEUE_LISTEN=0 polls instead."""
+    settings = test_settings(dsn, listen=False, poll_interval=0.2)
+    with WorkerThread(apps.queue, settings) as worker:
+        listeners = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND query ILIKE 'LISTEN%%'").fetchone()[0]
+        job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
+        assert worker.process.notifier.connected.is_set() is False
+    assert listeners == 0
