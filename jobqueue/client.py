@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 import psycopg
 
-from jobqueue import db
+from jobqueue import db, tracing
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, Priority
@@ -142,6 +142,7 @@ class AsyncClient:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
+        self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client")
 
     async def open(self) -> "AsyncClient":
@@ -166,11 +167,17 @@ class AsyncClient:
     async def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None,
                       **options: Any) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
-        return await self._run(NewJob.build(job_type, payload, **options).call(), connection)
+        with tracing.producing(self.tracing, job_type, options) as span:
+            job_id = await self._run(NewJob.build(job_type, payload, **options).call(), connection)
+            span.enqueued([job_id])
+        return job_id
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
                            connection: psycopg.AsyncConnection | None = None) -> list[uuid.UUID]:
-        return [job_id for job_id, _ in await self._run(_many_call(jobs, self.producer_id), connection)]
+        with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
+            ids = [job_id for job_id, _ in await self._run(_many_call(jobs, self.producer_id), connection)]
+            span.enqueued(ids)
+        return ids
 
     async def get(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
@@ -189,6 +196,7 @@ class Client:
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client-sync")
+        self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
 
     def open(self) -> "Client":
         self._pool.open()
@@ -213,11 +221,17 @@ class Client:
     def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None,
                 **options: Any) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
-        return self._run(NewJob.build(job_type, payload, **options).call(), connection)
+        with tracing.producing(self.tracing, job_type, options) as span:
+            job_id = self._run(NewJob.build(job_type, payload, **options).call(), connection)
+            span.enqueued([job_id])
+        return job_id
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
                      connection: psycopg.Connection | None = None) -> list[uuid.UUID]:
-        return [job_id for job_id, _ in self._run(_many_call(jobs, self.producer_id), connection)]
+        with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
+            ids = [job_id for job_id, _ in self._run(_many_call(jobs, self.producer_id), connection)]
+            span.enqueued(ids)
+        return ids
 
     def get(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> JobInfo:
         job_id = _job_id(job_id)

@@ -60,6 +60,7 @@ class Settings:
     run_maintenance: bool = True
     pool_min_size: int = 1
     pool_max_size: int = 10
+    stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -95,6 +96,7 @@ class Settings:
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
             run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
+            stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
         )
 
     def with_(self, **changes) -> "Settings":

@@ -10,6 +10,7 @@ ends the job as cancelled; anything else is retryable with the task's backoff.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 import traceback
@@ -63,7 +64,9 @@ async def execute(job: Job, task: TaskDef | None, threads: Executor,
         if task.is_async:
             call = task.handler(job)
         else:
-            call = asyncio.get_running_loop().run_in_executor(threads, task.handler, job)
+            # The handler's thread sees the caller's context (the job's span), as asyncio.to_thread does.
+            call = asyncio.get_running_loop().run_in_executor(
+                threads, contextvars.copy_context().run, task.handler, job)
         result = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
     except asyncio.TimeoutError:
         exc = JobTimeout(f"handler ran longer than its {task.timeout} s timeout")

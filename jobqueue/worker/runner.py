@@ -23,7 +23,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-from jobqueue import db
+from jobqueue import db, tracing
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable
@@ -35,6 +35,8 @@ from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.executor import COMPLETED, Outcome, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.priorities import draw_slots
+from jobqueue.worker.spans import traced
+from jobqueue.worker.stats import WorkerStats
 
 log = logging.getLogger("jobqueue.worker")
 
@@ -62,6 +64,9 @@ class Worker:
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running")
         self.running: dict[uuid.UUID, tuple[Job, asyncio.Task]] = {}
+        self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
+                                 occupancy=lambda: len(self.running))
+        self.tracing = tracing.from_env(service_name="jobqueue-worker")
         self.processed = 0
         self.failed = 0
         self._threads = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="jobqueue-handler")
@@ -123,7 +128,8 @@ class Worker:
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
         background = [asyncio.create_task(self.acks.run(), name="acks"),
-                      asyncio.create_task(self.heartbeat.run(), name="heartbeat")]
+                      asyncio.create_task(self.heartbeat.run(), name="heartbeat"),
+                      asyncio.create_task(self.stats.run(), name="stats")]
         if self.owns_notifier and self.settings.listen:
             background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
         try:
@@ -222,7 +228,8 @@ class Worker:
 
     async def _run_job(self, job: Job) -> None:
         try:
-            outcome = await execute(job, self.app.tasks.get(job.job_type), self._threads, self._stored_result)
+            outcome = await traced(self.tracing, job, execute(
+                job, self.app.tasks.get(job.job_type), self._threads, self._stored_result))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself
@@ -243,6 +250,7 @@ class Worker:
                 if self._next_wake_at is None or wake_at < self._next_wake_at:
                     self._next_wake_at = wake_at
                     self._wake.set()
+        self.stats.record(outcome)
         self.acks.add(outcome)
 
     async def _stored_result(self, job: Job) -> str | None:
@@ -277,6 +285,9 @@ class Worker:
                 log.warning("could not release jobs (%s); the sweeper will reclaim them when their lease ends", exc)
         if not await self.acks.drain(timeout=max(5.0, grace)):
             log.warning("some acks were not written; those jobs will be retried after their lease")
+        await self.stats.close()
+        if self.tracing is not None:
+            self.tracing.force_flush()
         try:
             async with db.connection(self.pool) as conn:
                 await db.run(conn, worker_store.deregister(worker_id=self.worker_id))

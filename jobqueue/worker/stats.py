@@ -1,0 +1,122 @@
+"""What a worker reports for /metrics: counts and a processing-time histogram, kept in memory and
+written every few seconds — one statement per interval, never one per job.
+
+`WorkerStats.record(outcome)` adds a finished attempt to the (queue, job type) counters and to the
+duration bucket it falls in (a dict lookup and a bisect). `run()` samples how many of the worker's
+slots are busy (`occupancy()`, every `sample_interval`) and, every `interval` (default 2 s,
+`JOBQUEUE_STATS_INTERVAL`), adds the counted deltas to this worker's rows of
+`jobqueue.worker_stats` and sets its utilization (busy slot-time over slot-time of the interval)
+in the registry. A failed flush keeps the deltas for the next one. `close()` flushes and folds
+this worker's rows into the '(retired)' row; at start, rows of workers silent for
+`retire_after` seconds (crashed ones) are folded the same way, so totals only ever grow.
+
+Options and defaults: interval 2 s, sample_interval 0.1 s, retire_after 3600 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from jobqueue import db
+from jobqueue.errors import DatabaseUnavailable
+from jobqueue.store import metrics as metrics_store
+from jobqueue.store.metrics import DURATION_BUCKETS_MS, TypeDelta, bucket_index
+from jobqueue.worker.executor import COMPLETED, CANCELLED, Outcome
+
+log = logging.getLogger("jobqueue.worker.stats")
+
+
+class WorkerStats:
+    def __init__(self, pool, worker_id: str, concurrency: int, *, occupancy: Callable[[], int],
+                 interval: float = 5.0, sample_interval: float = 0.1, retire_after: float = 3600.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._pool = pool
+        self.worker_id = worker_id
+        self.concurrency = concurrency
+        self.interval = interval
+        self.sample_interval = min(sample_interval, interval)
+        self.retire_after = retire_after
+        self._occupancy = occupancy
+        self._clock = clock
+        self._deltas: dict[tuple[str, str], TypeDelta] = {}
+        self._busy_slot_seconds = 0.0
+        self._window_start = clock()
+        self._last_sample = self._window_start
+        self.utilization = 0.0
+
+    def record(self, outcome: Outcome) -> None:
+        job = outcome.job
+        key = (job.queue, job.job_type)
+        delta = self._deltas.get(key)
+        if delta is None:
+            delta = self._deltas[key] = TypeDelta(buckets=[0] * (len(DURATION_BUCKETS_MS) + 1))
+        delta.processed += 1
+        if outcome.kind not in (COMPLETED, CANCELLED):
+            delta.failed += 1
+        delta.duration_ms_sum += outcome.duration_ms
+        delta.buckets[bucket_index(outcome.duration_ms)] += 1
+
+    def sample(self) -> None:
+        """Integrate busy slots since the last sample (the occupancy seen now stands for the gap)."""
+        now = self._clock()
+        self._busy_slot_seconds += min(self._occupancy(), self.concurrency) * (now - self._last_sample)
+        self._last_sample = now
+
+    async def run(self) -> None:
+        await self._retire(None)
+        next_flush = self._clock() + self.interval
+        while True:
+            await asyncio.sleep(self.sample_interval)
+            self.sample()
+            if self._clock() >= next_flush:
+                next_flush = self._clock() + self.interval
+                try:
+                    await self.flush()
+                except DatabaseUnavailable as exc:
+                    log.warning("stats flush failed (%s); kept for the next one", exc)
+
+    async def flush(self) -> None:
+        self.sample()
+        deltas, self._deltas = self._deltas, {}
+        busy, elapsed = self._busy_slot_seconds, self._last_sample - self._window_start
+        utilization = busy / (elapsed * self.concurrency) if elapsed > 0 else self.utilization
+        try:
+            async with db.connection(self._pool) as conn:
+                await db.run(conn, metrics_store.flush_worker_stats(
+                    worker_id=self.worker_id, deltas=deltas, utilization=utilization, busy_seconds=busy))
+        except DatabaseUnavailable:
+            self._merge_back(deltas)
+            raise
+        self.utilization = utilization
+        self._busy_slot_seconds = 0.0
+        self._window_start = self._last_sample
+
+    async def close(self) -> None:
+        """Last flush, then fold this worker's rows into the retired totals."""
+        try:
+            await self.flush()
+            await self._retire(self.worker_id)
+        except DatabaseUnavailable as exc:
+            log.warning("final stats flush failed (%s); these counts are lost", exc)
+
+    async def _retire(self, worker_id: str | None) -> None:
+        try:
+            async with db.connection(self._pool) as conn:
+                await db.run(conn, metrics_store.retire_worker_stats(
+                    worker_id=worker_id, older_than_seconds=self.retire_after))
+        except DatabaseUnavailable as exc:
+            log.warning("could not fold stale worker stats (%s)", exc)
+
+    def _merge_back(self, deltas: dict[tuple[str, str], TypeDelta]) -> None:
+        for key, old in deltas.items():
+            new = self._deltas.get(key)
+            if new is None:
+                self._deltas[key] = old
+                continue
+            new.processed += old.processed
+            new.failed += old.failed
+            new.duration_ms_sum += old.duration_ms_sum
+            new.buckets = [a + b for a, b in zip(new.buckets, old.buckets)]
