@@ -22,6 +22,13 @@ system-deps:
 		echo "installing PostgreSQL server binaries"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
+	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test.
+	@missing=""; command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 # Starts the local durable cluster in .pgdata (unless JOBQUEUE_DSN is set) and prints its DSN.
 db: install
