@@ -58,9 +58,13 @@ class Settings:
     ack_batch_size: int = 200
     sweep_interval: float = 5.0
     run_maintenance: bool = True
+    listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
     pool_min_size: int = 1
     pool_max_size: int = 10
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
+    metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused
+    metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
+    worker_stale_seconds: float = 60.0  # a worker silent this long is not counted as alive
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -74,7 +78,6 @@ class Settings:
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
 
-    listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
@@ -95,10 +98,13 @@ class Settings:
             ack_batch_size=_int(env, "JOBQUEUE_ACK_BATCH", defaults.ack_batch_size),
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
             run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
+            listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
+            metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),
+            metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
+            worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
         )
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
-            listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),
