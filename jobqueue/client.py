@@ -10,15 +10,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import psycopg
 
 from jobqueue import db, tracing
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
-from jobqueue.models import CancelOutcome, JobInfo, Priority
+from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
+                             QueueSettings, QueueStats, RetryOutcome)
+from jobqueue.store import api_keys as key_store
 from jobqueue.store import jobs as job_store
+from jobqueue.store import meta as meta_store
+from jobqueue.store import queues as queue_store
 
 _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
@@ -119,31 +123,106 @@ def _many_call(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> db
     return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]")
 
 
+MAX_PAGE = 500
+ROLES = ("producer", "admin")
+
+
+def _optional_name(field: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValidationError(field, "must be a non-empty string when given")
+    return value
+
+
+def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queue: str | None = None,
+               job_type: str | None = None, priority: Any = None,
+               producer_id: str | None = None) -> db.Call[list[JobSummary]]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
+    before = None
+    if cursor is not None:
+        if not isinstance(cursor, str) or not cursor.isdigit() or not 0 < int(cursor) < 2**63:
+            raise ValidationError("cursor", "must be the next_cursor of a previous page")
+        before = int(cursor)
+    if state is not None:
+        try:
+            state = JobState(state).value
+        except ValueError:
+            raise ValidationError("state", f"must be one of {', '.join(s.value for s in JobState)} (got {state!r})") from None
+    level = None if priority is None else int(Priority.parse(priority))
+    return job_store.list_jobs(limit=limit, before=before, state=state, queue=_optional_name("queue", queue),
+                               job_type=_optional_name("job_type", job_type), priority=level,
+                               producer_id=_optional_name("producer_id", producer_id))
+
+
+def _page(jobs: list[JobSummary], limit: int) -> JobPage:
+    return JobPage(jobs, str(jobs[-1].seq) if len(jobs) == limit else None)
+
+
+def _queue_name(queue: Any) -> str:
+    if not isinstance(queue, str) or not queue.strip():
+        raise ValidationError("queue", "must be a non-empty string")
+    return queue
+
+
+def _limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> db.Call[QueueSettings]:
+    for field, value in (("soft_limit", soft_limit), ("hard_limit", hard_limit)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
+            raise ValidationError(field, f"must be a positive integer or null (got {value!r})")
+    if soft_limit is not None and hard_limit is not None and soft_limit > hard_limit:
+        raise ValidationError("soft_limit", "must not exceed hard_limit")
+    return queue_store.set_limits(_queue_name(queue), soft_limit=soft_limit, hard_limit=hard_limit)
+
+
+def _new_key_call(producer_id: Any, role: str) -> tuple[str, db.Call[ApiKey | None]]:
+    if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
+        raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
+    if role not in ROLES:
+        raise ValidationError("role", f"must be one of {', '.join(ROLES)} (got {role!r})")
+    key = key_store.new_key()
+    return key, key_store.create(key=key, producer_id=producer_id, role=role)
+
+
+BatchCall = Callable[[int], db.Call[tuple[int, int, "int | None"]]]
+
+
+def _retry_batches(queue: str | None, job_type: str | None, batch_size: int) -> BatchCall:
+    return lambda after: job_store.retry_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type)
+
+
+def _purge_batches(queue: str | None, job_type: str | None, before: datetime | None, batch_size: int) -> BatchCall:
+    return lambda after: job_store.purge_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type,
+                                                    before=before)
+
+
 def _found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:
     if info is None:
         raise JobNotFound(job_id)
     return info
 
 
-def _job_id(value: Any) -> uuid.UUID:
+def _job_id(value: Any, field: str = "job_id") -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise ValidationError("job_id", f"must be a UUID (got {value!r})") from None
+        raise ValidationError(field, f"must be a UUID (got {value!r})") from None
 
 
 class AsyncClient:
     """Async producer/admin client over a small autocommit pool (open it, or use ``async with``)."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int = 5) -> None:
+                 producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0,
+                 connect_timeout: int | None = None) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
-        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client")
+        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client",
+                                   timeout=pool_timeout, connect_timeout=connect_timeout)
 
     async def open(self) -> "AsyncClient":
         await self._pool.open()
@@ -174,10 +253,16 @@ class AsyncClient:
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
                            connection: psycopg.AsyncConnection | None = None) -> list[uuid.UUID]:
+        return [job_id for job_id, _ in await self.submit(jobs, connection=connection)]
+
+    async def submit(self, jobs: Iterable[Mapping[str, Any]], *,
+                     connection: psycopg.AsyncConnection | None = None) -> list[tuple[uuid.UUID, bool]]:
+        """`enqueue_many` that also says, per job, whether it was created (False: a live job already
+        held its idempotency key, and that job's id is returned). One statement, all or nothing."""
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
-            ids = [job_id for job_id, _ in await self._run(_many_call(jobs, self.producer_id), connection)]
-            span.enqueued(ids)
-        return ids
+            results = await self._run(_many_call(jobs, self.producer_id), connection)
+            span.enqueued([job_id for job_id, _ in results])
+        return results
 
     async def get(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
@@ -185,6 +270,71 @@ class AsyncClient:
 
     async def cancel(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
         return await self._run(job_store.cancel(_job_id(job_id)), connection)
+
+    # --- listings, dead letters, queues, API keys (the REST API and admin tools) ---------------
+
+    async def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
+        """Newest first; filters: state, queue, job_type, priority, producer_id."""
+        return _page(await self._run(_list_call(limit, cursor, **filters), None), limit)
+
+    async def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
+        """A dead-lettered job back to pending now (one more attempt allowed)."""
+        return await self._run(job_store.retry_dead(_job_id(job_id)), None)
+
+    async def retry_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
+                                 batch_size: int = 500) -> int:
+        """Every dead job matching the filters back to pending, in batches; returns how many."""
+        return await self._batches(_retry_batches(queue, job_type, batch_size), batch_size)
+
+    async def purge_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
+                                 before: datetime | None = None, batch_size: int = 1000) -> int:
+        """Delete dead jobs matching the filters (died before ``before``), in batches; returns how many."""
+        return await self._batches(_purge_batches(queue, job_type, before, batch_size), batch_size)
+
+    async def _batches(self, batch: BatchCall, batch_size: int) -> int:
+        total, after, scanned = 0, 0, batch_size
+        while scanned >= batch_size:
+            done, scanned, after = await self._run(batch(after), None)
+            total += done
+        return total
+
+    async def queue_stats(self) -> list[QueueStats]:
+        return await self._run(queue_store.stats(), None)
+
+    async def pause_queue(self, queue: str) -> QueueSettings:
+        """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs."""
+        return await self._run(queue_store.set_paused(_queue_name(queue), True), None)
+
+    async def resume_queue(self, queue: str) -> QueueSettings:
+        return await self._run(queue_store.set_paused(_queue_name(queue), False), None)
+
+    async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
+        return await self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        return await self._run(queue_store.all_settings(), None)
+
+    async def runnable_counts(self, *, cap: int) -> dict[str, int]:
+        """Runnable jobs per queue, each count capped at ``cap`` (bounded cost)."""
+        return await self._run(queue_store.runnable_counts(cap=cap), None)
+
+    async def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
+        """A new key (returned once, stored only hashed) acting as ``producer_id``."""
+        key, call = _new_key_call(producer_id, role)
+        return key, await self._run(call, None)
+
+    async def api_key(self, key: str) -> ApiKey | None:
+        """The live key matching ``key``, or None (unknown or revoked)."""
+        return await self._run(key_store.lookup(key), None)
+
+    async def api_keys(self) -> list[ApiKey]:
+        return await self._run(key_store.list_all(), None)
+
+    async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
+        return await self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)
+
+    async def schema_revision(self) -> str | None:
+        return await self._run(meta_store.schema_revision(), None)
 
 
 class Client:
@@ -228,10 +378,14 @@ class Client:
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
                      connection: psycopg.Connection | None = None) -> list[uuid.UUID]:
+        return [job_id for job_id, _ in self.submit(jobs, connection=connection)]
+
+    def submit(self, jobs: Iterable[Mapping[str, Any]], *,
+               connection: psycopg.Connection | None = None) -> list[tuple[uuid.UUID, bool]]:
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
-            ids = [job_id for job_id, _ in self._run(_many_call(jobs, self.producer_id), connection)]
-            span.enqueued(ids)
-        return ids
+            results = self._run(_many_call(jobs, self.producer_id), connection)
+            span.enqueued([job_id for job_id, _ in results])
+        return results
 
     def get(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
@@ -239,3 +393,45 @@ class Client:
 
     def cancel(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> CancelOutcome:
         return self._run(job_store.cancel(_job_id(job_id)), connection)
+
+    def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
+        return _page(self._run(_list_call(limit, cursor, **filters), None), limit)
+
+    def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
+        return self._run(job_store.retry_dead(_job_id(job_id)), None)
+
+    def retry_dead_letters(self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500) -> int:
+        return self._batches(_retry_batches(queue, job_type, batch_size), batch_size)
+
+    def purge_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
+                           before: datetime | None = None, batch_size: int = 1000) -> int:
+        return self._batches(_purge_batches(queue, job_type, before, batch_size), batch_size)
+
+    def _batches(self, batch: BatchCall, batch_size: int) -> int:
+        total, after, scanned = 0, 0, batch_size
+        while scanned >= batch_size:
+            done, scanned, after = self._run(batch(after), None)
+            total += done
+        return total
+
+    def queue_stats(self) -> list[QueueStats]:
+        return self._run(queue_store.stats(), None)
+
+    def pause_queue(self, queue: str) -> QueueSettings:
+        return self._run(queue_store.set_paused(_queue_name(queue), True), None)
+
+    def resume_queue(self, queue: str) -> QueueSettings:
+        return self._run(queue_store.set_paused(_queue_name(queue), False), None)
+
+    def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
+        return self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
+        key, call = _new_key_call(producer_id, role)
+        return key, self._run(call, None)
+
+    def api_keys(self) -> list[ApiKey]:
+        return self._run(key_store.list_all(), None)
+
+    def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
+        return self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)

@@ -43,6 +43,21 @@ def parse_weights(raw: str) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in parts)  # type: ignore[return-value]
 
 
+def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
+    """The ``JOBQUEUE_API_*`` variables (see README "REST API")."""
+    ints = {"api_port": "PORT", "api_workers": "WORKERS", "api_pool_size": "POOL_SIZE",
+            "api_connect_timeout": "CONNECT_TIMEOUT", "api_retry_after": "RETRY_AFTER",
+            "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
+            "api_max_batch": "MAX_BATCH", "api_max_body_bytes": "MAX_BODY_BYTES"}
+    floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
+              "api_depth_refresh": "DEPTH_REFRESH", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
+    values: dict = {name: _int(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in ints.items()}
+    values.update({name: _float(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in floats.items()})
+    values["api_host"] = env.get("JOBQUEUE_API_HOST") or defaults.api_host
+    values["api_shed_low"] = env.get("JOBQUEUE_API_SHED_LOW", "0") not in ("0", "false", "no", "")
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     dsn: str = DEFAULT_DSN
@@ -61,6 +76,23 @@ class Settings:
     listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
     pool_min_size: int = 1
     pool_max_size: int = 10
+    # REST API (jobqueue.api): serving, database timeouts, backpressure, request limits.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    api_workers: int = 1
+    api_pool_size: int = 10
+    api_db_timeout: float = 2.0
+    api_connect_timeout: int = 2
+    api_retry_after: int = 5
+    api_soft_limit: int = 50_000
+    api_hard_limit: int = 100_000
+    api_rate_limit: float = 200.0
+    api_rate_burst: int = 400
+    api_shed_low: bool = False
+    api_max_batch: int = 1000
+    api_max_body_bytes: int = 1_048_576
+    api_depth_refresh: float = 1.0
+    api_key_cache_seconds: float = 2.0
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
     metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused
     metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
@@ -77,6 +109,10 @@ class Settings:
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
+        if not 0 < self.api_soft_limit <= self.api_hard_limit:
+            raise ValueError("the API soft limit must be positive and at most the hard limit")
+        if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
+            raise ValueError("API batch size, rate limit and burst must be positive")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -100,6 +136,7 @@ class Settings:
             run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
             listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
+            **_api_settings(env, defaults),
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
             metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),

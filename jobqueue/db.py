@@ -18,7 +18,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobqueue.errors import DatabaseUnavailable, NotMigrated, ValidationError
+from jobqueue.errors import Conflict, DatabaseUnavailable, NotMigrated, ValidationError
 from jobqueue.sql import query
 
 T = TypeVar("T")
@@ -50,6 +50,10 @@ def translated_errors() -> Iterator[None]:
         raise ValidationError(field_name, message.removeprefix(prefix)) from None
     except (pg_errors.InvalidTextRepresentation, pg_errors.InvalidDatetimeFormat,
             pg_errors.DatetimeFieldOverflow, pg_errors.NumericValueOutOfRange) as exc:
+        raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
+    except pg_errors.UniqueViolation as exc:
+        raise Conflict(exc.diag.message_primary or str(exc)) from None
+    except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
         raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
@@ -84,11 +88,19 @@ async def _configure_async(conn: psycopg.AsyncConnection) -> None:
     _configure(conn)
 
 
-def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue") -> AsyncConnectionPool:
-    """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`."""
+def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue",
+               timeout: float = 10.0, connect_timeout: int | None = None) -> AsyncConnectionPool:
+    """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`.
+
+    ``timeout`` bounds the wait for a connection (then `DatabaseUnavailable`); the REST API passes
+    short ones so an outage answers 503 quickly instead of holding requests.
+    """
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if connect_timeout is not None:
+        kwargs["connect_timeout"] = connect_timeout
     return AsyncConnectionPool(
         dsn, min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs={"autocommit": True}, configure=_configure_async, timeout=10.0,
+        kwargs=kwargs, configure=_configure_async, timeout=timeout,
         reconnect_timeout=30.0,
     )
 

@@ -26,6 +26,10 @@ class DatabaseUnavailable(JobQueueError):
     """The database could not be reached; the operation did not happen (nothing was committed)."""
 
 
+class Conflict(JobQueueError):
+    """The change collides with the current state (e.g. an idempotency key a live job now holds)."""
+
+
 class NotMigrated(JobQueueError):
     """The database has no jobqueue schema (or an older one): run `jobqueue migrate`."""
 

@@ -143,3 +143,88 @@ class Job:
 
     def __repr__(self) -> str:
         return f"Job(id={self.id}, type={self.job_type!r}, queue={self.queue!r}, attempt={self.attempt}/{self.max_attempts})"
+
+
+# --- REST API and admin views ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key as stored: who it acts as and with which role. The secret itself is never kept."""
+
+    id: uuid.UUID
+    producer_id: str
+    role: str
+    key_prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """One row of a job listing (newest first), with the last attempt's error if any."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: Priority
+    state: JobState
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    producer_id: str | None
+    seq: int
+    last_error_type: str | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a keyset-paginated listing; pass ``next_cursor`` back for the next (older) page."""
+
+    jobs: list[JobSummary]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    queue: str
+    paused: bool = False
+    soft_limit: int | None = None
+    hard_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityStats:
+    """Counts of one queue and priority level (the `jobqueue.queue_stats` view)."""
+
+    priority: Priority
+    pending: int
+    scheduled: int
+    processing: int
+    failed: int
+    dead: int
+    oldest_age_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    settings: QueueSettings
+    levels: list[PriorityStats]
+
+
+class RetryOutcome(str, enum.Enum):
+    """What an admin retry of one job did. Only RETRIED changed anything."""
+
+    RETRIED = "retried"
+    NOT_DEAD = "not_dead"
+    KEY_TAKEN = "idempotency_key_taken"
+    NOT_FOUND = "not_found"

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from jobqueue.db import Call
-from jobqueue.models import AttemptError, CancelOutcome, Job, JobInfo, JobState, Priority
+from jobqueue.models import AttemptError, CancelOutcome, Job, JobInfo, JobState, JobSummary, Priority, RetryOutcome
 
 
 def _first_value(rows: list[tuple]) -> Any:
@@ -121,3 +121,37 @@ def cancel(job_id: uuid.UUID) -> Call[CancelOutcome]:
 def dumps(value: Any) -> str:
     """JSON for jsonb parameters; raises TypeError/ValueError for what JSON cannot hold."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+# --- listing and dead-letter administration (REST API, admin tools) ---------------------------
+
+
+def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
+    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:]) for r in rows]
+
+
+def list_jobs(*, limit: int, before: int | None = None, state: str | None = None, queue: str | None = None,
+              job_type: str | None = None, priority: int | None = None,
+              producer_id: str | None = None) -> Call[list[JobSummary]]:
+    return Call("job_list", {
+        "limit": limit, "before": before, "state": state, "queue": queue, "job_type": job_type,
+        "priority": priority, "producer_id": producer_id,
+    }, _decode_summaries)
+
+
+def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:
+    return Call("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
+
+
+def retry_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str | None) -> Call[tuple[int, int, int | None]]:
+    """(retried, scanned, last seq scanned) of one batch."""
+    return Call("job_retry_dead_batch", {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
+                lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
+
+
+def purge_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str | None,
+                     before: datetime | None) -> Call[tuple[int, int, int | None]]:
+    """(purged, scanned, last seq scanned) of one batch."""
+    return Call("job_purge_dead_batch", {"after": after, "limit": limit, "queue": queue, "job_type": job_type,
+                                         "before": before},
+                lambda rows: (rows[0][0], rows[0][1], rows[0][2]))

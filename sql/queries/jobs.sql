@@ -222,3 +222,102 @@ WHERE j.id = %(id)s;
 
 -- name: job_cancel
 SELECT jobqueue.cancel(%(id)s::uuid) AS outcome;
+
+-- name: job_list
+-- Newest first (keyset on seq: %(before)s is the last seq of the previous page), with optional
+-- filters and the last attempt's error. Walks jobs_list_idx backwards.
+SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
+       j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, e.error_type, e.message
+FROM jobqueue.jobs j
+LEFT JOIN LATERAL (
+    SELECT x.error_type, x.message FROM jobqueue.job_errors x
+    WHERE x.job_id = j.id ORDER BY x.attempt DESC LIMIT 1
+) e ON true
+WHERE (%(before)s::bigint IS NULL OR j.seq < %(before)s::bigint)
+  AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+  AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+  AND (%(priority)s::smallint IS NULL OR j.priority = %(priority)s::smallint)
+  AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+ORDER BY j.seq DESC
+LIMIT %(limit)s;
+
+-- name: job_retry_dead
+-- Admin retry of one dead job: back to pending now with one more attempt allowed (max_attempts
+-- raised only if exhausted, as River's JobRetry and Oban's retry_job do); its final error result
+-- is removed so the next completion can store its result, the attempt errors are kept. A job
+-- whose idempotency key a live job now holds stays dead (outcome idempotency_key_taken).
+WITH target AS (
+    SELECT j.id, j.state, j.idempotency_key FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
+), retried AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
+        finished_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+    FROM target t
+    WHERE j.id = t.id AND t.state = 'dead_letter'
+      AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
+                      WHERE h.idempotency_key = t.idempotency_key AND h.state IN ('pending', 'processing', 'failed'))
+    RETURNING j.id, j.queue
+), cleared AS (
+    DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
+), woken AS (
+    SELECT pg_notify('jobqueue_jobs', queue) FROM retried
+)
+SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
+            WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
+            WHEN (SELECT state FROM target) = 'dead_letter' THEN 'idempotency_key_taken'
+            ELSE 'not_dead' END AS outcome;
+
+-- name: job_retry_dead_batch
+-- Bulk retry, one batch: the next %(limit)s dead jobs after seq %(after)s matching the filters,
+-- as job_retry_dead does one. Jobs whose idempotency key is held by a live job (or by an earlier
+-- job of the same batch) stay dead; the caller pages on with the returned last seq.
+WITH batch AS (
+    SELECT j.id, j.seq, j.idempotency_key FROM jobqueue.jobs j
+    WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+    ORDER BY j.seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), eligible AS (
+    SELECT DISTINCT ON (coalesce(b.idempotency_key, b.id::text)) b.id FROM batch b
+    WHERE NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
+                      WHERE h.idempotency_key = b.idempotency_key AND h.state IN ('pending', 'processing', 'failed'))
+    ORDER BY coalesce(b.idempotency_key, b.id::text), b.seq
+), retried AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
+        finished_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+    FROM eligible e
+    WHERE j.id = e.id
+    RETURNING j.id, j.queue
+), cleared AS (
+    DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
+), woken AS (
+    SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM retried) AS q
+)
+SELECT (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM batch) AS scanned,
+       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM woken) AS notified;
+
+-- name: job_purge_dead_batch
+-- Purge, one batch: deletes the next %(limit)s dead jobs after seq %(after)s matching the
+-- filters (died before %(before)s when given), with their results and attempt errors.
+WITH batch AS (
+    SELECT j.id, j.seq FROM jobqueue.jobs j
+    WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(before)s::timestamptz IS NULL OR j.finished_at < %(before)s::timestamptz)
+    ORDER BY j.seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM jobqueue.jobs j USING batch b WHERE j.id = b.id RETURNING j.id
+), results AS (
+    DELETE FROM jobqueue.job_results r USING gone g WHERE r.job_id = g.id
+), errors AS (
+    DELETE FROM jobqueue.job_errors e USING gone g WHERE e.job_id = g.id
+)
+SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
+       (SELECT max(seq) FROM batch) AS last_seq;

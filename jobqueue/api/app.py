@@ -1,0 +1,98 @@
+"""The app factory: `create_app(settings)` builds the Litestar application.
+
+The API adds nothing the database does not know: every handler calls `jobqueue.client.AsyncClient`
+(the same client Python producers use), so validation, defaults and idempotency are identical on
+every path. Shared, per-process state lives in one `Services` object (client pool, API-key cache,
+queue-depth cache, rate limiters, event hub), opened and closed with the app's lifespan and handed
+to handlers as the ``services`` dependency.
+
+Adding a controller (how the schedules, workers, metrics and dashboard endpoints plug in):
+  1. write ``jobqueue/api/controllers/<name>.py`` with a ``litestar.Controller`` (or plain handler
+     functions); take ``services: Services`` as a parameter to reach the client and settings;
+     return schema objects from ``jobqueue/api/schemas.py`` (or your own dataclasses), never rows;
+  2. add the controller to ``ROUTE_HANDLERS`` below — a one-line edit.
+
+How auth is applied:
+  * Every route needs ``Authorization: Bearer <key>`` by default: the `ApiKeyAuth` middleware
+    resolves the key to a `Principal` (``request.user``: ``producer_id``, ``role``) or answers 401.
+  * Any valid key (role ``producer`` or ``admin``): nothing to add. Handlers that touch jobs pass
+    ``request.user`` on so a producer sees and cancels only its own jobs (admins see all).
+  * Admin only: ``guards=[admin_only]`` on the controller or handler (403 for producer keys).
+  * Public (health probes, Prometheus scrapes, a dashboard page): ``exclude_from_auth=True`` on the
+    handler (Litestar route ``opt``). The OpenAPI schema at ``/schema`` is public too.
+
+Errors are JSON ``{"error", "message", "field"?}`` with the status codes of `jobqueue.api.errors`:
+a database outage is 503 with ``Retry-After``, never 500.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from jobqueue.api.auth import auth_middleware
+from jobqueue.api.controllers.admin import AdminController
+from jobqueue.api.controllers.events import EventsController
+from jobqueue.api.controllers.health import HealthController
+from jobqueue.api.controllers.jobs import JobsController
+from jobqueue.api.controllers.queues import QueuesController
+from jobqueue.api.errors import EXCEPTION_HANDLERS
+from jobqueue.api.services import Services
+from jobqueue.config import Settings
+
+# Every controller of the API. Add yours here (one line); see the module docstring.
+ROUTE_HANDLERS: list = [
+    HealthController,
+    JobsController,
+    EventsController,
+    QueuesController,
+    AdminController,
+]
+
+
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> Litestar:
+    """The ASGI app for ``settings`` (default: from ``JOBQUEUE_*``); ``services`` is for tests."""
+    settings = settings or Settings.from_env()
+    services = services or Services(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: Litestar) -> AsyncIterator[None]:
+        await services.start()
+        try:
+            yield
+        finally:
+            await services.stop()
+
+    async def provide_services() -> Services:
+        return services
+
+    return Litestar(
+        route_handlers=list(ROUTE_HANDLERS),
+        dependencies={"services": Provide(provide_services, use_cache=True)},
+        middleware=[auth_middleware()],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        request_max_body_size=settings.api_max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="jobqueue",
+            version="1.0.0",
+            description="Submit, inspect and cancel background jobs; dead-letter administration; "
+                        "live job events. Authenticate with `Authorization: Bearer <API key>` "
+                        "(`jobqueue apikey create`).",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin()],
+            components=Components(security_schemes={
+                "apiKey": SecurityScheme(type="http", scheme="bearer", description="an API key"),
+            }),
+            security=[{"apiKey": []}],
+        ),
+        state=State({"services": services}),
+        debug=False,
+    )

@@ -1,0 +1,79 @@
+"""API-key authentication: ``Authorization: Bearer <key>`` → a `Principal` on ``request.user``.
+
+Keys are long random tokens stored only as their SHA-256 (a slow password hash buys nothing for
+256-bit secrets, and the lookup stays one primary-key probe). Each maps to a producer id and a role,
+``producer`` or ``admin``. Valid keys are cached per process for ``JOBQUEUE_API_KEY_CACHE_SECONDS``
+(default 2 s), so a revoked key stops working within that time and a busy producer costs no extra
+query per request; unknown keys are never cached (a flood of bad tokens cannot grow memory).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers import BaseRouteHandler
+from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
+
+from jobqueue.models import ApiKey
+
+if TYPE_CHECKING:
+    from jobqueue.api.services import Services
+
+Principal = ApiKey
+
+
+class KeyCache:
+    """Valid keys by hash for a few seconds; bounded (least recently used keys leave first)."""
+
+    def __init__(self, lookup: Callable[[str], Awaitable[ApiKey | None]], ttl: float, max_entries: int = 10_000) -> None:
+        self._lookup = lookup
+        self._ttl = ttl
+        self._max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+
+    async def principal(self, token: str) -> ApiKey | None:
+        now = time.monotonic()
+        entry = self._entries.get(token)
+        if entry is not None and entry[0] > now:
+            self._entries.move_to_end(token)
+            return entry[1]
+        key = await self._lookup(token)
+        if key is None:
+            self._entries.pop(token, None)
+            return None
+        if self._ttl > 0:
+            self._entries[token] = (now + self._ttl, key)
+            self._entries.move_to_end(token)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+        return key
+
+
+class ApiKeyAuth(AbstractAuthenticationMiddleware):
+    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+        scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise NotAuthorizedException(
+                "send an API key as 'Authorization: Bearer <key>' (create one with `jobqueue apikey create`)",
+                headers={"WWW-Authenticate": "Bearer"})
+        services: Services = connection.app.state["services"]
+        principal = await services.keys.principal(token)
+        if principal is None:
+            raise NotAuthorizedException("unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+        return AuthenticationResult(user=principal, auth=principal.id)
+
+
+def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
+    """Guard: the endpoint needs an admin key."""
+    if not connection.user.is_admin:
+        raise PermissionDeniedException("this endpoint needs an admin API key")
+
+
+def auth_middleware() -> DefineMiddleware:
+    # The schema and its UIs are public: they describe the API, they do not expose data.
+    return DefineMiddleware(ApiKeyAuth, exclude=["^/schema"])

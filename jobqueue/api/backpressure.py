@@ -1,0 +1,140 @@
+"""Backpressure for submissions: per-queue runnable depth against a soft and a hard limit.
+
+- Depth comes from a per-process cache of runnable jobs per queue, refreshed in the background
+  every ``JOBQUEUE_API_DEPTH_REFRESH`` seconds (default 1) by one bounded query (each count
+  capped just above the hard limit) — never a count per request. Jobs this process admits are
+  added at once, so a burst cannot overshoot by more than the other API processes' share of one
+  refresh period.
+- Below the soft limit (default 50,000; per queue in ``jobqueue.queue_settings``) nothing is
+  throttled. Above it, each producer draws from its own in-process token bucket
+  (``JOBQUEUE_API_RATE_LIMIT`` jobs/s, burst ``JOBQUEUE_API_RATE_BURST``) → 429 when empty, with
+  ``Retry-After`` the time until enough tokens return; with ``JOBQUEUE_API_SHED_LOW=1`` ``low``
+  jobs are refused outright (503).
+- At the hard limit (default 100,000) every submission to the queue gets 503 with
+  ``Retry-After``; nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from jobqueue.client import AsyncClient
+from jobqueue.config import Settings
+from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.models import Priority, QueueSettings
+
+log = logging.getLogger("jobqueue.api.backpressure")
+
+
+class Overloaded(Exception):
+    """The submission was refused to protect the queue (429 or 503); nothing was written."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+
+class TokenBucket:
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._updated = clock()
+
+    def take(self, n: int) -> float:
+        """Take ``n`` tokens and return 0, or take nothing and return the seconds until they exist."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+        n = min(n, self.burst)  # a batch larger than the burst waits for a full bucket, not forever
+        if self._tokens >= n:
+            self._tokens -= n
+            return 0.0
+        return (n - self._tokens) / self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one request would add to one queue."""
+
+    queue: str
+    jobs: int
+    low: int
+
+
+class Backpressure:
+    def __init__(self, client: AsyncClient, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.settings = settings
+        self._clock = clock
+        self.depths: dict[str, int] = {}
+        self.queue_settings: dict[str, QueueSettings] = {}
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def limits(self, queue: str) -> tuple[int, int]:
+        custom = self.queue_settings.get(queue)
+        soft = custom.soft_limit if custom and custom.soft_limit else self.settings.api_soft_limit
+        hard = custom.hard_limit if custom and custom.hard_limit else self.settings.api_hard_limit
+        return min(soft, hard), hard
+
+    async def refresh(self) -> None:
+        settings = await self.client.queue_settings()
+        cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
+        self.depths = await self.client.runnable_counts(cap=cap)
+        self.queue_settings = settings
+
+    async def run(self) -> None:
+        """Refresh until cancelled; while the database is away, keep the last known depths."""
+        while True:
+            try:
+                await self.refresh()
+            except (DatabaseUnavailable, NotMigrated) as exc:
+                log.debug("queue depth refresh failed: %s", exc)
+            await asyncio.sleep(self.settings.api_depth_refresh)
+
+    @staticmethod
+    def demands(jobs: Iterable[tuple[str, str]]) -> list[Demand]:
+        """(queue, priority label) per job → what the request adds to each queue."""
+        totals: dict[str, list[int]] = {}
+        for queue, priority in jobs:
+            entry = totals.setdefault(queue, [0, 0])
+            entry[0] += 1
+            entry[1] += priority == Priority.LOW.label
+        return [Demand(queue, n, low) for queue, (n, low) in totals.items()]
+
+    def admit(self, producer_id: str, demands: list[Demand]) -> None:
+        """Raise `Overloaded` unless every queue of the request can take its jobs; all or nothing."""
+        throttled = 0
+        retry_after = float(self.settings.api_retry_after)
+        for demand in demands:
+            soft, hard = self.limits(demand.queue)
+            depth = self.depths.get(demand.queue, 0)
+            if depth + demand.jobs > hard:
+                raise Overloaded(503, "queue_full", f"queue {demand.queue!r} is at its hard limit "
+                                 f"({depth} runnable jobs, limit {hard}); nothing was written", retry_after)
+            if depth + demand.jobs > soft:
+                if demand.low and self.settings.api_shed_low:
+                    raise Overloaded(503, "shed", f"queue {demand.queue!r} is above its soft limit ({soft}): "
+                                     "low-priority jobs are shed; nothing was written", retry_after)
+                throttled += demand.jobs
+        if throttled:
+            bucket = self._buckets.get(producer_id)
+            if bucket is None:
+                bucket = self._buckets[producer_id] = TokenBucket(
+                    self.settings.api_rate_limit, self.settings.api_rate_burst, self._clock)
+            wait = bucket.take(throttled)
+            if wait > 0:
+                raise Overloaded(429, "rate_limited", "the queue is above its soft limit: producers are rate "
+                                 f"limited to {self.settings.api_rate_limit:g} jobs/s; nothing was written", wait)
+
+    def admitted(self, demands: list[Demand]) -> None:
+        for demand in demands:
+            self.depths[demand.queue] = self.depths.get(demand.queue, 0) + demand.jobs

@@ -1,0 +1,71 @@
+"""``/admin``: the dead-letter queue — list, retry one, retry all by filter, purge. Admin keys only.
+
+Bulk retry and purge work in batches (one short transaction each), so a large dead-letter queue
+never holds locks for long; they return how many jobs they changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from litestar import Controller, delete, get, post
+from litestar.params import Parameter
+from litestar.response import Response
+
+from jobqueue.api.auth import admin_only
+from jobqueue.api.errors import error_response, error_responses
+from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
+from jobqueue.api.services import Services
+from jobqueue.errors import JobNotFound, ValidationError
+from jobqueue.models import RetryOutcome
+
+
+def _aware(name: str, value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValidationError(name, "must be timezone-aware")
+    return value
+
+
+class AdminController(Controller):
+    path = "/admin"
+    tags = ["admin"]
+    guards = [admin_only]
+
+    @get("/dlq", summary="Dead-lettered jobs, newest first, with their last error",
+         responses=error_responses(403, 422, 503))
+    async def dead_letters(
+        self, services: Services, queue: str | None = None, job_type: str | None = None,
+        limit: int = Parameter(default=50, ge=1, le=500),
+        cursor: str | None = Parameter(default=None, description="next_cursor of the previous page"),
+    ) -> JobList:
+        page = await services.client.list_jobs(limit=limit, cursor=cursor, state="dead_letter", queue=queue,
+                                               job_type=job_type)
+        return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
+
+    @post("/jobs/{job_id:uuid}/retry", summary="Retry one dead job now (one more attempt)", status_code=200,
+          responses=error_responses(403, 404, 409, 503))
+    async def retry(self, job_id: uuid.UUID, services: Services) -> Response[RetryResult]:
+        outcome = await services.client.retry_dead(job_id)
+        if outcome is RetryOutcome.NOT_FOUND:
+            raise JobNotFound(job_id)
+        if outcome is RetryOutcome.NOT_DEAD:
+            return error_response(409, f"job {job_id} is not in the dead-letter queue", error="not_dead")
+        if outcome is RetryOutcome.KEY_TAKEN:
+            return error_response(409, f"job {job_id} stays dead: a live job holds its idempotency key",
+                                  error=outcome.value)
+        return Response(RetryResult(job_id, outcome.value))
+
+    @post("/dlq/retry-all", summary="Retry every dead job matching the filters, in batches", status_code=200,
+          responses=error_responses(403, 422, 503))
+    async def retry_all(self, services: Services, queue: str | None = None, job_type: str | None = None) -> Count:
+        return Count(await services.client.retry_dead_letters(queue=queue, job_type=job_type))
+
+    @delete("/dlq", summary="Purge dead jobs matching the filters, in batches", status_code=200,
+            responses=error_responses(403, 422, 503))
+    async def purge(
+        self, services: Services, queue: str | None = None, job_type: str | None = None,
+        before: datetime | None = Parameter(default=None, description="only jobs that died before this time"),
+    ) -> Count:
+        return Count(await services.client.purge_dead_letters(queue=queue, job_type=job_type,
+                                                              before=_aware("before", before)))

@@ -1,0 +1,139 @@
+"""``/jobs``: submit (one or a batch), status, result, cancel, and the newest-first listing.
+
+A producer key sees and cancels only jobs it submitted (another producer's job is a 404, as if it
+did not exist); an admin key sees all. Submissions pass backpressure first, then go through
+`AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.openapi import ResponseSpec
+from litestar.params import Parameter
+from litestar.response import Response
+
+from jobqueue.api.auth import Principal
+from jobqueue.api.backpressure import Backpressure
+from jobqueue.api.errors import error_response, error_responses
+from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
+                                  JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
+from jobqueue.api.services import Services
+from jobqueue.client import NewJob
+from jobqueue.errors import JobNotFound, ValidationError
+from jobqueue.models import CancelOutcome, JobInfo, JobState
+
+AnyRequest = Request[Principal, Any, Any]
+
+_CANCEL_REFUSED = {
+    CancelOutcome.COMPLETED: "the job already completed",
+    CancelOutcome.DEAD_LETTER: "the job is in the dead-letter queue (retry or purge it as an admin)",
+    CancelOutcome.ALREADY_CANCELLED: "the job was already cancelled",
+}
+
+
+def visible(info: JobInfo, user: Principal) -> JobInfo:
+    """The job if this key may see it; another producer's job does not exist for it."""
+    if not user.is_admin and info.producer_id != user.producer_id:
+        raise JobNotFound(info.id)
+    return info
+
+
+async def _submit(services: Services, request: AnyRequest, items: list[JobSubmission],
+                  prefix: str) -> list[SubmittedJob]:
+    user = request.user
+    traceparent = request.headers.get("traceparent")
+    specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
+    built = []
+    for index, spec in enumerate(specs):
+        try:
+            built.append(NewJob.build(**spec))
+        except ValidationError as exc:
+            raise ValidationError(prefix.format(index) + exc.field, exc.message) from None
+    demands = Backpressure.demands((job.queue, job.priority) for job in built)
+    services.backpressure.admit(user.producer_id, demands)
+    try:
+        results = await services.client.submit(specs)
+    except ValidationError as exc:  # refused by the database's own checks: name the field as sent
+        field = exc.field.removeprefix("jobs[0].") if prefix == "" else exc.field
+        raise ValidationError(field, exc.message) from None
+    services.backpressure.admitted(demands)
+    submitted = []
+    for job_id, created in results:
+        state = JobState.PENDING.value if created else (await services.client.get(job_id)).state.value
+        submitted.append(SubmittedJob(job_id, state, created, JobLinks.of(job_id)))
+    return submitted
+
+
+class JobsController(Controller):
+    path = "/jobs"
+    tags = ["jobs"]
+
+    @post("/", summary="Submit a job", status_code=201,
+          responses={200: ResponseSpec(SubmittedJob, description="a live job already holds this idempotency "
+                                       "key: that job, nothing created"),
+                     **error_responses(413, 422, 429, 503)})
+    async def submit(self, request: AnyRequest, data: JobSubmission, services: Services) -> Response[SubmittedJob]:
+        job = (await _submit(services, request, [data], ""))[0]
+        return Response(job, status_code=201 if job.created else 200)
+
+    @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
+          responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
+                     **error_responses(413, 422, 429, 503)})
+    async def submit_batch(self, request: AnyRequest, data: BatchSubmission,
+                           services: Services) -> Response[SubmittedBatch]:
+        limit = services.settings.api_max_batch
+        if not 1 <= len(data.jobs) <= limit:
+            raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
+        jobs = await _submit(services, request, data.jobs, "jobs[{}].")
+        created = sum(job.created for job in jobs)
+        return Response(SubmittedBatch(jobs, created), status_code=201 if created else 200)
+
+    @get("/", summary="List jobs, newest first (keyset pagination)", responses=error_responses(422, 503))
+    async def list_jobs(
+        self, request: AnyRequest, services: Services,
+        job_state: str | None = Parameter(query="state", default=None, description="pending, processing, "
+                                          "completed, failed, dead_letter or cancelled"),
+        job_type: str | None = None,
+        queue: str | None = None,
+        priority: str | None = Parameter(default=None, description="critical, high, normal or low"),
+        producer_id: str | None = Parameter(default=None, description="admin keys only; producers see their own"),
+        limit: int = Parameter(default=50, ge=1, le=500),
+        cursor: str | None = Parameter(default=None, description="next_cursor of the previous page"),
+    ) -> JobList:
+        user = request.user
+        owner = producer_id if user.is_admin else user.producer_id
+        page = await services.client.list_jobs(limit=limit, cursor=cursor, state=job_state, job_type=job_type,
+                                               queue=queue, priority=priority, producer_id=owner)
+        return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
+
+    @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
+         responses=error_responses(404, 503))
+    async def get_job(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> JobDetail:
+        return JobDetail.of(visible(await services.client.get(job_id), request.user))
+
+    @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
+         responses=error_responses(404, 503))
+    async def get_result(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> Response[JobResult]:
+        info = visible(await services.client.get(job_id), request.user)
+        if info.state is not JobState.COMPLETED:
+            return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
+                                  error="no_result", state=info.state.value)
+        return Response(JobResult(info.id, info.state.value, info.result, info.duration_ms, info.finished_at))
+
+    @post("/{job_id:uuid}/cancel", summary="Cancel: pending → cancelled (200), running → requested (202)",
+          status_code=200,
+          responses={202: ResponseSpec(CancelResult, description="running: cancel requested, the handler is told"),
+                     **error_responses(404, 409, 503)})
+    async def cancel(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> Response[CancelResult]:
+        visible(await services.client.get(job_id), request.user)
+        outcome = await services.client.cancel(job_id)
+        if outcome is CancelOutcome.NOT_FOUND:
+            raise JobNotFound(job_id)
+        if not outcome.changed:
+            return error_response(409, f"job {job_id} cannot be cancelled: {_CANCEL_REFUSED[outcome]}",
+                                  error="not_cancellable", state=outcome.value.removesuffix("_already"))
+        return Response(CancelResult(job_id, outcome.value),
+                        status_code=202 if outcome is CancelOutcome.CANCEL_REQUESTED else 200)

@@ -1,0 +1,45 @@
+"""``/queues``: depth and state counts per queue and priority; pause/resume; limits (admin).
+
+A paused queue keeps accepting jobs; workers stop claiming from it within milliseconds (the
+change NOTIFYs ``jobqueue_control``) and resume the same way.
+"""
+
+from __future__ import annotations
+
+from litestar import Controller, get, post, put
+
+from jobqueue.api.auth import admin_only
+from jobqueue.api.errors import error_responses
+from jobqueue.api.schemas import QueueLimits, QueueList, QueueOut, QueueSettingsOut
+from jobqueue.api.services import Services
+from jobqueue.models import QueueSettings
+
+
+def _settings_out(settings: QueueSettings) -> QueueSettingsOut:
+    return QueueSettingsOut(settings.queue, settings.paused, settings.soft_limit, settings.hard_limit)
+
+
+class QueuesController(Controller):
+    path = "/queues"
+    tags = ["queues"]
+
+    @get("/", summary="Per queue and priority: depth, scheduled, processing, failed, dead, oldest age",
+         responses=error_responses(503))
+    async def list_queues(self, services: Services) -> QueueList:
+        return QueueList([QueueOut.of(stats) for stats in await services.client.queue_stats()])
+
+    @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
+          guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def pause(self, name: str, services: Services) -> QueueSettingsOut:
+        return _settings_out(await services.client.pause_queue(name))
+
+    @post("/{name:str}/resume", summary="Let workers claim from the queue again (admin)", status_code=200,
+          guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def resume(self, name: str, services: Services) -> QueueSettingsOut:
+        return _settings_out(await services.client.resume_queue(name))
+
+    @put("/{name:str}/limits", summary="Set the queue's backpressure limits (admin; null: the default)",
+         guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def set_limits(self, name: str, data: QueueLimits, services: Services) -> QueueSettingsOut:
+        return _settings_out(await services.client.set_queue_limits(
+            name, soft_limit=data.soft_limit, hard_limit=data.hard_limit))

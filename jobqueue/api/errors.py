@@ -1,0 +1,114 @@
+"""Every failure becomes a JSON body ``{"error", "message", "field"?}`` with a fitting status.
+
+- bad input (our `ValidationError` or a request Litestar could not parse) → 422 naming the field;
+- an unknown job, or one of another producer → 404; a change the job's state forbids → 409;
+- the database unreachable or not migrated → 503 with ``Retry-After``: the request did nothing
+  (a job is never reported created unless its statement committed);
+- backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding), with
+  ``Retry-After``; a body over ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException
+from litestar.exceptions import ValidationException as RequestInvalid
+from litestar.openapi import ResponseSpec
+
+from jobqueue.api.backpressure import Overloaded
+from jobqueue.api.schemas import ErrorBody
+from jobqueue.errors import Conflict, DatabaseUnavailable, JobNotFound, NotMigrated, ValidationError
+
+log = logging.getLogger("jobqueue.api")
+
+_STATUS_NAMES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
+                 422: "invalid", 429: "rate_limited", 500: "internal", 503: "unavailable"}
+
+
+def error_response(status: int, message: str, *, error: str | None = None, field: str | None = None,
+                   retry_after: float | None = None, headers: dict[str, str] | None = None,
+                   state: str | None = None) -> Response[ErrorBody]:
+    headers = dict(headers or {})
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    body = ErrorBody(error=error or _STATUS_NAMES.get(status, "error"), message=message, field=field, state=state)
+    return Response(body, status_code=status, headers=headers, media_type=MediaType.JSON)
+
+
+_DESCRIPTIONS = {
+    401: "no, unknown or revoked API key", 403: "needs an admin API key", 404: "no such job (or not yours)",
+    409: "the job's state does not allow it", 413: "request body too large", 422: "invalid input; `field` names it",
+    429: "rate limited above the queue's soft limit; see Retry-After",
+    503: "database unavailable, not migrated, or queue at its hard limit; see Retry-After",
+}
+
+
+def error_responses(*codes: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the error statuses a handler may answer (401 is implied by auth)."""
+    return {code: ResponseSpec(data_container=ErrorBody, description=_DESCRIPTIONS[code], generate_examples=False)
+            for code in codes}
+
+
+def _services_retry_after(request: Request) -> int:
+    return request.app.state["services"].settings.api_retry_after
+
+
+def _invalid(_request: Request, exc: ValidationError) -> Response:
+    return error_response(422, exc.message, field=exc.field)
+
+
+def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
+    problems: Any = exc.extra or []
+    first = problems[0] if isinstance(problems, list) and problems and isinstance(problems[0], dict) else {}
+    field = first.get("key") or None
+    message = first.get("message") or exc.detail
+    return error_response(422, f"{message}" if field is None else f"{field}: {message}", field=field)
+
+
+def _not_found(_request: Request, exc: JobNotFound) -> Response:
+    return error_response(404, str(exc))
+
+
+def _conflict(_request: Request, exc: Conflict) -> Response:
+    return error_response(409, str(exc))
+
+
+def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
+    log.warning("503: %s", exc)
+    return error_response(503, "the database is unavailable; nothing was done, retry later",
+                          error="database_unavailable", retry_after=_services_retry_after(request))
+
+
+def _not_migrated(request: Request, exc: NotMigrated) -> Response:
+    return error_response(503, str(exc), error="not_migrated", retry_after=_services_retry_after(request))
+
+
+def _overloaded(_request: Request, exc: Overloaded) -> Response:
+    return error_response(exc.status, exc.message, error=exc.reason, retry_after=exc.retry_after)
+
+
+def _http(_request: Request, exc: HTTPException) -> Response:
+    return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+def _internal(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal error")
+
+
+EXCEPTION_HANDLERS: dict = {
+    ValidationError: _invalid,
+    RequestInvalid: _request_invalid,
+    JobNotFound: _not_found,
+    Conflict: _conflict,
+    DatabaseUnavailable: _unavailable,
+    NotMigrated: _not_migrated,
+    Overloaded: _overloaded,
+    HTTPException: _http,
+    Exception: _internal,
+}

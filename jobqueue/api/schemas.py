@@ -1,0 +1,227 @@
+"""Request and response bodies of the REST API. Handlers build these from client results:
+database rows never leave the client, and nothing here carries more than the API promises."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from jobqueue.models import JobInfo, JobSummary, QueueStats
+
+INT32 = 2**31 - 1
+TEN_YEARS = 10 * 366 * 24 * 3600.0
+
+
+class ErrorBody(msgspec.Struct, omit_defaults=True):
+    error: str
+    message: str
+    field: str | None = None
+    state: str | None = None
+
+
+class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
+    """One job to submit. Validated exactly like `client.enqueue` and `jobqueue.enqueue()` in SQL."""
+
+    job_type: Annotated[str, Meta(description="names the handler")]
+    payload: Annotated[Any, Meta(description="any JSON value (default {})")] = None
+    priority: Annotated[str | int, Meta(description="critical, high, normal (default) or low")] = "normal"
+    queue: str = "default"
+    run_at: Annotated[datetime | None, Meta(description="timezone-aware start time (not with delay_seconds)")] = None
+    delay_seconds: Annotated[float, Meta(le=TEN_YEARS, description="start after this many seconds")] | None = None
+    max_attempts: Annotated[int, Meta(le=INT32, description="tries in all (default: the task's, else 4)")] | None = None
+    idempotency_key: Annotated[str | None, Meta(
+        description="while a job holding this key is live, submitting it again returns that job")] = None
+
+    def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "job_type": self.job_type, "payload": self.payload, "priority": self.priority, "queue": self.queue,
+            "producer_id": producer_id,
+        }
+        for name, value in (("run_at", self.run_at), ("delay", self.delay_seconds),
+                            ("max_attempts", self.max_attempts), ("idempotency_key", self.idempotency_key),
+                            ("traceparent", traceparent)):
+            if value is not None:
+                fields[name] = value
+        return fields
+
+
+class BatchSubmission(msgspec.Struct, forbid_unknown_fields=True):
+    jobs: list[JobSubmission]
+
+
+class JobLinks(msgspec.Struct):
+    self_: str = msgspec.field(name="self")
+    result: str = ""
+    cancel: str = ""
+
+    @classmethod
+    def of(cls, job_id: uuid.UUID) -> "JobLinks":
+        return cls(f"/jobs/{job_id}", f"/jobs/{job_id}/result", f"/jobs/{job_id}/cancel")
+
+
+class SubmittedJob(msgspec.Struct):
+    id: uuid.UUID
+    state: str
+    created: bool
+    links: JobLinks
+
+
+class SubmittedBatch(msgspec.Struct):
+    jobs: list[SubmittedJob]
+    created: int
+
+
+class AttemptErrorOut(msgspec.Struct):
+    attempt: int
+    error_type: str
+    message: str
+    traceback: str | None
+    worker_id: str | None
+    failed_at: datetime
+
+
+class JobDetail(msgspec.Struct):
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: str
+    state: str
+    attempts: int
+    max_attempts: int
+    payload: Any
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    idempotency_key: str | None
+    producer_id: str | None
+    cancel_requested: bool
+    result: Any
+    last_error: AttemptErrorOut | None
+    final_error: Any
+    duration_ms: float | None
+    errors: list[AttemptErrorOut]
+    links: JobLinks
+
+    @classmethod
+    def of(cls, info: JobInfo) -> "JobDetail":
+        errors = [AttemptErrorOut(e.attempt, e.error_type, e.message, e.traceback, e.worker_id, e.failed_at)
+                  for e in info.errors]
+        return cls(info.id, info.queue, info.job_type, info.priority.label, info.state.value, info.attempts,
+                   info.max_attempts, info.payload, info.run_at, info.created_at, info.updated_at,
+                   info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
+                   info.cancel_requested, info.result, errors[-1] if errors else None, info.final_error,
+                   info.duration_ms, errors, JobLinks.of(info.id))
+
+
+class JobResult(msgspec.Struct):
+    job_id: uuid.UUID
+    state: str
+    result: Any
+    duration_ms: float | None
+    finished_at: datetime | None
+
+
+class JobListItem(msgspec.Struct):
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: str
+    state: str
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    producer_id: str | None
+    last_error_type: str | None
+    last_error: str | None
+    links: JobLinks
+
+    @classmethod
+    def of(cls, job: JobSummary) -> "JobListItem":
+        return cls(job.id, job.queue, job.job_type, job.priority.label, job.state.value, job.attempts,
+                   job.max_attempts, job.run_at, job.created_at, job.updated_at, job.finished_at,
+                   job.producer_id, job.last_error_type, job.last_error, JobLinks.of(job.id))
+
+
+class JobList(msgspec.Struct):
+    jobs: list[JobListItem]
+    next_cursor: str | None
+
+
+class CancelResult(msgspec.Struct):
+    id: uuid.UUID
+    outcome: str
+
+
+class PriorityLevel(msgspec.Struct):
+    priority: str
+    depth: int
+    scheduled: int
+    processing: int
+    failed: int
+    dead: int
+    oldest_age_seconds: float
+
+
+class QueueOut(msgspec.Struct):
+    queue: str
+    paused: bool
+    soft_limit: int | None
+    hard_limit: int | None
+    depth: int
+    scheduled: int
+    processing: int
+    failed: int
+    dead: int
+    oldest_age_seconds: float
+    priorities: list[PriorityLevel]
+
+    @classmethod
+    def of(cls, stats: QueueStats) -> "QueueOut":
+        levels = [PriorityLevel(s.priority.label, s.pending, s.scheduled, s.processing, s.failed, s.dead,
+                                s.oldest_age_seconds) for s in stats.levels]
+        settings = stats.settings
+        return cls(stats.queue, settings.paused, settings.soft_limit, settings.hard_limit,
+                   sum(s.depth for s in levels), sum(s.scheduled for s in levels),
+                   sum(s.processing for s in levels), sum(s.failed for s in levels), sum(s.dead for s in levels),
+                   max((s.oldest_age_seconds for s in levels), default=0.0), levels)
+
+
+class QueueList(msgspec.Struct):
+    queues: list[QueueOut]
+
+
+class QueueSettingsOut(msgspec.Struct):
+    queue: str
+    paused: bool
+    soft_limit: int | None
+    hard_limit: int | None
+
+
+class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
+    """Backpressure limits of one queue; null falls back to the API's defaults."""
+
+    soft_limit: Annotated[int, Meta(ge=1, le=INT32)] | None = None
+    hard_limit: Annotated[int, Meta(ge=1, le=INT32)] | None = None
+
+
+class RetryResult(msgspec.Struct):
+    id: uuid.UUID
+    outcome: str
+
+
+class Count(msgspec.Struct):
+    count: int
+
+
+class Health(msgspec.Struct):
+    status: str
+    revision: str | None = None

@@ -1,0 +1,49 @@
+"""What one API process shares across requests, opened and closed with the app's lifespan.
+
+- ``client``: the `AsyncClient` every handler goes through, with short timeouts
+  (``JOBQUEUE_API_DB_TIMEOUT`` to get a pooled connection, ``JOBQUEUE_API_CONNECT_TIMEOUT`` to
+  connect), so a database outage answers 503 within about a second or two, and the pool
+  reconnects by itself when the database returns;
+- ``keys``: the API-key cache; ``backpressure``: queue depths, limits and token buckets;
+- ``events``: the LISTEN connection feeding the SSE streams;
+- ``head_revision``: the schema revision this code expects (``/readyz`` compares it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from jobqueue import migrate
+from jobqueue.api.auth import KeyCache
+from jobqueue.api.backpressure import Backpressure
+from jobqueue.api.events import EventHub
+from jobqueue.client import AsyncClient
+from jobqueue.config import Settings
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = AsyncClient(settings=settings, pool_size=settings.api_pool_size,
+                                  pool_timeout=settings.api_db_timeout,
+                                  connect_timeout=settings.api_connect_timeout)
+        self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
+        self.backpressure = Backpressure(self.client, settings)
+        self.events = EventHub(settings.dsn)
+        self.head_revision = migrate.head_revision()
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        await self.client.open()  # does not wait for the database: the API starts during an outage too
+        self._tasks = [asyncio.create_task(self.backpressure.run(), name="api-depths"),
+                       asyncio.create_task(self.events.run(), name="api-events")]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        await self.client.close()

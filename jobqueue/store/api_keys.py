@@ -1,0 +1,50 @@
+"""Calls on jobqueue.api_keys (sql/queries/api_keys.sql), and the key format itself.
+
+A key is ``jq_`` + 43 URL-safe characters (256 random bits). Only its SHA-256 is stored: a slow
+password hash protects guessable secrets, and these are not guessable, so the lookup can stay
+one index probe per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from jobqueue.db import Call
+from jobqueue.models import ApiKey
+
+KEY_PREFIX_LENGTH = 11  # "jq_" + 8 characters: shown in listings to recognise a key
+
+
+def new_key() -> str:
+    return "jq_" + secrets.token_urlsafe(32)
+
+
+def key_hash(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _keys(rows: list[tuple]) -> list[ApiKey]:
+    return [ApiKey(*row) for row in rows]
+
+
+def _first_key(rows: list[tuple]) -> ApiKey | None:
+    return ApiKey(*rows[0]) if rows else None
+
+
+def create(*, key: str, producer_id: str, role: str) -> Call[ApiKey | None]:
+    return Call("api_key_create", {"key_hash": key_hash(key), "key_prefix": key[:KEY_PREFIX_LENGTH],
+                                   "producer_id": producer_id, "role": role}, _first_key)
+
+
+def lookup(key: str) -> Call[ApiKey | None]:
+    return Call("api_key_lookup", {"key_hash": key_hash(key)}, _first_key)
+
+
+def list_all() -> Call[list[ApiKey]]:
+    return Call("api_key_list", {}, _keys)
+
+
+def revoke(key_id: uuid.UUID) -> Call[ApiKey | None]:
+    return Call("api_key_revoke", {"id": key_id}, _first_key)

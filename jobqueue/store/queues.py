@@ -1,0 +1,49 @@
+"""Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from jobqueue.db import Call
+from jobqueue.models import Priority, PriorityStats, QueueSettings, QueueStats
+
+
+def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
+    by_queue: dict[str, QueueStats] = {}
+    for queue, priority, pending, scheduled, processing, failed, dead, oldest, paused, soft, hard in rows:
+        stats = by_queue.get(queue)
+        if stats is None:
+            stats = by_queue[queue] = QueueStats(queue, QueueSettings(queue, paused, soft, hard), [])
+        if priority is not None:
+            stats.levels.append(PriorityStats(Priority.parse(priority), pending, scheduled, processing,
+                                              failed, dead, float(oldest)))
+    return list(by_queue.values())
+
+
+def stats() -> Call[list[QueueStats]]:
+    return Call("queue_stats", {}, _decode_stats)
+
+
+def runnable_counts(*, cap: int) -> Call[dict[str, int]]:
+    return Call("queue_runnable_counts", {"cap": cap}, lambda rows: {q: n for q, n in rows})
+
+
+def _one_settings(rows: list[tuple]) -> QueueSettings:
+    return QueueSettings(*rows[0])
+
+
+def all_settings() -> Call[dict[str, QueueSettings]]:
+    return Call("queue_settings_all", {}, lambda rows: {r[0]: QueueSettings(*r) for r in rows})
+
+
+def paused_among(queues: Sequence[str]) -> Call[set[str]]:
+    return Call("queue_paused_among", {"queues": list(queues)}, lambda rows: {r[0] for r in rows})
+
+
+def set_paused(queue: str, paused: bool) -> Call[QueueSettings]:
+    return Call("queue_set_paused", {"queue": queue, "paused": paused}, _one_settings)
+
+
+def set_limits(queue: str, *, soft_limit: int | None, hard_limit: int | None) -> Call[QueueSettings]:
+    return Call("queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit},
+                _one_settings)

@@ -1,0 +1,54 @@
+-- Runtime queries on queues: statistics, runnable depth for backpressure, per-queue settings
+-- (jobqueue.queue_settings: paused flag and limits). Changing a setting NOTIFYs jobqueue_control
+-- (a trigger), so workers re-read the paused queues at once.
+
+-- name: queue_stats
+-- Per queue and priority, from the jobqueue.queue_stats view, plus each queue's settings (a
+-- paused queue without jobs is listed too, with a NULL priority).
+SELECT coalesce(s.queue, q.queue) AS queue, s.priority, s.pending, s.scheduled, s.processing, s.failed,
+       s.dead, s.oldest_runnable_age_seconds, coalesce(q.paused, false), q.soft_limit, q.hard_limit
+FROM jobqueue.queue_stats s
+FULL JOIN jobqueue.queue_settings q ON q.queue = s.queue
+ORDER BY 1, jobqueue.priority_level(coalesce(s.priority, 'critical'));
+
+-- name: queue_runnable_counts
+-- Runnable jobs (pending or waiting for retry, due now) per queue, each count capped at %(cap)s:
+-- a loose index scan over jobs_claim_idx finds the queues, then each count reads at most %(cap)s
+-- index entries, so the cost is bounded however long a backlog grows.
+WITH RECURSIVE queues AS (
+    (SELECT j.queue FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobqueue.jobs j
+            WHERE j.state IN ('pending', 'failed') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+    FROM queues q
+    WHERE q.queue IS NOT NULL
+)
+SELECT q.queue, c.runnable
+FROM queues q
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runnable FROM (
+        SELECT 1 FROM jobqueue.jobs j
+        WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue AND j.run_at <= now()
+        LIMIT %(cap)s
+    ) AS capped
+) AS c
+WHERE q.queue IS NOT NULL;
+
+-- name: queue_settings_all
+SELECT queue, paused, soft_limit, hard_limit FROM jobqueue.queue_settings ORDER BY queue;
+
+-- name: queue_paused_among
+-- The worker's view: which of its queues are paused.
+SELECT queue FROM jobqueue.queue_settings WHERE paused AND queue = ANY(%(queues)s::text[]);
+
+-- name: queue_set_paused
+INSERT INTO jobqueue.queue_settings AS s (queue, paused) VALUES (%(queue)s, %(paused)s)
+ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit;
+
+-- name: queue_set_limits
+-- NULL limits fall back to the API's defaults (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT).
+INSERT INTO jobqueue.queue_settings AS s (queue, soft_limit, hard_limit)
+VALUES (%(queue)s, %(soft_limit)s::integer, %(hard_limit)s::integer)
+ON CONFLICT (queue) DO UPDATE SET soft_limit = excluded.soft_limit, hard_limit = excluded.hard_limit, updated_at = now()
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit;
