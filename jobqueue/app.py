@@ -7,6 +7,13 @@
 
 `jobqueue-worker --app mymodule:queue` imports it and runs the handlers; `queue.client(dsn)`
 gives producers a client whose enqueue applies the same per-type defaults.
+
+    @queue.periodic("*/5 * * * *", name="cleanup", timezone="Europe/Berlin")
+    async def cleanup(job): ...
+
+declares a cron schedule too: workers write it to ``jobqueue.schedules`` when they start (creating
+or redefining the row of that name; a pause made with the CLI or REST survives restarts), and the
+elected scheduler enqueues one ``cleanup`` job per tick.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from jobqueue.retry import Backoff
+from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, ScheduleSpec
 
 DEFAULT_MAX_ATTEMPTS = 4  # SPEC: three retries after the first attempt
 
@@ -35,6 +43,7 @@ class JobQueue:
     def __init__(self, name: str = "jobqueue") -> None:
         self.name = name
         self.tasks: dict[str, TaskDef] = {}
+        self.schedules: dict[str, ScheduleSpec] = {}
 
     def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
              backoff: Backoff | None = None, timeout: float | None = None,
@@ -61,6 +70,39 @@ class JobQueue:
                 backoff=backoff or Backoff(), timeout=timeout, use_stored_result=use_stored_result,
                 is_async=inspect.iscoroutinefunction(handler),
             )
+            return handler
+
+        return register
+
+    def periodic(self, cron: str, *, name: str | None = None, job_type: str | None = None, timezone: str = "UTC",
+                 payload: Any = None, priority: str = "normal", queue: str = "default", max_attempts: int | None = None,
+                 misfire_policy: str = "fire_once", misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
+                 enabled: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Run the decorated handler on a cron schedule (croniter syntax, 5 or 6 fields, in ``timezone``).
+
+        The handler becomes a task named ``job_type`` (default: the function's name) unless it is
+        one already — put ``@queue.periodic`` above ``@queue.task(...)`` to give task options. The
+        schedule is called ``name`` (default: the job type); each tick enqueues one job with
+        ``payload``, ``priority``, ``queue`` and ``max_attempts``. ``misfire_policy`` says what
+        happens to ticks missed while no scheduler ran: ``fire_once``, ``fire_all`` (at most
+        ``misfire_limit`` of them) or ``skip``. An invalid expression or zone raises
+        `ValidationError` here, at import.
+        """
+
+        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+            registered = next((t.name for t in self.tasks.values() if t.handler is handler), None)
+            if registered is not None and job_type not in (None, registered):
+                raise ValueError(f"{handler.__name__} is task {registered!r}, not {job_type!r}")
+            task_name = registered or job_type or handler.__name__
+            spec = ScheduleSpec.build(
+                name or task_name, cron, task_name, timezone=timezone, payload=payload, priority=priority,
+                queue=queue, max_attempts=max_attempts, misfire_policy=misfire_policy,
+                misfire_limit=misfire_limit, enabled=enabled)
+            if spec.name in self.schedules:
+                raise ValueError(f"schedule {spec.name!r} is declared twice (give each one a name=)")
+            if registered is None:
+                self.task(task_name)(handler)
+            self.schedules[spec.name] = spec
             return handler
 
         return register

@@ -73,6 +73,13 @@ class Settings:
     ack_batch_size: int = 200
     sweep_interval: float = 5.0
     run_maintenance: bool = True
+    # Leader-only maintenance (jobqueue.maintenance): election, cron, retention.
+    leader_ttl: float = 15.0  # seconds a leader lease lasts; a dead leader is replaced within it
+    misfire_grace: float = 60.0  # a cron tick later than this counts as missed (misfire policy)
+    prune_interval: float = 60.0
+    retention_completed_days: float = 30.0
+    retention_cancelled_days: float = 7.0
+    retention_dead_letter_days: float = 90.0
     listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
     pool_min_size: int = 1
     pool_max_size: int = 10
@@ -109,6 +116,10 @@ class Settings:
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
+        if self.leader_ttl <= 0 or self.misfire_grace < 0 or self.prune_interval <= 0:
+            raise ValueError("leader TTL and prune interval must be positive, misfire grace not negative")
+        if min(self.retention_completed_days, self.retention_cancelled_days, self.retention_dead_letter_days) < 0:
+            raise ValueError("retention days must not be negative")
         if not 0 < self.api_soft_limit <= self.api_hard_limit:
             raise ValueError("the API soft limit must be positive and at most the hard limit")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
@@ -133,6 +144,13 @@ class Settings:
             ack_flush_interval=_float(env, "JOBQUEUE_ACK_FLUSH_MS", defaults.ack_flush_interval * 1000) / 1000,
             ack_batch_size=_int(env, "JOBQUEUE_ACK_BATCH", defaults.ack_batch_size),
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
+            leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),
+            misfire_grace=_float(env, "JOBQUEUE_MISFIRE_GRACE", defaults.misfire_grace),
+            prune_interval=_float(env, "JOBQUEUE_PRUNE_INTERVAL", defaults.prune_interval),
+            retention_completed_days=_float(env, "JOBQUEUE_RETENTION_COMPLETED_DAYS", defaults.retention_completed_days),
+            retention_cancelled_days=_float(env, "JOBQUEUE_RETENTION_CANCELLED_DAYS", defaults.retention_cancelled_days),
+            retention_dead_letter_days=_float(env, "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",
+                                              defaults.retention_dead_letter_days),
             run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
             listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),

@@ -22,6 +22,12 @@ class JobNotFound(JobQueueError, LookupError):
         super().__init__(f"no job with id {job_id}")
 
 
+class ScheduleNotFound(JobQueueError, LookupError):
+    def __init__(self, name: object) -> None:
+        self.name = name
+        super().__init__(f"no schedule named {name!r}")
+
+
 class DatabaseUnavailable(JobQueueError):
     """The database could not be reached; the operation did not happen (nothing was committed)."""
 

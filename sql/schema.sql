@@ -17,6 +17,13 @@ CREATE TYPE jobqueue.job_input AS (
 	traceparent text
 );
 
+CREATE FUNCTION jobqueue.add_buckets(a bigint[], b bigint[]) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i), '{}')
+    FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
+$$;
+
 CREATE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
     LANGUAGE plpgsql
     AS $$
@@ -39,6 +46,98 @@ BEGIN
         RETURN 'cancelled_already';
     ELSE
         RETURN current_state;
+    END IF;
+END $$;
+
+CREATE FUNCTION jobqueue.cron_problem(expression text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    names constant text[] := ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second'];
+    lows constant integer[] := ARRAY[0, 0, 1, 1, 0, 0];
+    highs constant integer[] := ARRAY[59, 23, 31, 12, 7, 59];
+    months constant text[] := ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+    days constant text[] := ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+    fields text[];
+    item text;
+    part text;
+    parts text[];
+    value integer;
+    i integer;
+BEGIN
+    IF expression IS NULL OR btrim(expression) = '' THEN
+        RETURN 'must be a cron expression such as ''*/5 * * * *''';
+    END IF;
+    IF lower(btrim(expression)) IN ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly') THEN
+        RETURN NULL;
+    END IF;
+    fields := regexp_split_to_array(lower(btrim(expression)), '\s+');
+    IF cardinality(fields) NOT IN (5, 6) THEN
+        RETURN format('must have 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds last), got %s',
+                      cardinality(fields));
+    END IF;
+    FOR i IN 1 .. cardinality(fields) LOOP
+        FOREACH item IN ARRAY string_to_array(fields[i], ',') LOOP
+            -- croniter's special forms: ? and L, nW in day-of-month; Ln and n#k in day-of-week.
+            CONTINUE WHEN i IN (3, 5) AND item = '?';
+            CONTINUE WHEN i = 3 AND item ~ '^(l|[0-9]{1,2}w)$';
+            CONTINUE WHEN i = 5 AND item ~ '^(l[0-7]|([0-7]|[a-z]{3})#[1-5])$';
+            parts := regexp_match(item, '^(\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/([0-9]+))?$');
+            IF parts IS NULL OR parts[2]::integer = 0 THEN
+                RETURN format('%s field %L is not valid', names[i], item);
+            END IF;
+            CONTINUE WHEN parts[1] = '*';
+            FOREACH part IN ARRAY string_to_array(parts[1], '-') LOOP
+                value := CASE
+                    WHEN part ~ '^[0-9]{1,2}$' THEN part::integer
+                    WHEN i = 4 THEN array_position(months, part)
+                    WHEN i = 5 THEN array_position(days, part) - 1
+                END;
+                IF value IS NULL OR value NOT BETWEEN lows[i] AND highs[i] THEN
+                    RETURN format('%s field %L: %L is not a value from %s to %s%s', names[i], item, part, lows[i], highs[i],
+                                  CASE i WHEN 4 THEN ' or jan-dec' WHEN 5 THEN ' or sun-sat' ELSE '' END);
+                END IF;
+            END LOOP;
+        END LOOP;
+    END LOOP;
+    RETURN NULL;
+END $_$;
+
+COMMENT ON FUNCTION jobqueue.cron_problem(expression text) IS 'NULL when expression looks like a 5- or 6-field croniter expression (or an @alias), else why not.';
+
+CREATE FUNCTION jobqueue.duration_bucket_bounds() RETURNS double precision[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT '{1,2.5,5,10,25,50,100,250,500,1000,2500,5000,10000,30000,60000}'::double precision[]
+$$;
+
+CREATE FUNCTION jobqueue.emit_job_events(events text[], queues text[], producers text[], ids uuid[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    piece text;
+    buffer text := '';
+BEGIN
+    FOR piece IN
+        SELECT json_build_array(p.event, p.queue, p.producer, string_agg(p.code, '' ORDER BY p.n))::text
+        FROM (
+            SELECT t.event, t.n,
+                   CASE WHEN octet_length(to_json(t.queue)::text) <= 1000 THEN t.queue END AS queue,
+                   CASE WHEN octet_length(to_json(t.producer)::text) <= 1000 THEN t.producer END AS producer,
+                   rtrim(encode(uuid_send(t.id), 'base64'), '=') AS code,
+                   (row_number() OVER (PARTITION BY t.event, t.queue, t.producer ORDER BY t.n) - 1) / 150 AS part
+            FROM unnest(events, queues, producers, ids) WITH ORDINALITY AS t(event, queue, producer, id, n)
+        ) p
+        GROUP BY p.event, p.queue, p.producer, p.part
+    LOOP
+        IF octet_length(buffer) + octet_length(piece) > 7800 THEN
+            PERFORM pg_notify('jobqueue_events', '[' || buffer || ']');
+            buffer := '';
+        END IF;
+        buffer := CASE WHEN buffer = '' THEN piece ELSE buffer || ',' || piece END;
+    END LOOP;
+    IF buffer <> '' THEN
+        PERFORM pg_notify('jobqueue_events', '[' || buffer || ']');
     END IF;
 END $$;
 
@@ -85,6 +184,41 @@ BEGIN
       INTO inputs
       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord);
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs) AS r ORDER BY r.ord;
+END $$;
+
+CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    s jobqueue.schedules;
+    tick timestamptz;
+    job jobqueue.job_input;
+BEGIN
+    UPDATE jobqueue.schedules AS sc
+    SET next_fire_at = fire_schedule.next_fire,
+        last_fire_at = greatest(sc.last_fire_at, (SELECT max(t) FROM unnest(fire_schedule.ticks) AS t))
+    WHERE sc.id = fire_schedule.schedule_id
+      AND sc.enabled AND sc.error IS NULL
+      AND sc.next_fire_at IS NOT DISTINCT FROM fire_schedule.expected_next
+      AND sc.cron = fire_schedule.expected_cron AND sc.timezone = fire_schedule.expected_timezone
+    RETURNING sc.* INTO s;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOREACH tick IN ARRAY coalesce(fire_schedule.ticks, '{}') LOOP
+        job := jobqueue.make_job_input(NULL, s.job_type, s.payload, s.priority, tick, NULL, s.queue,
+                                       s.max_attempts, NULL, 'schedule:' || s.name, NULL);
+        INSERT INTO jobqueue.schedule_fires AS f (schedule_id, fire_at, job_id, fired_by)
+        VALUES (s.id, tick, job.id, fire_schedule.fired_by)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            PERFORM jobqueue.insert_jobs(ARRAY[job]);
+            fire_at := tick;
+            job_id := job.id;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
 END $$;
 
 CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[]) RETURNS TABLE(ord integer, id uuid, created boolean)
@@ -153,6 +287,42 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '22023', COLUMN = field, MESSAGE = format('jobqueue: %s: %s', field, message);
 END $$;
 
+CREATE FUNCTION jobqueue.job_events_on_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM jobqueue.emit_job_events(array_agg('job.queued'::text), array_agg(n.queue), array_agg(n.producer_id),
+                                     array_agg(n.id))
+    FROM new_jobs n
+    HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobqueue.job_events_on_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM jobqueue.emit_job_events(array_agg(e.event), array_agg(e.queue), array_agg(e.producer_id),
+                                     array_agg(e.id))
+    FROM (
+        SELECT n.id, n.queue, n.producer_id,
+               CASE n.state
+                   WHEN 'processing' THEN 'job.started'
+                   WHEN 'completed' THEN 'job.completed'
+                   WHEN 'failed' THEN 'job.failed'
+                   WHEN 'dead_letter' THEN 'job.dead_letter'
+                   WHEN 'cancelled' THEN 'job.cancelled'
+                   ELSE CASE WHEN o.state = 'processing' AND n.attempts >= o.attempts
+                             THEN 'job.failed' ELSE 'job.queued' END
+               END AS event
+        FROM new_jobs n
+        JOIN old_jobs o ON o.id = n.id
+        WHERE n.state <> o.state
+    ) e
+    HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
     AS $$
@@ -207,6 +377,14 @@ BEGIN
     RETURN NULL;
 END $$;
 
+CREATE FUNCTION jobqueue.notify_queue_settings() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobqueue_control', 'queue_settings');
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION jobqueue.priority_level(priority text) RETURNS smallint
     LANGUAGE plpgsql IMMUTABLE
     AS $$
@@ -225,6 +403,103 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     AS $$
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
+
+CREATE FUNCTION jobqueue.schedules_before_write() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    problem text;
+    redefined boolean := TG_OP = 'INSERT' OR (NEW.cron, NEW.timezone) IS DISTINCT FROM (OLD.cron, OLD.timezone);
+BEGIN
+    IF NEW.name IS NULL OR btrim(NEW.name) = '' THEN
+        PERFORM jobqueue.invalid('name', 'must be a non-empty string');
+    END IF;
+    IF redefined THEN
+        problem := jobqueue.cron_problem(NEW.cron);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('cron', problem);
+        END IF;
+        problem := jobqueue.timezone_problem(NEW.timezone);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('timezone', problem);
+        END IF;
+    END IF;
+    IF NEW.job_type IS NULL OR btrim(NEW.job_type) = '' THEN
+        PERFORM jobqueue.invalid('job_type', 'must be a non-empty string');
+    END IF;
+    IF NEW.queue IS NULL OR btrim(NEW.queue) = '' THEN
+        PERFORM jobqueue.invalid('queue', 'must be a non-empty string');
+    END IF;
+    NEW.priority := jobqueue.priority_name(jobqueue.priority_level(NEW.priority));
+    IF NEW.max_attempts < 1 THEN
+        PERFORM jobqueue.invalid('max_attempts', format('must be at least 1 (got %s)', NEW.max_attempts));
+    END IF;
+    IF NEW.misfire_policy IS NULL OR NEW.misfire_policy NOT IN ('fire_once', 'fire_all', 'skip') THEN
+        PERFORM jobqueue.invalid('misfire_policy', format('must be one of fire_once, fire_all, skip (got %L)', NEW.misfire_policy));
+    END IF;
+    IF NEW.misfire_limit IS NULL OR NEW.misfire_limit < 1 THEN
+        PERFORM jobqueue.invalid('misfire_limit', format('must be at least 1 (got %s)', NEW.misfire_limit));
+    END IF;
+    NEW.payload := coalesce(NEW.payload, '{}'::jsonb);
+
+    IF TG_OP = 'UPDATE' THEN
+        -- A new definition, or a resume, starts from now: the scheduler recomputes next_fire_at
+        -- unless this statement set it itself. Ticks during a pause are not fired.
+        IF redefined OR (NEW.enabled AND NOT OLD.enabled) THEN
+            NEW.error := NULL;
+            IF NEW.next_fire_at IS NOT DISTINCT FROM OLD.next_fire_at THEN
+                NEW.next_fire_at := NULL;
+            END IF;
+        END IF;
+        IF (NEW.name, NEW.cron, NEW.timezone, NEW.job_type, NEW.payload, NEW.priority, NEW.queue, NEW.max_attempts,
+            NEW.enabled, NEW.misfire_policy, NEW.misfire_limit)
+           IS DISTINCT FROM
+           (OLD.name, OLD.cron, OLD.timezone, OLD.job_type, OLD.payload, OLD.priority, OLD.queue, OLD.max_attempts,
+            OLD.enabled, OLD.misfire_policy, OLD.misfire_limit) THEN
+            NEW.updated_at := now();
+        END IF;
+    END IF;
+
+    -- Wake the scheduler when this row may now fire earlier than it planned.
+    IF NEW.enabled AND NEW.error IS NULL AND (
+           TG_OP = 'INSERT' OR NOT OLD.enabled OR NEW.next_fire_at IS NULL OR NEW.next_fire_at < OLD.next_fire_at) THEN
+        PERFORM pg_notify('jobqueue_schedules', NEW.name);
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION jobqueue.timezone_problem(zone text) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE
+        WHEN zone IS NULL OR btrim(zone) = '' THEN 'must be an IANA time zone name such as Europe/Berlin or UTC'
+        WHEN zone = 'UTC' OR EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names t WHERE t.name = zone) THEN NULL
+        ELSE format('unknown time zone %L: use an IANA name such as Europe/Berlin or UTC', zone)
+    END
+$$;
+
+COMMENT ON FUNCTION jobqueue.timezone_problem(zone text) IS 'NULL when zone is an IANA time zone name PostgreSQL knows, else why not.';
+
+CREATE AGGREGATE jobqueue.sum_buckets(bigint[]) (
+    SFUNC = jobqueue.add_buckets,
+    STYPE = bigint[],
+    INITCOND = '{}'
+);
+
+CREATE TABLE jobqueue.api_keys (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    key_hash bytea NOT NULL,
+    key_prefix text NOT NULL,
+    producer_id text NOT NULL,
+    role text DEFAULT 'producer'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_keys_hash_sha256 CHECK ((length(key_hash) = 32)),
+    CONSTRAINT api_keys_producer_present CHECK (((length(producer_id) >= 1) AND (length(producer_id) <= 200))),
+    CONSTRAINT api_keys_role_known CHECK ((role = ANY (ARRAY['producer'::text, 'admin'::text])))
+);
+
+COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the producer id it acts as, its role (producer|admin).';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,
@@ -327,6 +602,29 @@ CREATE TABLE jobqueue.leaders (
 
 COMMENT ON TABLE jobqueue.leaders IS 'Leader leases (a row with an expiry, not an advisory lock, so it works behind PgBouncer).';
 
+CREATE TABLE jobqueue.queue_retention (
+    queue text NOT NULL,
+    completed interval,
+    cancelled interval,
+    dead_letter interval,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT queue_retention_not_negative CHECK (((completed >= '00:00:00'::interval) AND (cancelled >= '00:00:00'::interval) AND (dead_letter >= '00:00:00'::interval)))
+);
+
+COMMENT ON TABLE jobqueue.queue_retention IS 'Per queue: how long finished jobs are kept before the pruner deletes them (with their results and errors). NULL: the default (JOBQUEUE_RETENTION_*: completed 30 days, cancelled 7, dead_letter 90). Live jobs (pending, processing, failed = waiting for a retry) are never pruned.';
+
+CREATE TABLE jobqueue.queue_settings (
+    queue text NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    soft_limit integer,
+    hard_limit integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT queue_settings_limits_ordered CHECK ((soft_limit <= hard_limit)),
+    CONSTRAINT queue_settings_limits_positive CHECK (((soft_limit > 0) AND (hard_limit > 0)))
+);
+
+COMMENT ON TABLE jobqueue.queue_settings IS 'Per queue: paused (workers do not claim from it) and backpressure limits (NULL: the API default).';
+
 CREATE VIEW jobqueue.queue_stats AS
  SELECT jobs.queue,
     jobqueue.priority_name(jobs.priority) AS priority,
@@ -343,6 +641,57 @@ CREATE VIEW jobqueue.queue_stats AS
 
 COMMENT ON VIEW jobqueue.queue_stats IS 'Per queue and priority: runnable, scheduled, processing, waiting-for-retry and dead counts, and the oldest runnable job''s age.';
 
+CREATE TABLE jobqueue.schedule_fires (
+    schedule_id bigint NOT NULL,
+    fire_at timestamp with time zone NOT NULL,
+    job_id uuid NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    fired_by text
+);
+
+COMMENT ON TABLE jobqueue.schedule_fires IS 'One row per fire: the tick (fire_at), the job it created and which scheduler created it. The primary key makes each tick create one job at most.';
+
+CREATE TABLE jobqueue.schedules (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    cron text NOT NULL,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    job_type text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    priority text DEFAULT 'normal'::text NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    max_attempts integer,
+    enabled boolean DEFAULT true NOT NULL,
+    misfire_policy text DEFAULT 'fire_once'::text NOT NULL,
+    misfire_limit integer DEFAULT 100 NOT NULL,
+    next_fire_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    error text,
+    source text DEFAULT 'sql'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_max_attempts_positive CHECK ((max_attempts >= 1)),
+    CONSTRAINT schedules_misfire_limit_positive CHECK ((misfire_limit >= 1)),
+    CONSTRAINT schedules_misfire_policy_known CHECK ((misfire_policy = ANY (ARRAY['fire_once'::text, 'fire_all'::text, 'skip'::text]))),
+    CONSTRAINT schedules_priority_known CHECK ((priority = ANY (ARRAY['critical'::text, 'high'::text, 'normal'::text, 'low'::text]))),
+    CONSTRAINT schedules_source_known CHECK ((source = ANY (ARRAY['python'::text, 'cli'::text, 'api'::text, 'sql'::text])))
+);
+
+COMMENT ON TABLE jobqueue.schedules IS 'Cron schedules. next_fire_at NULL: the scheduler computes it (from updated_at) — so a plain INSERT needs only name, cron and job_type. misfire_policy after downtime: fire_once (one job for the missed ticks), fire_all (each missed tick, the latest misfire_limit of them) or skip. error: why the scheduler could not use the row (fix cron to clear it).';
+
+COMMENT ON COLUMN jobqueue.schedules.cron IS 'croniter syntax: minute hour day-of-month month day-of-week [second], or @hourly/@daily/@weekly/@monthly/@yearly.';
+
+COMMENT ON COLUMN jobqueue.schedules.max_attempts IS 'NULL: the job type''s default (jobqueue.task_defaults), else 4.';
+
+ALTER TABLE jobqueue.schedules ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME jobqueue.schedules_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE jobqueue.task_defaults (
     job_type text NOT NULL,
     max_attempts integer NOT NULL,
@@ -351,6 +700,19 @@ CREATE TABLE jobqueue.task_defaults (
 );
 
 COMMENT ON TABLE jobqueue.task_defaults IS 'Per job type defaults declared by @queue.task, synced at worker start, applied by every enqueue path.';
+
+CREATE TABLE jobqueue.worker_stats (
+    worker_id text NOT NULL,
+    queue text NOT NULL,
+    job_type text NOT NULL,
+    processed bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    duration_ms_sum double precision DEFAULT 0 NOT NULL,
+    duration_buckets bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.worker_stats IS 'Attempts finished per worker, queue and job type (processed = every finished attempt, failed = those that raised), with a processing-time histogram: duration_buckets[i] counts attempts of at most duration_bucket_bounds()[i] ms (the last one: longer). Workers add their deltas every few seconds; rows of workers that are gone are folded into worker_id ''(retired)'' so the totals never go down.';
 
 CREATE TABLE jobqueue.workers (
     id text NOT NULL,
@@ -363,10 +725,21 @@ CREATE TABLE jobqueue.workers (
     jobs_failed bigint DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat timestamp with time zone DEFAULT now() NOT NULL,
+    heartbeat_interval real DEFAULT 10 NOT NULL,
+    utilization real DEFAULT 0 NOT NULL,
+    busy_seconds double precision DEFAULT 0 NOT NULL,
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
 
 COMMENT ON TABLE jobqueue.workers IS 'Worker registry: one row per worker process, heartbeated.';
+
+COMMENT ON COLUMN jobqueue.workers.heartbeat_interval IS 'Seconds between this worker''s heartbeats; three missed beats mark it lost.';
+
+ALTER TABLE ONLY jobqueue.api_keys
+    ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
+
+ALTER TABLE ONLY jobqueue.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY jobqueue.job_errors
     ADD CONSTRAINT job_errors_pkey PRIMARY KEY (job_id, attempt);
@@ -380,8 +753,26 @@ ALTER TABLE ONLY jobqueue.jobs
 ALTER TABLE ONLY jobqueue.leaders
     ADD CONSTRAINT leaders_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY jobqueue.queue_retention
+    ADD CONSTRAINT queue_retention_pkey PRIMARY KEY (queue);
+
+ALTER TABLE ONLY jobqueue.queue_settings
+    ADD CONSTRAINT queue_settings_pkey PRIMARY KEY (queue);
+
+ALTER TABLE ONLY jobqueue.schedule_fires
+    ADD CONSTRAINT schedule_fires_pkey PRIMARY KEY (schedule_id, fire_at);
+
+ALTER TABLE ONLY jobqueue.schedules
+    ADD CONSTRAINT schedules_name_key UNIQUE (name);
+
+ALTER TABLE ONLY jobqueue.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY jobqueue.task_defaults
     ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (job_type);
+
+ALTER TABLE ONLY jobqueue.worker_stats
+    ADD CONSTRAINT worker_stats_pkey PRIMARY KEY (worker_id, queue, job_type);
 
 ALTER TABLE ONLY jobqueue.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
@@ -390,8 +781,27 @@ CREATE INDEX jobs_claim_idx ON jobqueue.jobs USING btree (queue, priority, run_a
 
 CREATE INDEX jobs_dead_letter_idx ON jobqueue.jobs USING btree (queue, job_type, finished_at) WHERE (state = 'dead_letter'::text);
 
+CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'cancelled'::text, 'dead_letter'::text]));
+
 CREATE UNIQUE INDEX jobs_idempotency_idx ON jobqueue.jobs USING btree (idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])));
 
 CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (locked_until IS NOT NULL);
 
+CREATE INDEX jobs_list_idx ON jobqueue.jobs USING btree (seq);
+
+CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
+
+CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
+
+CREATE TRIGGER jobs_events_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_insert();
+
+CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
+
 CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_new_jobs();
+
+CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
+
+CREATE TRIGGER schedules_validate BEFORE INSERT OR UPDATE ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_before_write();
+
+ALTER TABLE ONLY jobqueue.schedule_fires
+    ADD CONSTRAINT schedule_fires_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES jobqueue.schedules(id) ON DELETE CASCADE;

@@ -2,8 +2,11 @@
 
 A service does one bounded piece of work per `run_once` and returns how much it did; the loop
 runs it every `interval` seconds (plus up to `jitter` of that, so many processes never line up)
-and only while this process is the leader, when the service is leader-only. A database outage is
-logged and retried on the next tick, never fatal.
+and only while this process is the leader, when the service is leader-only. `wake()` cuts the
+current sleep short (a NOTIFY, or this process becoming leader); a service that knows when its
+next work is due (the scheduler) overrides `next_delay`. Time comes from an injectable clock, so
+tests drive services without waiting. A database outage is logged and retried on the next tick,
+never fatal.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import random
 from typing import Callable
 
+from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import DatabaseUnavailable
 
 log = logging.getLogger("jobqueue.maintenance")
@@ -23,26 +27,44 @@ class Service(abc.ABC):
     name = "service"
     leader_only = True
 
-    def __init__(self, *, interval: float, jitter: float = 0.1) -> None:
+    def __init__(self, *, interval: float, jitter: float = 0.1, clock: Clock | None = None) -> None:
         self.interval = interval
         self.jitter = jitter
+        self.clock = clock or SystemClock()
+        self._wake = asyncio.Event()
 
     @abc.abstractmethod
     async def run_once(self) -> int:
         """Do one bounded batch of work; return how many items it touched."""
 
     def next_delay(self) -> float:
+        """Seconds to sleep after a run (a jittered interval unless the service knows better)."""
+        return self.idle_delay()
+
+    def idle_delay(self) -> float:
         return self.interval * (1 + random.random() * self.jitter)
+
+    def retry_delay(self) -> float:
+        """Seconds to wait after a failed run."""
+        return self.idle_delay()
+
+    def wake(self) -> None:
+        self._wake.set()
 
     async def run(self, is_leader: Callable[[], bool]) -> None:
         while True:
+            self._wake.clear()
+            delay = self.idle_delay()
             if is_leader() or not self.leader_only:
                 try:
                     done = await self.run_once()
                     if done:
                         log.info("%s: %d", self.name, done)
+                    delay = self.next_delay()
                 except DatabaseUnavailable as exc:
                     log.warning("%s: database unavailable (%s)", self.name, exc)
+                    delay = self.retry_delay()
                 except Exception:
                     log.exception("%s failed", self.name)
-            await asyncio.sleep(self.next_delay())
+                    delay = self.retry_delay()
+            await self.clock.sleep(delay, self._wake)

@@ -1,7 +1,10 @@
 """Runs the elector and every maintenance service together, in a worker process or alone.
 
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
-off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads.
+off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
+the leader's services work: the sweeper (expired leases), the scheduler (cron), the pruner
+(retention) and the reaper (lost workers). Becoming leader wakes them all at once; a
+``jobqueue_schedules`` NOTIFY wakes the scheduler.
 """
 
 from __future__ import annotations
@@ -9,19 +12,35 @@ from __future__ import annotations
 import asyncio
 
 from jobqueue import db
+from jobqueue.clock import Clock
 from jobqueue.config import Settings
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.pruner import DAY, Pruner
+from jobqueue.maintenance.reaper import Reaper
+from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
 from jobqueue.notifier import Notifier
 
 
 class Maintenance:
-    def __init__(self, settings: Settings, notifier: Notifier, leader_id: str) -> None:
-        self.pool = db.async_pool(settings.dsn, min_size=1, max_size=2, name=f"maintenance-{leader_id}")
-        self.elector = Elector(self.pool, leader_id)
+    def __init__(self, settings: Settings, notifier: Notifier, leader_id: str, *, clock: Clock | None = None) -> None:
+        self.pool = db.async_pool(settings.dsn, min_size=1, max_size=3, name=f"maintenance-{leader_id}")
+        self.elector = Elector(self.pool, leader_id, ttl=settings.leader_ttl)
+        self.scheduler = Scheduler(self.pool, fired_by=leader_id, misfire_grace=settings.misfire_grace,
+                                   interval=60.0 if settings.listen else settings.poll_interval, clock=clock)
+        self.services: list[Service] = [
+            Sweeper(self.pool, interval=settings.sweep_interval),
+            self.scheduler,
+            Pruner(self.pool, interval=settings.prune_interval, clock=clock, retention={
+                "completed": settings.retention_completed_days * DAY,
+                "cancelled": settings.retention_cancelled_days * DAY,
+                "dead_letter": settings.retention_dead_letter_days * DAY}),
+            Reaper(self.pool, clock=clock),
+        ]
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
-        self.services: list[Service] = [Sweeper(self.pool, interval=settings.sweep_interval)]
+        notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
+        self.elector.on_change(lambda _leading: [service.wake() for service in self.services])
 
     async def run(self) -> None:
         await self.pool.open(wait=False)
@@ -49,7 +68,9 @@ async def run_standalone(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(notifier.run()), asyncio.create_task(maintenance.run())]
+    tasks = [asyncio.create_task(maintenance.run())]
+    if settings.listen:
+        tasks.append(asyncio.create_task(notifier.run()))
     await stop.wait()
     for task in tasks:
         task.cancel()

@@ -7,10 +7,12 @@ from datetime import datetime
 from jobqueue.db import Call
 
 
-def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float, now: datetime | None = None) -> Call[bool]:
+def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float,
+                  now: datetime | None = None) -> Call[tuple[bool, float | None]]:
+    """(won, seconds until the lease held or lost to runs out)."""
     return Call("leader_attempt_elect", {
         "name": name, "leader_id": leader_id, "ttl_seconds": ttl_seconds, "now": now,
-    }, lambda rows: bool(rows))
+    }, lambda rows: (rows[0][0], rows[0][1]))
 
 
 def resign(*, name: str, leader_id: str) -> Call[bool]:

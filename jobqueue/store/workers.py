@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Sequence
 
 from jobqueue.db import Call
 
 
-def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int) -> Call[None]:
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A row of the worker registry (jobqueue.workers)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    status: str  # running | stopping | stopped | lost
+    jobs_processed: int
+    jobs_failed: int
+    started_at: datetime
+    last_heartbeat: datetime
+    heartbeat_interval: float
+
+
+def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
+             heartbeat_interval: float) -> Call[None]:
     return Call("worker_register", {
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
+        "heartbeat_interval": heartbeat_interval,
     }, lambda rows: None)
 
 
@@ -21,6 +42,19 @@ def heartbeat(*, worker_id: str, status: str, processed: int, failed: int) -> Ca
 
 def deregister(*, worker_id: str) -> Call[None]:
     return Call("worker_deregister", {"id": worker_id}, lambda rows: None)
+
+
+def list_all() -> Call[list[WorkerInfo]]:
+    return Call("worker_list", {}, lambda rows: [WorkerInfo(*r) for r in rows])
+
+
+def mark_lost(*, missed_beats: float, now: datetime | None = None) -> Call[list[tuple[str, datetime]]]:
+    return Call("worker_mark_lost", {"missed_beats": missed_beats, "now": now},
+                lambda rows: [(r[0], r[1]) for r in rows])
+
+
+def forget(*, forget_after: float, now: datetime | None = None) -> Call[int]:
+    return Call("worker_forget", {"forget_after": forget_after, "now": now}, lambda rows: len(rows))
 
 
 def sync_task_defaults(max_attempts_by_type: dict[str, int]) -> Call[None]:

@@ -30,6 +30,7 @@ from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Job
 from jobqueue.notifier import Notifier
 from jobqueue.store import jobs as job_store
+from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.executor import COMPLETED, Outcome, execute
@@ -161,9 +162,12 @@ class Worker:
         async with db.connection(self.pool) as conn:
             await db.run(conn, worker_store.register(
                 worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-                queues=self.queues, concurrency=self.concurrency))
+                queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(self.app.max_attempts_by_type()))
+            if self.app.schedules:  # @queue.periodic: create or redefine their rows
+                await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
+                                                       now=datetime.now(timezone.utc)))
 
     async def _claim_loop(self) -> None:
         backoff = 0.1

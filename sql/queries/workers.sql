@@ -1,11 +1,12 @@
 -- The worker registry (jobqueue.workers) and the per-type task defaults workers publish.
 
 -- name: worker_register
-INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, status, started_at, last_heartbeat)
-VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, 'running', now(), now())
+INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, heartbeat_interval, status, started_at,
+                              last_heartbeat)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s, 'running', now(), now())
 ON CONFLICT (id) DO UPDATE
-SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
-    concurrency = EXCLUDED.concurrency, status = 'running', last_heartbeat = now();
+SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
+    heartbeat_interval = EXCLUDED.heartbeat_interval, status = 'running', last_heartbeat = now();
 
 -- name: worker_heartbeat
 UPDATE jobqueue.workers
@@ -16,6 +17,30 @@ RETURNING id;
 
 -- name: worker_deregister
 UPDATE jobqueue.workers SET status = 'stopped', last_heartbeat = now() WHERE id = %(id)s;
+
+-- name: worker_list
+-- The registry as `GET /workers` and `jobqueue workers` show it: live workers first, then by start.
+SELECT id, host, pid, queues, concurrency, status, jobs_processed, jobs_failed, started_at, last_heartbeat,
+       heartbeat_interval
+FROM jobqueue.workers
+ORDER BY status IN ('running', 'stopping') DESC, started_at DESC, id;
+
+-- name: worker_mark_lost
+-- Workers that missed %(missed_beats)s heartbeats in a row (of their own interval) are lost: their
+-- process died or hangs. A worker that beats again is 'running' again (worker_heartbeat).
+UPDATE jobqueue.workers
+SET status = 'lost'
+WHERE status IN ('running', 'stopping')
+  AND last_heartbeat < coalesce(%(now)s::timestamptz, now())
+                       - make_interval(secs => heartbeat_interval * %(missed_beats)s)
+RETURNING id, last_heartbeat;
+
+-- name: worker_forget
+-- Rows of workers lost or stopped longer ago than %(forget_after)s seconds are deleted.
+DELETE FROM jobqueue.workers
+WHERE status IN ('lost', 'stopped')
+  AND last_heartbeat < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(forget_after)s)
+RETURNING id;
 
 -- name: task_defaults_sync
 INSERT INTO jobqueue.task_defaults (job_type, max_attempts, updated_at)

@@ -1,0 +1,66 @@
+"""`Pruner`: deletes finished jobs once they are past their retention (leader only).
+
+Finished means ``completed``, ``cancelled`` or ``dead_letter``. A job in ``failed`` is waiting for
+its retry — live, like ``pending`` and ``processing`` — and is never pruned, so the SPEC's
+"failed/cancelled: 7 days" applies to cancelled jobs; failures that finished are dead letters and
+have their own retention. A pruned job's ``job_results`` and ``job_errors`` rows go with it.
+
+Deletes run in bounded batches (``batch_size`` jobs per statement, each its own short
+transaction, rows someone else holds skipped), so pruning a large backlog never holds long locks.
+The fire history of cron schedules (``schedule_fires``) is pruned the same way.
+
+Options (defaults): ``interval`` 60 s (`JOBQUEUE_PRUNE_INTERVAL`); ``retention`` per state —
+completed 30 days, cancelled 7, dead_letter 90 (`JOBQUEUE_RETENTION_COMPLETED_DAYS`,
+`…_CANCELLED_DAYS`, `…_DEAD_LETTER_DAYS`), overridden per queue by rows of
+``jobqueue.queue_retention``; ``fire_history`` 7 days; ``batch_size`` 1000; ``clock``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Mapping
+
+from jobqueue import db
+from jobqueue.clock import Clock
+from jobqueue.maintenance.base import Service
+from jobqueue.store import retention as retention_store
+from jobqueue.store import schedules as schedule_store
+
+DAY = 86_400.0
+DEFAULT_RETENTION = {"completed": 30 * DAY, "cancelled": 7 * DAY, "dead_letter": 90 * DAY}
+
+
+class Pruner(Service):
+    name = "pruner"
+
+    def __init__(self, pool, *, interval: float = 60.0, retention: Mapping[str, float] | None = None,
+                 fire_history: float = 7 * DAY, batch_size: int = 1000, clock: Clock | None = None) -> None:
+        super().__init__(interval=interval, clock=clock)
+        self._pool = pool
+        self.retention = {**DEFAULT_RETENTION, **(retention or {})}
+        unknown = set(self.retention) - set(retention_store.FINISHED_STATES)
+        if unknown:
+            raise ValueError(f"retention is set per finished state ({', '.join(retention_store.FINISHED_STATES)}), "
+                             f"not {', '.join(sorted(unknown))}")
+        self.fire_history = fire_history
+        self.batch_size = batch_size
+
+    async def run_once(self) -> int:
+        now = self.clock.now()
+        total = 0
+        for state, keep in self.retention.items():
+            total += await self._drain(retention_store.prune_jobs, state=state, keep_seconds=keep,
+                                       limit=self.batch_size, now=now)
+        await self._drain(schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history),
+                          limit=self.batch_size)
+        return total
+
+    async def _drain(self, make_call, **params) -> int:
+        """Run one batch after another until a batch comes back short."""
+        total = 0
+        while True:
+            async with db.connection(self._pool) as conn:
+                done = await db.run(conn, make_call(**params))
+            total += done
+            if done < self.batch_size:
+                return total

@@ -1,0 +1,43 @@
+"""`Reaper`: keeps the worker registry true — silent workers are marked lost, old rows removed
+(leader only).
+
+Every worker process has a row in ``jobqueue.workers`` that it heartbeats (every third of its
+lease; it records that interval as ``heartbeat_interval``). A worker that misses ``missed_beats``
+beats in a row — killed, hung, cut off — is marked ``lost``; if it comes back, its next heartbeat
+makes it ``running`` again. Its jobs need nothing from here: their leases run out and the sweeper
+returns them to the queue. Rows ``lost`` or ``stopped`` (clean shutdown) for longer than
+``forget_after`` are deleted, so the registry shows recent history without growing forever.
+
+Options (defaults): ``interval`` 10 s, ``missed_beats`` 3, ``forget_after`` 1 day, ``clock``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jobqueue import db
+from jobqueue.clock import Clock
+from jobqueue.maintenance.base import Service
+from jobqueue.store import workers as worker_store
+
+log = logging.getLogger("jobqueue.reaper")
+
+
+class Reaper(Service):
+    name = "reaper"
+
+    def __init__(self, pool, *, interval: float = 10.0, missed_beats: float = 3.0, forget_after: float = 86_400.0,
+                 clock: Clock | None = None) -> None:
+        super().__init__(interval=interval, clock=clock)
+        self._pool = pool
+        self.missed_beats = missed_beats
+        self.forget_after = forget_after
+
+    async def run_once(self) -> int:
+        now = self.clock.now()
+        async with db.connection(self._pool) as conn:
+            lost = await db.run(conn, worker_store.mark_lost(missed_beats=self.missed_beats, now=now))
+            forgotten = await db.run(conn, worker_store.forget(forget_after=self.forget_after, now=now))
+        for worker_id, last_heartbeat in lost:
+            log.warning("worker %s lost: no heartbeat since %s", worker_id, last_heartbeat.isoformat())
+        return len(lost) + forgotten

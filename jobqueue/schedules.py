@@ -1,0 +1,100 @@
+"""What a cron schedule is: the validated definition (`ScheduleSpec`) and the stored row (`Schedule`).
+
+Every way of defining a schedule — ``@queue.periodic``, the client, the CLI, REST — builds a
+`ScheduleSpec`, so the checks and their messages are the same everywhere (a ValidationError
+naming the field). Plain SQL inserts get the same refusals from the table's trigger.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobqueue.cron import CronSchedule
+from jobqueue.errors import ValidationError
+from jobqueue.models import Priority
+
+MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
+DEFAULT_MISFIRE_LIMIT = 100
+
+
+def _text(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, "must be a non-empty string")
+    return value
+
+
+def _positive(field: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValidationError(field, f"must be an integer of at least 1 (got {value!r})")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """A schedule's definition, checked: build it with `ScheduleSpec.build`."""
+
+    name: str
+    cron: str
+    job_type: str
+    timezone: str
+    payload_json: str
+    priority: str
+    queue: str
+    max_attempts: int | None
+    misfire_policy: str
+    misfire_limit: int
+    enabled: bool
+
+    @classmethod
+    def build(cls, name: Any, cron: Any, job_type: Any, *, timezone: Any = "UTC", payload: Any = None,
+              priority: Any = "normal", queue: Any = "default", max_attempts: Any = None,
+              misfire_policy: Any = "fire_once", misfire_limit: Any = DEFAULT_MISFIRE_LIMIT,
+              enabled: Any = True) -> "ScheduleSpec":
+        schedule = CronSchedule(cron, timezone)
+        try:
+            payload_json = json.dumps({} if payload is None else payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError("payload", f"must be JSON-serialisable ({exc})") from None
+        if misfire_policy not in MISFIRE_POLICIES:
+            raise ValidationError("misfire_policy", f"must be one of {', '.join(MISFIRE_POLICIES)} (got {misfire_policy!r})")
+        if not isinstance(enabled, bool):
+            raise ValidationError("enabled", f"must be true or false (got {enabled!r})")
+        return cls(
+            name=_text("name", name), cron=schedule.expression, job_type=_text("job_type", job_type),
+            timezone=schedule.zone.key, payload_json=payload_json, priority=Priority.parse(priority).label,
+            queue=_text("queue", queue), max_attempts=None if max_attempts is None else _positive("max_attempts", max_attempts),
+            misfire_policy=misfire_policy, misfire_limit=_positive("misfire_limit", misfire_limit), enabled=enabled)
+
+    def schedule(self) -> CronSchedule:
+        return CronSchedule(self.cron, self.timezone)
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.payload_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A row of ``jobqueue.schedules`` as the client, CLI and API show it."""
+
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    job_type: str
+    payload: Any
+    priority: str
+    queue: str
+    max_attempts: int | None
+    enabled: bool
+    misfire_policy: str
+    misfire_limit: int
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    error: str | None
+    source: str
+    created_at: datetime
+    updated_at: datetime

@@ -1,0 +1,47 @@
+-- Retention: deleting finished jobs (with their results and attempt errors) once they are older
+-- than their queue's retention (jobqueue.queue_retention, else the defaults passed in).
+
+-- name: retention_prune_jobs
+-- One bounded batch of one finished state. Queues are found with a skip scan of
+-- jobs_finished_idx (state, queue, finished_at) — one index probe per queue — and each queue's
+-- old rows are a range of that index, oldest first, so neither live jobs nor recent finished ones
+-- are read. Rows someone holds (an admin retry) are skipped, and the state is checked again as
+-- the row is deleted: a live job is never touched. job_results/job_errors have no foreign keys,
+-- so their rows go in the same statement.
+WITH RECURSIVE queues AS (
+    SELECT min(queue) AS queue FROM jobqueue.jobs
+    WHERE state = %(state)s AND state IN ('completed', 'cancelled', 'dead_letter')
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM jobqueue.jobs j
+            WHERE j.state = %(state)s AND j.state IN ('completed', 'cancelled', 'dead_letter') AND j.queue > q.queue)
+    FROM queues q
+    WHERE q.queue IS NOT NULL
+), victims AS (
+    SELECT v.id
+    FROM queues q
+    LEFT JOIN jobqueue.queue_retention r ON r.queue = q.queue
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM jobqueue.jobs j
+        WHERE j.state = %(state)s AND j.state IN ('completed', 'cancelled', 'dead_letter')
+          AND j.queue = q.queue
+          AND j.finished_at < coalesce(%(now)s::timestamptz, now()) - coalesce(
+                CASE %(state)s WHEN 'completed' THEN r.completed
+                               WHEN 'cancelled' THEN r.cancelled
+                               WHEN 'dead_letter' THEN r.dead_letter END,
+                make_interval(secs => %(keep_seconds)s))
+        ORDER BY j.finished_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) v
+    WHERE q.queue IS NOT NULL
+    LIMIT %(limit)s
+), gone AS (
+    DELETE FROM jobqueue.jobs j USING victims v
+    WHERE j.id = v.id AND j.state = %(state)s
+    RETURNING j.id
+), results AS (
+    DELETE FROM jobqueue.job_results r USING gone g WHERE r.job_id = g.id
+), errors AS (
+    DELETE FROM jobqueue.job_errors e USING gone g WHERE e.job_id = g.id
+)
+SELECT count(*) FROM gone;

@@ -1,0 +1,154 @@
+-- Cron schedules (jobqueue.schedules) and their fires (jobqueue.schedule_fires).
+-- Writes go through the table's trigger, which validates them and NOTIFYs the scheduler.
+
+-- name: schedule_insert
+-- A new schedule; no row when the name is taken.
+INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
+                                     enabled, misfire_policy, misfire_limit, next_fire_at, source)
+VALUES (%(name)s, %(cron)s, %(timezone)s, %(job_type)s, %(payload)s::jsonb, %(priority)s, %(queue)s,
+        %(max_attempts)s::integer, %(enabled)s, %(misfire_policy)s, %(misfire_limit)s,
+        %(next_fire_at)s::timestamptz, %(source)s)
+ON CONFLICT (name) DO NOTHING
+RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.enabled,
+          s.misfire_policy, s.misfire_limit, s.next_fire_at, s.last_fire_at, s.error, s.source, s.created_at,
+          s.updated_at;
+
+-- name: schedule_put
+-- Create or redefine a schedule by name. `enabled` is only set on creation (pause/resume own it
+-- afterwards); next_fire_at only when the expression or zone changed. A row that already holds
+-- this definition is not written at all, and is returned as it is.
+WITH put AS (
+    INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
+                                         enabled, misfire_policy, misfire_limit, next_fire_at, source)
+    VALUES (%(name)s, %(cron)s, %(timezone)s, %(job_type)s, %(payload)s::jsonb, %(priority)s, %(queue)s,
+            %(max_attempts)s::integer, %(enabled)s, %(misfire_policy)s, %(misfire_limit)s,
+            %(next_fire_at)s::timestamptz, %(source)s)
+    ON CONFLICT (name) DO UPDATE
+    SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, job_type = EXCLUDED.job_type, payload = EXCLUDED.payload,
+        priority = EXCLUDED.priority, queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
+        misfire_policy = EXCLUDED.misfire_policy, misfire_limit = EXCLUDED.misfire_limit, source = EXCLUDED.source,
+        next_fire_at = CASE WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+                            THEN EXCLUDED.next_fire_at ELSE s.next_fire_at END
+    WHERE (s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.misfire_policy,
+           s.misfire_limit, s.source)
+          IS DISTINCT FROM
+          (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.job_type, EXCLUDED.payload, EXCLUDED.priority, EXCLUDED.queue,
+           EXCLUDED.max_attempts, EXCLUDED.misfire_policy, EXCLUDED.misfire_limit, EXCLUDED.source)
+    RETURNING s.*
+)
+SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
+       misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
+FROM put
+UNION ALL
+SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
+       misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
+FROM jobqueue.schedules
+WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM put);
+
+-- name: schedule_sync
+-- The schedules a worker app declares (@queue.periodic), at worker start: created or redefined,
+-- as schedule_put does, in one statement. Rows already holding their definition are filtered out
+-- before the INSERT, so a restart of many workers writes (and validates) nothing.
+INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
+                                     enabled, misfire_policy, misfire_limit, next_fire_at, source)
+SELECT d.name, d.cron, d.timezone, d.job_type, d.payload, d.priority, d.queue, d.max_attempts, d.enabled,
+       d.misfire_policy, d.misfire_limit, d.next_fire_at, 'python'
+FROM unnest(%(names)s::text[], %(crons)s::text[], %(timezones)s::text[], %(job_types)s::text[],
+            %(payloads)s::jsonb[], %(priorities)s::text[], %(queues)s::text[], %(max_attempts)s::integer[],
+            %(enabled)s::boolean[], %(misfire_policies)s::text[], %(misfire_limits)s::integer[],
+            %(next_fire_ats)s::timestamptz[])
+     AS d(name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
+          misfire_limit, next_fire_at)
+WHERE NOT EXISTS (
+    SELECT 1 FROM jobqueue.schedules e
+    WHERE e.name = d.name
+      AND (e.cron, e.timezone, e.job_type, e.payload, e.priority, e.queue, e.max_attempts, e.misfire_policy,
+           e.misfire_limit, e.source)
+          IS NOT DISTINCT FROM
+          (d.cron, d.timezone, d.job_type, d.payload, d.priority, d.queue, d.max_attempts, d.misfire_policy,
+           d.misfire_limit, 'python'))
+ORDER BY d.name
+ON CONFLICT (name) DO UPDATE
+SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, job_type = EXCLUDED.job_type, payload = EXCLUDED.payload,
+    priority = EXCLUDED.priority, queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
+    misfire_policy = EXCLUDED.misfire_policy, misfire_limit = EXCLUDED.misfire_limit, source = EXCLUDED.source,
+    next_fire_at = CASE WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+                        THEN EXCLUDED.next_fire_at ELSE s.next_fire_at END
+RETURNING s.name;
+
+-- name: schedule_list
+SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
+       misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
+FROM jobqueue.schedules
+ORDER BY name;
+
+-- name: schedule_get
+SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
+       misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
+FROM jobqueue.schedules
+WHERE name = %(name)s;
+
+-- name: schedule_set_enabled
+-- Pause or resume. On resume the trigger clears next_fire_at, so the scheduler plans from now:
+-- ticks missed while paused are not fired.
+UPDATE jobqueue.schedules AS s
+SET enabled = %(enabled)s
+WHERE s.name = %(name)s
+RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.enabled,
+          s.misfire_policy, s.misfire_limit, s.next_fire_at, s.last_fire_at, s.error, s.source, s.created_at,
+          s.updated_at;
+
+-- name: schedule_delete
+DELETE FROM jobqueue.schedules WHERE name = %(name)s RETURNING name;
+
+-- name: schedule_run_now
+-- One extra job from the schedule's definition, now, outside its ticks (no fire row).
+SELECT jobqueue.enqueue(s.job_type, s.payload, s.priority, queue => s.queue, max_attempts => s.max_attempts,
+                        producer_id => 'schedule:' || s.name) AS id
+FROM jobqueue.schedules s
+WHERE s.name = %(name)s;
+
+-- name: schedule_due
+-- What the scheduler must look at now: due schedules, and new or redefined ones (next_fire_at
+-- NULL, computed from updated_at).
+SELECT id, name, cron, timezone, next_fire_at, updated_at, misfire_policy, misfire_limit
+FROM jobqueue.schedules
+WHERE enabled AND error IS NULL
+  AND (next_fire_at IS NULL OR next_fire_at <= coalesce(%(now)s::timestamptz, now()))
+ORDER BY next_fire_at NULLS FIRST
+LIMIT %(limit)s;
+
+-- name: schedule_next_due
+SELECT min(next_fire_at) FROM jobqueue.schedules WHERE enabled AND error IS NULL;
+
+-- name: schedule_fire
+SELECT fire_at, job_id
+FROM jobqueue.fire_schedule(%(id)s, %(expected_next)s::timestamptz, %(cron)s, %(timezone)s,
+                            %(ticks)s::timestamptz[], %(next_fire_at)s::timestamptz, %(fired_by)s);
+
+-- name: schedule_set_error
+-- The scheduler cannot use this definition (croniter refused what the SQL check let through):
+-- park the row with the reason until its expression or zone is changed.
+UPDATE jobqueue.schedules
+SET error = %(error)s, next_fire_at = NULL
+WHERE id = %(id)s AND cron = %(cron)s AND timezone = %(timezone)s
+RETURNING name;
+
+-- name: schedule_fires_prune
+-- Fire history older than the cutoff, a bounded batch at a time (per schedule, along its key).
+WITH victims AS (
+    SELECT f.schedule_id, f.fire_at
+    FROM jobqueue.schedules s
+    CROSS JOIN LATERAL (
+        SELECT schedule_id, fire_at FROM jobqueue.schedule_fires
+        WHERE schedule_id = s.id AND fire_at < %(before)s
+        ORDER BY fire_at
+        LIMIT %(limit)s
+    ) f
+    LIMIT %(limit)s
+), gone AS (
+    DELETE FROM jobqueue.schedule_fires f USING victims v
+    WHERE f.schedule_id = v.schedule_id AND f.fire_at = v.fire_at
+    RETURNING 1
+)
+SELECT count(*) FROM gone;
