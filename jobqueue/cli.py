@@ -6,6 +6,7 @@
     jobqueue get ID | cancel ID               inspect or cancel a job
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
+    jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.schedule_cli)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
 """
@@ -177,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("maintenance", help="run only the leader-only maintenance services")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_maintenance)
+
+    from jobqueue.schedule_cli import add_schedule_commands
+
+    add_schedule_commands(commands.add_parser("schedule", help="cron schedules: add, list, pause, resume, remove, run-now"),
+                          settings=_settings)
 
     p = commands.add_parser("demo", help="enqueue demo jobs and watch them finish")
     p.add_argument("--count", type=int, default=5)

@@ -19,10 +19,13 @@ from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
                              QueueSettings, QueueStats, RetryOutcome)
+from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
 from jobqueue.store import queues as queue_store
+from jobqueue.store import workers as worker_store
+from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
@@ -223,6 +226,8 @@ class AsyncClient:
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client",
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
+        #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
+        self.schedules = Schedules(lambda call: self._run(call, None))
 
     async def open(self) -> "AsyncClient":
         await self._pool.open()
@@ -298,6 +303,10 @@ class AsyncClient:
             total += done
         return total
 
+    async def workers(self) -> list[WorkerInfo]:
+        """The worker registry: every worker process's row, live ones first."""
+        return await self._run(worker_store.list_all(), None)
+
     async def queue_stats(self) -> list[QueueStats]:
         return await self._run(queue_store.stats(), None)
 
@@ -346,6 +355,8 @@ class Client:
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client-sync")
+        #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
+        self.schedules = Schedules(lambda call: self._run(call, None))
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
 
     def open(self) -> "Client":
@@ -413,6 +424,9 @@ class Client:
             done, scanned, after = self._run(batch(after), None)
             total += done
         return total
+
+    def workers(self) -> list[WorkerInfo]:
+        return self._run(worker_store.list_all(), None)
 
     def queue_stats(self) -> list[QueueStats]:
         return self._run(queue_store.stats(), None)

@@ -31,6 +31,10 @@ class Schedules:
         self.source = source
         self.clock = clock or SystemClock()
 
+    def with_source(self, source: str) -> "Schedules":
+        """The same, recording ``source`` (cli, api…) on the rows it creates or redefines."""
+        return Schedules(self._run, source=source, clock=self.clock)
+
     def add(self, name: str, cron: str, job_type: str, **options: Any) -> Any:
         """Create a schedule (ValidationError on ``name`` when it exists). Options: timezone,
         payload, priority, queue, max_attempts, misfire_policy, misfire_limit, enabled."""
