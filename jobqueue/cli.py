@@ -9,6 +9,9 @@
     jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.schedule_cli)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
+    jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
+    jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
+    jobqueue apikey create --producer NAME [--admin] | list | revoke ID
 """
 
 from __future__ import annotations
@@ -134,7 +137,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), count=args.count, timeout=args.timeout)
 
 
+def _cmd_api(args: argparse.Namespace) -> int:
+    from jobqueue.api.serve import serve
+
+    return serve(_settings(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
+
+
+def _cmd_apikey(args: argparse.Namespace) -> int:
+    from jobqueue.api.keys_cli import run_apikey
+
+    return run_apikey(args, _settings(args))
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "api":
+        from jobqueue.api.bench import run_api_bench
+
+        return run_api_bench(args, _settings(args))
     from jobqueue.bench import run_bench
 
     return run_bench(args, _settings(args))
@@ -194,7 +213,24 @@ def build_parser() -> argparse.ArgumentParser:
     from jobqueue.bench import add_arguments
 
     add_arguments(p)
+    from jobqueue.api.bench import add_api_arguments
+
+    add_api_arguments(p)
     p.set_defaults(func=_cmd_bench)
+
+    p = commands.add_parser("api", help="serve the REST API")
+    p.add_argument("--host", help="interface to bind (JOBQUEUE_API_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (JOBQUEUE_API_PORT, default 8000)")
+    p.add_argument("--workers", type=int, help="server processes (JOBQUEUE_API_WORKERS, default 1)")
+    p.add_argument("--access-log", action="store_true", help="log every request (off by default: it costs CPU)")
+    p.add_argument("--dsn")
+    p.set_defaults(func=_cmd_api)
+
+    p = commands.add_parser("apikey", help="create, list or revoke REST API keys")
+    from jobqueue.api.keys_cli import add_apikey_arguments
+
+    add_apikey_arguments(p)
+    p.set_defaults(func=_cmd_apikey)
     return parser
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from typing import Any
 
 from litestar import MediaType, Request, Response
@@ -62,12 +63,25 @@ def _invalid(_request: Request, exc: ValidationError) -> Response:
     return error_response(422, exc.message, field=exc.field)
 
 
+_NAMED_FIELD = re.compile(r"(unknown|missing required) field `([^`]*)`(?: - at `\$\.?([^`]*)`)?")
+_AT_PATH = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
 def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
+    """Litestar could not parse the request: name the field (``jobs[2].priority``, ``limit``…)."""
     problems: Any = exc.extra or []
     first = problems[0] if isinstance(problems, list) and problems and isinstance(problems[0], dict) else {}
+    message = str(first.get("message") or exc.detail)
     field = first.get("key") or None
-    message = first.get("message") or exc.detail
-    return error_response(422, f"{message}" if field is None else f"{field}: {message}", field=field)
+    named = _NAMED_FIELD.search(message)
+    at = _AT_PATH.search(message)
+    if named:
+        field = ".".join(part for part in (named.group(3), named.group(2)) if part)
+        message = "is not a field of this request" if named.group(1) == "unknown" else "is required"
+    elif at and at.group(1):
+        field = at.group(1)
+        message = message[:at.start()]
+    return error_response(422, message, field=field)
 
 
 def _not_found(_request: Request, exc: JobNotFound) -> Response:

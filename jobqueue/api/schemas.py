@@ -222,6 +222,6 @@ class Count(msgspec.Struct):
     count: int
 
 
-class Health(msgspec.Struct):
+class Health(msgspec.Struct, omit_defaults=True):
     status: str
     revision: str | None = None

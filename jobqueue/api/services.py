@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TypeAlias
+
+from litestar.di import NamedDependency
 
 from jobqueue import migrate
 from jobqueue.api.auth import KeyCache
@@ -47,3 +50,7 @@ class Services:
                 await task
         self._tasks = []
         await self.client.close()
+
+
+#: How handlers take the services: ``services: ServicesDep`` (the app provides it).
+ServicesDep: TypeAlias = NamedDependency[Services]

@@ -5,6 +5,9 @@ How a worker spends its time:
   (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
 - Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
   `AckBuffer`; the slot is free as soon as the handler returns.
+- It never claims from a paused queue (`jobqueue.queue_settings`): the paused set is read at
+  start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed) and before
+  each idle sleep.
 - With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
   `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
 - `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
@@ -26,10 +29,11 @@ from datetime import datetime, timezone
 from jobqueue import db, tracing
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.models import Job
 from jobqueue.notifier import Notifier
 from jobqueue.store import jobs as job_store
+from jobqueue.store import queues as queue_store
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer
@@ -77,10 +81,13 @@ class Worker:
         self._released: set[uuid.UUID] = set()
         self._next_wake_at: float | None = None
         self._rng = random.Random()
+        self._paused: set[str] = set()
+        self._paused_refresh: asyncio.Task | None = None
         self.started = asyncio.Event()
         # Subscribe before anything runs: the notifier LISTENs to the channels known when it connects.
         self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
+        self.notifier.subscribe("jobqueue_control", self._on_control_notification)
         self.notifier.on_reconnect(self._wake.set)
 
     # --- control --------------------------------------------------------------------------
@@ -98,8 +105,27 @@ class Worker:
     # --- notifications ----------------------------------------------------------------------
 
     def _on_jobs_notification(self, queue: str) -> None:
-        if queue in self.queues:
+        if queue in self.queues and queue not in self._paused:
             self._wake.set()
+
+    def _on_control_notification(self, _payload: str) -> None:
+        self._paused_refresh = asyncio.create_task(self._refresh_paused())
+
+    async def _refresh_paused(self) -> None:
+        try:
+            async with db.connection(self.pool) as conn:
+                paused = await db.run(conn, queue_store.paused_among(self.queues))
+        except (DatabaseUnavailable, NotMigrated):
+            return  # keep the last known set; the next idle wait tries again
+        if paused != self._paused:
+            log.info("paused queues: %s", ", ".join(sorted(paused)) or "none")
+            resumed = bool(self._paused - paused)
+            self._paused = paused
+            if resumed:
+                self._wake.set()
+
+    def _claimable(self) -> list[str]:
+        return [queue for queue in self.queues if queue not in self._paused] if self._paused else self.queues
 
     def _on_cancel_notification(self, payload: str) -> None:
         try:
@@ -135,6 +161,7 @@ class Worker:
             background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
         try:
             await self._register()
+            await self._refresh_paused()
             if self.settings.listen:
                 await self._wait_for_listen()
             else:
@@ -193,24 +220,28 @@ class Worker:
 
     async def _claim(self, free: int) -> list[Job]:
         lease = self.settings.lease_seconds
+        queues = self._claimable()
+        if not queues:
+            return []
         async with db.connection(self.pool) as conn:
             if self.settings.priority_mode == "weighted":
-                slots = draw_slots(free, self.settings.priority_weights, self.queues, self._rng)
+                slots = draw_slots(free, self.settings.priority_weights, queues, self._rng)
                 jobs = await db.run(conn, job_store.claim_weighted(
                     worker_id=self.worker_id, slots=slots, lease_seconds=lease))
                 if len(jobs) < free:
                     jobs += await db.run(conn, job_store.claim(
-                        worker_id=self.worker_id, queues=self.queues, limit=free - len(jobs), lease_seconds=lease))
+                        worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease))
                 return jobs
             return await db.run(conn, job_store.claim(
-                worker_id=self.worker_id, queues=self.queues, limit=free, lease_seconds=lease))
+                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=lease))
 
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
         timeout = self.settings.poll_interval
+        await self._refresh_paused()
         try:
             async with db.connection(self.pool) as conn:
-                next_run = await db.run(conn, job_store.next_run_at(queues=self.queues))
+                next_run = await db.run(conn, job_store.next_run_at(queues=self._claimable()))
         except DatabaseUnavailable:
             next_run = None
         if next_run is not None:

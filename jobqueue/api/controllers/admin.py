@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from litestar import Controller, delete, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response
 
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
-from jobqueue.api.services import Services
+from jobqueue.api.services import ServicesDep
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import RetryOutcome
 
@@ -35,9 +36,9 @@ class AdminController(Controller):
     @get("/dlq", summary="Dead-lettered jobs, newest first, with their last error",
          responses=error_responses(403, 422, 503))
     async def dead_letters(
-        self, services: Services, queue: str | None = None, job_type: str | None = None,
-        limit: int = Parameter(default=50, ge=1, le=500),
-        cursor: str | None = Parameter(default=None, description="next_cursor of the previous page"),
+        self, services: ServicesDep, queue: FromQuery[str | None] = None, job_type: FromQuery[str | None] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
         page = await services.client.list_jobs(limit=limit, cursor=cursor, state="dead_letter", queue=queue,
                                                job_type=job_type)
@@ -45,7 +46,7 @@ class AdminController(Controller):
 
     @post("/jobs/{job_id:uuid}/retry", summary="Retry one dead job now (one more attempt)", status_code=200,
           responses=error_responses(403, 404, 409, 503))
-    async def retry(self, job_id: uuid.UUID, services: Services) -> Response[RetryResult]:
+    async def retry(self, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[RetryResult]:
         outcome = await services.client.retry_dead(job_id)
         if outcome is RetryOutcome.NOT_FOUND:
             raise JobNotFound(job_id)
@@ -58,14 +59,15 @@ class AdminController(Controller):
 
     @post("/dlq/retry-all", summary="Retry every dead job matching the filters, in batches", status_code=200,
           responses=error_responses(403, 422, 503))
-    async def retry_all(self, services: Services, queue: str | None = None, job_type: str | None = None) -> Count:
+    async def retry_all(self, services: ServicesDep, queue: FromQuery[str | None] = None,
+                        job_type: FromQuery[str | None] = None) -> Count:
         return Count(await services.client.retry_dead_letters(queue=queue, job_type=job_type))
 
     @delete("/dlq", summary="Purge dead jobs matching the filters, in batches", status_code=200,
             responses=error_responses(403, 422, 503))
     async def purge(
-        self, services: Services, queue: str | None = None, job_type: str | None = None,
-        before: datetime | None = Parameter(default=None, description="only jobs that died before this time"),
+        self, services: ServicesDep, queue: FromQuery[str | None] = None, job_type: FromQuery[str | None] = None,
+        before: Annotated[datetime | None, QueryParameter(description="only jobs that died before this time")] = None,
     ) -> Count:
         return Count(await services.client.purge_dead_letters(queue=queue, job_type=job_type,
                                                               before=_aware("before", before)))

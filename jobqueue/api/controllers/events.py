@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator
 
 from litestar import Controller, Request, get
-from litestar.params import Parameter
+from litestar.params import QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from jobqueue.api.auth import Principal
 from jobqueue.api.events import EventHub, JobEvent, Subscription
-from jobqueue.api.services import Services
+from jobqueue.api.services import ServicesDep
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -51,9 +51,9 @@ class EventsController(Controller):
 
     @get("/events", summary="Stream job events (text/event-stream)")
     async def events(
-        self, request: Request[Principal, Any, Any], services: Services,
-        queue: str | None = Parameter(default=None, description="only this queue's jobs"),
-        job_id: uuid.UUID | None = Parameter(default=None, description="only this job"),
+        self, request: Request[Principal, Any, Any], services: ServicesDep,
+        queue: Annotated[str | None, QueryParameter(description="only this queue's jobs")] = None,
+        job_id: Annotated[uuid.UUID | None, QueryParameter(description="only this job")] = None,
     ) -> ServerSentEvent:
         user = request.user
         hub = services.events

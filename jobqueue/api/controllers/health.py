@@ -10,7 +10,7 @@ from litestar.response import Response
 
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import ErrorBody, Health
-from jobqueue.api.services import Services
+from jobqueue.api.services import ServicesDep
 
 
 class HealthController(Controller):
@@ -22,7 +22,7 @@ class HealthController(Controller):
 
     @get("/readyz", exclude_from_auth=True, security=[], summary="The database is reachable and migrated",
          responses=error_responses(503))
-    async def readyz(self, services: Services) -> Response[Health | ErrorBody]:
+    async def readyz(self, services: ServicesDep) -> Response[Health | ErrorBody]:
         revision = await services.client.schema_revision()
         if revision != services.head_revision:
             return error_response(503, f"database schema at {revision or 'nothing'}, this API needs "

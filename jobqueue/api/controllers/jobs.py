@@ -8,11 +8,11 @@ did not exist); an admin key sees all. Submissions pass backpressure first, then
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.openapi import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.response import Response
 
 from jobqueue.api.auth import Principal
@@ -20,7 +20,7 @@ from jobqueue.api.backpressure import Backpressure
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
-from jobqueue.api.services import Services
+from jobqueue.api.services import ServicesDep
 from jobqueue.client import NewJob
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobState
@@ -41,7 +41,7 @@ def visible(info: JobInfo, user: Principal) -> JobInfo:
     return info
 
 
-async def _submit(services: Services, request: AnyRequest, items: list[JobSubmission],
+async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSubmission],
                   prefix: str) -> list[SubmittedJob]:
     user = request.user
     traceparent = request.headers.get("traceparent")
@@ -75,15 +75,15 @@ class JobsController(Controller):
           responses={200: ResponseSpec(SubmittedJob, description="a live job already holds this idempotency "
                                        "key: that job, nothing created"),
                      **error_responses(413, 422, 429, 503)})
-    async def submit(self, request: AnyRequest, data: JobSubmission, services: Services) -> Response[SubmittedJob]:
+    async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission], services: ServicesDep) -> Response[SubmittedJob]:
         job = (await _submit(services, request, [data], ""))[0]
         return Response(job, status_code=201 if job.created else 200)
 
     @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
           responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
                      **error_responses(413, 422, 429, 503)})
-    async def submit_batch(self, request: AnyRequest, data: BatchSubmission,
-                           services: Services) -> Response[SubmittedBatch]:
+    async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission],
+                           services: ServicesDep) -> Response[SubmittedBatch]:
         limit = services.settings.api_max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
@@ -93,15 +93,16 @@ class JobsController(Controller):
 
     @get("/", summary="List jobs, newest first (keyset pagination)", responses=error_responses(422, 503))
     async def list_jobs(
-        self, request: AnyRequest, services: Services,
-        job_state: str | None = Parameter(query="state", default=None, description="pending, processing, "
-                                          "completed, failed, dead_letter or cancelled"),
-        job_type: str | None = None,
-        queue: str | None = None,
-        priority: str | None = Parameter(default=None, description="critical, high, normal or low"),
-        producer_id: str | None = Parameter(default=None, description="admin keys only; producers see their own"),
-        limit: int = Parameter(default=50, ge=1, le=500),
-        cursor: str | None = Parameter(default=None, description="next_cursor of the previous page"),
+        self, request: AnyRequest, services: ServicesDep,
+        job_state: Annotated[str | None, QueryParameter(name="state", description="pending, processing, "
+                                                        "completed, failed, dead_letter or cancelled")] = None,
+        job_type: FromQuery[str | None] = None,
+        queue: FromQuery[str | None] = None,
+        priority: Annotated[str | None, QueryParameter(description="critical, high, normal or low")] = None,
+        producer_id: Annotated[str | None, QueryParameter(
+            description="admin keys only; producers always see their own")] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
         user = request.user
         owner = producer_id if user.is_admin else user.producer_id
@@ -111,12 +112,12 @@ class JobsController(Controller):
 
     @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
          responses=error_responses(404, 503))
-    async def get_job(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> JobDetail:
+    async def get_job(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> JobDetail:
         return JobDetail.of(visible(await services.client.get(job_id), request.user))
 
     @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
          responses=error_responses(404, 503))
-    async def get_result(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> Response[JobResult]:
+    async def get_result(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[JobResult]:
         info = visible(await services.client.get(job_id), request.user)
         if info.state is not JobState.COMPLETED:
             return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
@@ -127,7 +128,7 @@ class JobsController(Controller):
           status_code=200,
           responses={202: ResponseSpec(CancelResult, description="running: cancel requested, the handler is told"),
                      **error_responses(404, 409, 503)})
-    async def cancel(self, request: AnyRequest, job_id: uuid.UUID, services: Services) -> Response[CancelResult]:
+    async def cancel(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[CancelResult]:
         visible(await services.client.get(job_id), request.user)
         outcome = await services.client.cancel(job_id)
         if outcome is CancelOutcome.NOT_FOUND:

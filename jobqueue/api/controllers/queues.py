@@ -7,11 +7,12 @@ change NOTIFYs ``jobqueue_control``) and resume the same way.
 from __future__ import annotations
 
 from litestar import Controller, get, post, put
+from litestar.params import FromPath, JSONBody
 
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.schemas import QueueLimits, QueueList, QueueOut, QueueSettingsOut
-from jobqueue.api.services import Services
+from jobqueue.api.services import ServicesDep
 from jobqueue.models import QueueSettings
 
 
@@ -25,21 +26,21 @@ class QueuesController(Controller):
 
     @get("/", summary="Per queue and priority: depth, scheduled, processing, failed, dead, oldest age",
          responses=error_responses(503))
-    async def list_queues(self, services: Services) -> QueueList:
+    async def list_queues(self, services: ServicesDep) -> QueueList:
         return QueueList([QueueOut.of(stats) for stats in await services.client.queue_stats()])
 
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def pause(self, name: str, services: Services) -> QueueSettingsOut:
+    async def pause(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return _settings_out(await services.client.pause_queue(name))
 
     @post("/{name:str}/resume", summary="Let workers claim from the queue again (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def resume(self, name: str, services: Services) -> QueueSettingsOut:
+    async def resume(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return _settings_out(await services.client.resume_queue(name))
 
     @put("/{name:str}/limits", summary="Set the queue's backpressure limits (admin; null: the default)",
          guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_limits(self, name: str, data: QueueLimits, services: Services) -> QueueSettingsOut:
+    async def set_limits(self, name: FromPath[str], data: JSONBody[QueueLimits], services: ServicesDep) -> QueueSettingsOut:
         return _settings_out(await services.client.set_queue_limits(
             name, soft_limit=data.soft_limit, hard_limit=data.hard_limit))

@@ -1,0 +1,49 @@
+"""`jobqueue apikey create --producer NAME [--admin] | list | revoke ID`.
+
+``create`` prints the new key alone on stdout (the only time it is ever shown: the database keeps
+its SHA-256), so ``KEY=$(jobqueue apikey create --producer billing)`` works in scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jobqueue.client import Client
+from jobqueue.config import Settings
+
+
+def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="apikey_action", required=True)
+    p = actions.add_parser("create", help="create a key and print it (once)")
+    p.add_argument("--producer", required=True, help="the producer id the key submits as")
+    p.add_argument("--admin", action="store_true", help="may use the admin endpoints and see every job")
+    p.add_argument("--dsn")
+    p = actions.add_parser("list", help="list keys (never the keys themselves)")
+    p.add_argument("--dsn")
+    p = actions.add_parser("revoke", help="revoke a key by its id (from `apikey list`)")
+    p.add_argument("key_id")
+    p.add_argument("--dsn")
+
+
+def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
+    with Client(settings=settings, pool_size=1) as client:
+        if args.apikey_action == "create":
+            key, info = client.create_api_key(args.producer, role="admin" if args.admin else "producer")
+            print(key)
+            print(f"created {info.role} key {info.id} for producer {info.producer_id!r}; "
+                  "it is shown only this once", file=sys.stderr)
+            return 0
+        if args.apikey_action == "list":
+            print(f"{'id':36}  {'role':8}  {'prefix':11}  {'created':25}  {'revoked':25}  producer")
+            for key in client.api_keys():
+                revoked = key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "-"
+                print(f"{key.id!s:36}  {key.role:8}  {key.key_prefix:11}  "
+                      f"{key.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  {key.producer_id}")
+            return 0
+        revoked = client.revoke_api_key(args.key_id)
+        if revoked is None:
+            print(f"error: no live key with id {args.key_id}", file=sys.stderr)
+            return 1
+        print(f"revoked key {revoked.id} of producer {revoked.producer_id!r}")
+        return 0

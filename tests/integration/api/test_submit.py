@@ -1,0 +1,149 @@
+"""POST /jobs and /jobs/batch: created, idempotent, validated exactly like Python and SQL."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.support.factories import job_row
+
+
+def count_jobs(conn) -> int:
+    return conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0]
+
+
+def test_submit_creates_a_pending_job_with_links(http, conn):
+    response = http("alice").post("/jobs", json={"job_type": "send_email", "payload": {"to": "a@b.c"},
+                                                 "priority": "high", "queue": "mail", "max_attempts": 5})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["state"] == "pending" and body["created"] is True
+    assert body["links"] == {"self": f"/jobs/{body['id']}", "result": f"/jobs/{body['id']}/result",
+                             "cancel": f"/jobs/{body['id']}/cancel"}
+    row = job_row(conn, body["id"])
+    assert (row["job_type"], row["payload"], row["priority"], row["queue"], row["max_attempts"], row["producer_id"]) == \
+        ("send_email", {"to": "a@b.c"}, 1, "mail", 5, "alice")
+
+
+def test_submit_with_delay_or_run_at_schedules(http, conn):
+    client = http("alice")
+    delayed = client.post("/jobs", json={"job_type": "x", "delay_seconds": 60}).json()
+    at = datetime.now(timezone.utc) + timedelta(hours=1)
+    scheduled = client.post("/jobs", json={"job_type": "x", "run_at": at.isoformat()}).json()
+    now = datetime.now(timezone.utc)
+    assert timedelta(seconds=50) < job_row(conn, delayed["id"])["run_at"] - now < timedelta(seconds=61)
+    assert abs(job_row(conn, scheduled["id"])["run_at"] - at) < timedelta(milliseconds=1)
+
+
+def test_the_traceparent_header_is_stored_with_the_job(http, conn):
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    body = http("alice").post("/jobs", json={"job_type": "x"}, headers={"traceparent": traceparent}).json()
+    assert job_row(conn, body["id"])["traceparent"] == traceparent
+
+
+def test_same_idempotency_key_while_live_returns_the_existing_job(http, conn):
+    client = http("alice")
+    first = client.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})
+    second = client.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1", "payload": {"other": 1}})
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.json()["id"] == first.json()["id"] and second.json()["created"] is False
+    assert count_jobs(conn) == 1
+
+
+def test_idempotent_submit_under_concurrent_requests_creates_one_job(http, conn):
+    clients = [http("alice") for _ in range(12)]
+    barrier = threading.Barrier(len(clients))
+    responses = [None] * len(clients)
+
+    def submit(i: int) -> None:
+        barrier.wait()
+        responses[i] = clients[i].post("/jobs", json={"job_type": "x", "idempotency_key": "race"})
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200] * (len(clients) - 1) + [201]
+    assert len({r.json()["id"] for r in responses}) == 1
+    assert count_jobs(conn) == 1
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"payload": {}}, "job_type"),
+    ({"job_type": ""}, "job_type"),
+    ({"job_type": 5}, "job_type"),
+    ({"job_type": "x", "priority": "urgent"}, "priority"),
+    ({"job_type": "x", "queue": " "}, "queue"),
+    ({"job_type": "x", "max_attempts": 0}, "max_attempts"),
+    ({"job_type": "x", "max_attempts": 2**40}, "max_attempts"),
+    ({"job_type": "x", "delay_seconds": -1}, "delay"),
+    ({"job_type": "x", "run_at": "2030-01-01T00:00:00"}, "run_at"),
+    ({"job_type": "x", "run_at": "2030-01-01T00:00:00Z", "delay_seconds": 5}, "run_at"),
+    ({"job_type": "x", "idempotency_key": ""}, "idempotency_key"),
+    ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
+    ({"job_type": "x\u0000y"}, "input"),
+])
+def test_invalid_submissions_are_422_naming_the_field_and_write_nothing(http, conn, body, field):
+    response = http("alice").post("/jobs", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    assert response.json()["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_a_body_that_is_not_json_is_refused(http, conn):
+    response = http("alice").post("/jobs", content=b"{not json", headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500
+    assert count_jobs(conn) == 0
+
+
+def test_a_body_over_the_size_limit_is_413(start_api, keys, conn):
+    import httpx
+
+    server = start_api(api_max_body_bytes=2048)
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['alice']}"}) as client:
+        response = client.post("/jobs", json={"job_type": "x", "payload": {"blob": "x" * 4096}})
+        assert response.status_code == 413
+        assert response.json()["error"] == "payload_too_large"
+        assert client.post("/jobs", json={"job_type": "x", "payload": {"blob": "small"}}).status_code == 201
+    assert count_jobs(conn) == 1
+
+
+def test_batch_submit_is_all_or_nothing(http, conn):
+    client = http("alice")
+    ok = client.post("/jobs/batch", json={"jobs": [{"job_type": "a"}, {"job_type": "b", "queue": "q2"}]})
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["created"] == 2 and [j["created"] for j in ok.json()["jobs"]] == [True, True]
+    bad = client.post("/jobs/batch", json={"jobs": [{"job_type": "c"}, {"job_type": "d", "priority": "nope"}]})
+    assert bad.status_code == 422 and bad.json()["field"] == "jobs[1].priority"
+    unknown = client.post("/jobs/batch", json={"jobs": [{"job_type": "c"}, {"job_type": "d", "colour": "red"}]})
+    assert unknown.status_code == 422 and unknown.json()["field"].endswith("colour")
+    assert count_jobs(conn) == 2
+
+
+def test_batch_size_is_limited(start_api, keys, conn):
+    import httpx
+
+    server = start_api(api_max_batch=3)
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['alice']}"}) as client:
+        too_many = client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}] * 4})
+        empty = client.post("/jobs/batch", json={"jobs": []})
+        assert (too_many.status_code, too_many.json()["field"]) == (422, "jobs")
+        assert (empty.status_code, empty.json()["field"]) == (422, "jobs")
+        assert client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}] * 3}).status_code == 201
+    assert count_jobs(conn) == 3
+
+
+def test_a_batch_repeating_live_idempotency_keys_creates_nothing_and_answers_200(http, conn):
+    client = http("alice")
+    first = client.post("/jobs/batch", json={"jobs": [{"job_type": "a", "idempotency_key": "k1"},
+                                                      {"job_type": "a", "idempotency_key": "k2"}]}).json()
+    again = client.post("/jobs/batch", json={"jobs": [{"job_type": "a", "idempotency_key": "k1"},
+                                                      {"job_type": "a", "idempotency_key": "k2"}]})
+    assert again.status_code == 200 and again.json()["created"] == 0
+    assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in first["jobs"]]
+    assert count_jobs(conn) == 2
