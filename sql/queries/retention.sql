@@ -7,7 +7,8 @@
 -- old rows are a range of that index, oldest first, so neither live jobs nor recent finished ones
 -- are read. Rows someone holds (an admin retry) are skipped, and the state is checked again as
 -- the row is deleted: a live job is never touched. job_results/job_errors have no foreign keys,
--- so their rows go in the same statement.
+-- so their rows go in the same statement. Every delete probes a primary key (= ANY(ARRAY(...))),
+-- whatever the statistics say: a join would let the planner hash all finished rows.
 WITH RECURSIVE queues AS (
     SELECT min(queue) AS queue FROM jobqueue.jobs
     WHERE state = %(state)s AND state IN ('completed', 'cancelled', 'dead_letter')
@@ -36,12 +37,12 @@ WITH RECURSIVE queues AS (
     WHERE q.queue IS NOT NULL
     LIMIT %(limit)s
 ), gone AS (
-    DELETE FROM jobqueue.jobs j USING victims v
-    WHERE j.id = v.id AND j.state = %(state)s
+    DELETE FROM jobqueue.jobs j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM victims)) AND j.state = %(state)s
     RETURNING j.id
 ), results AS (
-    DELETE FROM jobqueue.job_results r USING gone g WHERE r.job_id = g.id
+    DELETE FROM jobqueue.job_results WHERE job_id = ANY(ARRAY(SELECT id FROM gone))
 ), errors AS (
-    DELETE FROM jobqueue.job_errors e USING gone g WHERE e.job_id = g.id
+    DELETE FROM jobqueue.job_errors WHERE job_id = ANY(ARRAY(SELECT id FROM gone))
 )
 SELECT count(*) FROM gone;
