@@ -30,7 +30,8 @@ class ApiServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0,
-                                                    log_level="warning", lifespan="on"))
+                                                    log_level="warning", lifespan="on",
+                                                    timeout_graceful_shutdown=0.5))
         self._thread = threading.Thread(target=self.server.run, daemon=True, name="test-api")
         self.url = ""
 

@@ -1,0 +1,100 @@
+"""Backpressure: 429 above the soft limit (token bucket per producer), 503 at the hard limit,
+optional shedding of low-priority jobs; limits per queue; cached depths, not a count per request."""
+
+from __future__ import annotations
+
+import httpx
+
+from jobqueue.api.backpressure import TokenBucket
+from tests.support.waiting import wait_until
+
+
+def fill(conn, queue: str, n: int) -> None:
+    conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', %s FROM generate_series(1, %s)", (queue, n))
+
+
+def count(conn, queue: str) -> int:
+    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = %s", (queue,)).fetchone()[0]
+
+
+def client_for(server, key: str) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"})
+
+
+def test_token_bucket_refills_at_its_rate():
+    now = [0.0]
+    bucket = TokenBucket(rate=10, burst=5, clock=lambda: now[0])
+    assert [bucket.take(1) for _ in range(5)] == [0.0] * 5
+    assert bucket.take(1) == 0.1
+    now[0] += 0.25
+    assert bucket.take(2) == 0.0 and bucket.take(1) > 0
+    assert bucket.take(50) > 0  # bigger than the burst: waits for a full bucket, not forever
+
+
+def test_soft_limit_rate_limits_each_producer_with_429(start_api, keys, conn):
+    server = start_api(api_soft_limit=5, api_hard_limit=1000, api_rate_limit=1.0, api_rate_burst=3)
+    fill(conn, "busy", 10)
+    alice, bob = client_for(server, keys["alice"]), client_for(server, keys["bob"])
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code == 429,
+               message="depth refresh")
+    before = count(conn, "busy")
+    refused = alice.post("/jobs", json={"job_type": "x", "queue": "busy"})
+    assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert count(conn, "busy") == before
+    assert [bob.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code for _ in range(4)] == [201, 201, 201, 429]
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "calm"}).status_code == 201  # other queues unaffected
+
+
+def test_hard_limit_refuses_with_503_and_writes_nothing(start_api, keys, conn):
+    server = start_api(api_soft_limit=5, api_hard_limit=10, api_rate_limit=1000.0, api_rate_burst=1000)
+    fill(conn, "full", 10)
+    alice = client_for(server, keys["alice"])
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 503,
+               message="depth refresh")
+    before = count(conn, "full")
+    response = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "queue": "full"}]})
+    assert response.status_code == 503 and response.json()["error"] == "queue_full"
+    assert response.headers["Retry-After"] == "2"
+    assert count(conn, "full") == before
+    conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'full'")
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 201,
+               message="recovery below the limit")
+
+
+def test_admitted_jobs_count_at_once_between_refreshes(start_api, keys, conn):
+    server = start_api(api_soft_limit=3, api_hard_limit=4, api_depth_refresh=60.0)
+    alice = client_for(server, keys["alice"])
+    statuses = [alice.post("/jobs", json={"job_type": "x", "queue": "burst"}).status_code for _ in range(6)]
+    assert statuses == [201, 201, 201, 201, 503, 503]
+    assert count(conn, "burst") == 4
+
+
+def test_low_priority_jobs_are_shed_above_the_soft_limit(start_api, keys, conn):
+    server = start_api(api_soft_limit=2, api_hard_limit=100, api_shed_low=True)
+    fill(conn, "shed", 5)
+    alice = client_for(server, keys["alice"])
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "low"}).status_code == 503,
+               message="depth refresh")
+    response = alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "low"})
+    assert response.json()["error"] == "shed" and "Retry-After" in response.headers
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "high"}).status_code == 201
+
+
+def test_per_queue_limits_override_the_defaults(start_api, keys, conn):
+    server = start_api()
+    admin = client_for(server, keys["admin"])
+    assert admin.put("/queues/tiny/limits", json={"soft_limit": 1, "hard_limit": 2}).status_code == 200
+    fill(conn, "tiny", 2)
+    alice = client_for(server, keys["alice"])
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "tiny"}).status_code == 503,
+               message="per-queue hard limit")
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "roomy"}).status_code == 201
+
+
+def test_requests_use_the_cached_depth_not_a_count_of_their_own(start_api, keys, conn):
+    server = start_api(api_soft_limit=5, api_hard_limit=10, api_depth_refresh=3600.0)
+    alice = client_for(server, keys["alice"])
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "q"}).status_code == 201  # first refresh done
+    fill(conn, "q", 50)  # behind the API's back: only the next refresh (an hour away) would see it
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "q"}).status_code == 201

@@ -1,0 +1,159 @@
+"""GET /events: Server-Sent Events fed by the database's job-event NOTIFYs (one per statement)."""
+
+from __future__ import annotations
+
+import json
+import queue as queue_module
+import threading
+import uuid
+
+import httpx
+import psycopg
+
+from jobqueue.api.events import decode
+from jobqueue.client import Client
+from jobqueue.sql import query
+from tests.support import apps
+from tests.support.waiting import wait_until
+from tests.support.workers import WorkerThread, test_settings
+
+
+class EventReader:
+    """Reads an SSE stream in a thread: ``events`` receives (event name, data dict) pairs."""
+
+    def __init__(self, url: str, key: str, **params) -> None:
+        self.events: queue_module.Queue = queue_module.Queue()
+        self.subscribed = threading.Event()
+        self._client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=None)
+        self._stop = False
+        self._thread = threading.Thread(target=self._read, args=(params,), daemon=True)
+        self._thread.start()
+        assert self.subscribed.wait(10), "stream did not open"
+
+    def _read(self, params: dict) -> None:
+        name = None
+        try:
+            with self._client.stream("GET", "/events", params=params) as response:
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/event-stream")
+                for line in response.iter_lines():
+                    if line.startswith(":"):
+                        self.subscribed.set()
+                    elif line.startswith("event:"):
+                        name = line.split(":", 1)[1].strip()
+                    elif line.startswith("data:") and line.split(":", 1)[1].strip():  # comments send empty data
+                        self.events.put((name, json.loads(line.split(":", 1)[1])))
+        except (httpx.HTTPError, RuntimeError):
+            if not self._stop:
+                raise
+
+    def take(self, n: int, timeout: float = 10.0) -> list[tuple[str, dict]]:
+        return [self.events.get(timeout=timeout) for _ in range(n)]
+
+    def nothing_more(self, wait: float = 0.3) -> bool:
+        try:
+            self.events.get(timeout=wait)
+        except queue_module.Empty:
+            return True
+        return False
+
+    def close(self) -> None:
+        self._stop = True
+        self._client.close()  # the reading thread ends when the server closes the stream at teardown
+
+
+def names_for(events: list[tuple[str, dict]], job_id: str) -> list[str]:
+    return [name for name, data in events if data["job_id"] == job_id]
+
+
+def test_a_stream_sees_one_jobs_whole_life(api, keys, http, dsn):
+    reader = EventReader(api.url, keys["alice"], queue="sse-life")
+    try:
+        job_id = http("alice").post("/jobs", json={"job_type": "record", "queue": "sse-life"}).json()["id"]
+        with WorkerThread(apps.queue, test_settings(dsn, queues=("sse-life",))):
+            events = reader.take(3)
+        assert [name for name, _ in events] == ["job.queued", "job.started", "job.completed"]
+        assert {data["job_id"] for _, data in events} == {job_id}
+        assert {data["queue"] for _, data in events} == {"sse-life"}
+    finally:
+        reader.close()
+
+
+def test_failures_retries_dead_letters_and_cancels_are_streamed(api, keys, http, dsn):
+    reader = EventReader(api.url, keys["alice"])
+    try:
+        client = http("alice")
+        failing = client.post("/jobs", json={"job_type": "always_fails", "queue": "sse-fail", "max_attempts": 2}).json()["id"]
+        with WorkerThread(apps.queue, test_settings(dsn, queues=("sse-fail",))):
+            events = reader.take(5)
+        assert names_for(events, failing) == ["job.queued", "job.started", "job.failed", "job.started", "job.dead_letter"]
+        cancelled = client.post("/jobs", json={"job_type": "record", "queue": "sse-idle"}).json()["id"]
+        client.post(f"/jobs/{cancelled}/cancel")
+        assert names_for(reader.take(2), cancelled) == ["job.queued", "job.cancelled"]
+        retried = http("admin").post(f"/admin/jobs/{failing}/retry")
+        assert retried.status_code == 200 and names_for(reader.take(1), failing) == ["job.queued"]
+    finally:
+        reader.close()
+
+
+def test_streams_filter_by_job_and_by_producer(api, keys, http):
+    mine = EventReader(api.url, keys["bob"])
+    watcher = EventReader(api.url, keys["admin"])
+    alice = http("alice")
+    first = alice.post("/jobs", json={"job_type": "x"}).json()["id"]
+    one_job = EventReader(api.url, keys["alice"], job_id=first)
+    try:
+        alice.post(f"/jobs/{first}/cancel")
+        second = alice.post("/jobs", json={"job_type": "x"}).json()["id"]
+        bobs = http("bob").post("/jobs", json={"job_type": "x"}).json()["id"]
+        assert [(n, d["job_id"]) for n, d in one_job.take(1)] == [("job.cancelled", first)]
+        assert one_job.nothing_more()
+        assert [d["job_id"] for _, d in mine.take(1)] == [bobs] and mine.nothing_more()
+        assert [d["job_id"] for _, d in watcher.take(4)] == [first, first, second, bobs]
+    finally:
+        for reader in (mine, watcher, one_job):
+            reader.close()
+
+
+def test_a_bad_job_id_filter_is_422(http):
+    response = http("alice").get("/events", params={"job_id": "nope"})
+    assert response.status_code == 422 and response.json()["field"] == "job_id"
+
+
+def _notifications(conn: psycopg.Connection) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1000) if n.channel == "jobqueue_events"]
+
+
+def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn):
+    with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
+        listener.execute("LISTEN jobqueue_events")
+        ids = client.enqueue_many([{"job_type": "x", "queue": "bulk", "producer_id": "p" * 150} for _ in range(1000)])
+        payloads = _notifications(listener)
+        assert 1 < len(payloads) <= 10 and all(len(p.encode()) < 8000 for p in payloads)
+        queued = [e for p in payloads for e in decode(p, 0.0)]
+        assert sorted(e.job_id for e in queued) == sorted(ids)
+        assert {(e.event, e.queue, e.producer_id) for e in queued} == {("job.queued", "bulk", "p" * 150)}
+
+        with psycopg.connect(dsn, autocommit=True) as worker:
+            claimed = worker.execute(query("job_claim"), {"queues": ["bulk"], "limit": 200, "worker_id": "w",
+                                                           "lease_seconds": 30, "now": None}).fetchall()
+            assert len(claimed) == 200
+            started = _notifications(listener)
+            assert len(started) == 1  # one statement, one NOTIFY, 200 ids
+            assert {e.job_id for e in decode(started[0], 0.0)} == {row[0] for row in claimed}
+            worker.execute("UPDATE jobqueue.jobs SET locked_until = now() + interval '1 minute' WHERE state = 'processing'")
+            assert _notifications(listener) == []  # a heartbeat changes no state: no event
+
+
+def test_names_too_long_for_a_payload_are_sent_as_null(dsn):
+    with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
+        listener.execute("LISTEN jobqueue_events")
+        job_id = client.enqueue("x", queue="q" * 5000)
+        (event,) = [e for p in _notifications(listener) for e in decode(p, 0.0)]
+        assert (event.job_id, event.queue) == (job_id, None)
+
+
+def test_decode_ignores_what_is_not_a_job_event():
+    job_id = uuid.uuid4()
+    assert decode(json.dumps({"id": str(job_id), "event": "job.cancelled"}), 0.0) == []
+    assert decode("not json", 0.0) == [] and decode('[["job.queued", "q", null, "%%%"]]', 0.0) == []

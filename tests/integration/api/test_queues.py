@@ -1,0 +1,70 @@
+"""/queues: counts per queue and priority; pause/resume honoured by workers; per-queue limits."""
+
+from __future__ import annotations
+
+import time
+
+from tests.support import apps
+from tests.support.factories import job_row, make_job
+from tests.support.waiting import wait_until
+from tests.support.workers import WorkerThread, test_settings
+
+
+def test_queue_stats_per_queue_and_priority(http, conn):
+    make_job(conn, queue="mail", priority="high")
+    make_job(conn, queue="mail", priority="high", run_at=None)
+    make_job(conn, queue="mail", priority="low", state="processing")
+    make_job(conn, queue="mail", priority="low", state="dead_letter")
+    make_job(conn, queue="mail", priority="low", state="failed")
+    conn.execute("UPDATE jobqueue.jobs SET run_at = now() + interval '1 hour' WHERE id = %s",
+                 (make_job(conn, queue="mail", priority="low"),))
+    make_job(conn, queue="img", state="completed")
+    body = http("bob").get("/queues").json()
+    mail = next(q for q in body["queues"] if q["queue"] == "mail")
+    assert (mail["depth"], mail["scheduled"], mail["processing"], mail["failed"], mail["dead"]) == (2, 1, 1, 1, 1)
+    levels = {level["priority"]: level for level in mail["priorities"]}
+    assert levels["high"]["depth"] == 2 and levels["low"]["scheduled"] == 1
+    assert mail["paused"] is False and mail["oldest_age_seconds"] >= 0
+    assert [q["queue"] for q in body["queues"]] == ["mail"]  # finished jobs are not a queue's load
+
+
+def test_pause_stops_workers_claiming_and_resume_restarts_them(http, conn, dsn):
+    admin = http("admin")
+    assert http("alice").post("/queues/paused-q/pause").status_code == 403
+    with WorkerThread(apps.queue, test_settings(dsn, queues=("paused-q", "open-q"), poll_interval=30)):
+        response = admin.post("/queues/paused-q/pause")
+        assert response.status_code == 200 and response.json()["paused"] is True
+        time.sleep(0.2)  # the worker hears jobqueue_control; nothing else to wait for
+        held = http("alice").post("/jobs", json={"job_type": "record", "queue": "paused-q"})
+        assert held.status_code == 201  # a paused queue keeps accepting jobs
+        free = http("alice").post("/jobs", json={"job_type": "record", "queue": "open-q"}).json()["id"]
+        wait_until(lambda: job_row(conn, free)["state"] == "completed", message="the open queue runs")
+        time.sleep(0.3)
+        assert job_row(conn, held.json()["id"])["state"] == "pending"
+        listed = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "paused-q")
+        assert listed["paused"] is True and listed["depth"] == 1
+        started = time.monotonic()
+        assert admin.post("/queues/paused-q/resume").json()["paused"] is False
+        wait_until(lambda: job_row(conn, held.json()["id"])["state"] == "completed", message="resumed")
+        assert time.monotonic() - started < 5  # woken by NOTIFY, not the 30 s poll
+
+
+def test_a_worker_started_while_the_queue_is_paused_leaves_it_alone(http, conn, dsn):
+    http("admin").post("/queues/late-q/pause")
+    job_id = make_job(conn, queue="late-q", job_type="record")
+    with WorkerThread(apps.queue, test_settings(dsn, queues=("late-q",))):
+        time.sleep(0.5)
+        assert job_row(conn, job_id)["state"] == "pending"
+        conn.execute("UPDATE jobqueue.queue_settings SET paused = false WHERE queue = 'late-q'")  # psql works too
+        wait_until(lambda: job_row(conn, job_id)["state"] == "completed", message="resumed from SQL")
+
+
+def test_queue_limits_are_set_per_queue(http):
+    admin = http("admin")
+    response = admin.put("/queues/mail/limits", json={"soft_limit": 10, "hard_limit": 20})
+    assert response.status_code == 200 and (response.json()["soft_limit"], response.json()["hard_limit"]) == (10, 20)
+    bad = admin.put("/queues/mail/limits", json={"soft_limit": 30, "hard_limit": 20})
+    assert bad.status_code == 422 and bad.json()["field"] == "soft_limit"
+    zero = admin.put("/queues/mail/limits", json={"soft_limit": 0})
+    assert zero.status_code == 422 and zero.json()["field"] == "soft_limit"
+    assert http("bob").put("/queues/mail/limits", json={}).status_code == 403
