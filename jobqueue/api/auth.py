@@ -69,8 +69,14 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
 
 
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
-    """Guard: the endpoint needs an admin key."""
-    if not connection.user.is_admin:
+    """Guard: the endpoint needs an admin key. (OPTIONS requests skip authentication, as CORS
+    preflights must; they only list the allowed methods, so they pass here too.)"""
+    user = connection.scope.get("user")
+    if user is None:
+        if connection.scope.get("method") == "OPTIONS":
+            return
+        raise NotAuthorizedException("send an admin API key as 'Authorization: Bearer <key>'")
+    if not user.is_admin:
         raise PermissionDeniedException("this endpoint needs an admin API key")
 
 
