@@ -1,0 +1,71 @@
+"""`jobqueue api` and `jobqueue apikey` as real processes: keys from the CLI, a job submitted over
+HTTP and run by a real worker, a revoked key refused, a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import httpx
+
+from tests.support.waiting import wait_until
+from tests.support.workers import spawn_worker, terminate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def jobqueue(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
+                          env=dict(os.environ, JOBQUEUE_DSN=dsn), capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_api_process_serves_submissions_that_a_worker_runs(dsn):
+    created = jobqueue(dsn, "apikey", "create", "--producer", "acme")
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip()
+    assert key.startswith("jq_") and "shown only this once" in created.stderr
+    listing = jobqueue(dsn, "apikey", "list")
+    assert "acme" in listing.stdout and key not in listing.stdout
+    key_id = next(line.split()[0] for line in listing.stdout.splitlines() if line.endswith("acme"))
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
+                            "api", "--port", str(port), "--workers", "2"],
+                           env=dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_KEY_CACHE_SECONDS="0.2"),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    worker = spawn_worker(dsn, "tests.support.apps:queue")
+    try:
+        wait_until(lambda: ready(url), timeout=30, interval=0.1, message="API ready")
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as client:
+            submitted = client.post("/jobs", json={"job_type": "record", "payload": {"n": 3}})
+            assert submitted.status_code == 201, submitted.text
+            job_id = submitted.json()["id"]
+            result = wait_until(lambda: (r := client.get(f"/jobs/{job_id}/result")).status_code == 200 and r,
+                                timeout=30, message="the worker's result")
+            assert result.json()["result"] == {"ok": True, "n": 3}
+            assert client.get("/schema/openapi.json").json()["info"]["title"] == "jobqueue"
+
+            revoked = jobqueue(dsn, "apikey", "revoke", key_id)
+            assert revoked.returncode == 0, revoked.stderr
+            wait_until(lambda: client.get("/jobs").status_code == 401, timeout=10, message="revocation")
+    finally:
+        worker_output = terminate(worker)
+        api_output = terminate(api, timeout=20)
+    assert api.returncode == 0, api_output
+    assert "Traceback" not in api_output and "Traceback" not in worker_output
