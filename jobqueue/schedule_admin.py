@@ -36,7 +36,7 @@ class Schedules:
         return Schedules(self._run, source=source, clock=self.clock)
 
     def add(self, name: str, cron: str, job_type: str, **options: Any) -> Any:
-        """Create a schedule (ValidationError on ``name`` when it exists). Options: timezone,
+        """Create a schedule (`Conflict` when the name is taken). Options: timezone,
         payload, priority, queue, max_attempts, misfire_policy, misfire_limit, enabled."""
         spec = ScheduleSpec.build(name, cron, job_type, **options)
         return self._run(schedule_store.insert(spec, next_fire_at=self._first_fire(spec), source=self.source))

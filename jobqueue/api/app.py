@@ -43,6 +43,8 @@ from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
 from jobqueue.api.controllers.jobs import JobsController
 from jobqueue.api.controllers.queues import QueuesController
+from jobqueue.api.controllers.schedules import SchedulesController
+from jobqueue.api.controllers.workers import WorkersController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.services import Services
 from jobqueue.config import Settings
@@ -54,6 +56,8 @@ ROUTE_HANDLERS: list = [
     EventsController,
     QueuesController,
     AdminController,
+    SchedulesController,
+    WorkersController,
 ]
 
 

@@ -8,7 +8,8 @@ makes it ``running`` again. Its jobs need nothing from here: their leases run ou
 returns them to the queue. Rows ``lost`` or ``stopped`` (clean shutdown) for longer than
 ``forget_after`` are deleted, so the registry shows recent history without growing forever.
 
-Options (defaults): ``interval`` 10 s, ``missed_beats`` 3, ``forget_after`` 1 day, ``clock``.
+Options (defaults): ``interval`` 10 s (in the runner: the sweep interval, `JOBQUEUE_SWEEP_INTERVAL`,
+as both notice dead workers), ``missed_beats`` 3, ``forget_after`` 1 day, ``clock``.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class Maintenance:
                 "completed": settings.retention_completed_days * DAY,
                 "cancelled": settings.retention_cancelled_days * DAY,
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
-            Reaper(self.pool, clock=clock),
+            Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
         ]
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
         notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Sequence
 
 from jobqueue.db import Call
-from jobqueue.errors import ScheduleNotFound, ValidationError
+from jobqueue.errors import Conflict, ScheduleNotFound
 from jobqueue.schedules import Schedule, ScheduleSpec
 
 
@@ -46,7 +46,7 @@ def _one(name: str):
 def insert(spec: ScheduleSpec, *, next_fire_at: datetime | None, source: str) -> Call[Schedule]:
     def decode(rows: list[tuple]) -> Schedule:
         if not rows:
-            raise ValidationError("name", f"a schedule named {spec.name!r} exists already")
+            raise Conflict(f"a schedule named {spec.name!r} exists already")
         return Schedule(*rows[0])
     return Call("schedule_insert", _spec_params(spec, next_fire_at, source), decode)
 
