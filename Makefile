@@ -48,9 +48,15 @@ run: install
 	echo "database: $$JOBQUEUE_DSN"; \
 	$(BIN)/jobqueue migrate; \
 	$(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 & WORKER=$$!; \
-	trap 'kill -TERM $$WORKER 2>/dev/null || true; wait $$WORKER 2>/dev/null || true' EXIT; \
+	API_URL="http://127.0.0.1:$${JOBQUEUE_API_PORT:-8000}"; \
+	$(BIN)/jobqueue api & API=$$!; \
+	trap 'kill -TERM $$WORKER $$API 2>/dev/null || true; wait $$WORKER $$API 2>/dev/null || true' EXIT; \
 	trap 'exit 0' INT TERM; \
 	$(BIN)/jobqueue demo --timeout 30; \
+	KEY=$$($(BIN)/jobqueue apikey create --producer local --admin 2>/dev/null); \
+	$(BIN)/python -m jobqueue.api.serve "$$API_URL" || { echo "the REST API did not become ready at $$API_URL"; exit 1; }; \
+	echo "REST API at $$API_URL (OpenAPI: $$API_URL/schema/swagger); local admin key (shown once): $$KEY"; \
+	echo "  curl -s -X POST $$API_URL/jobs -H 'Authorization: Bearer $$KEY' -H 'Content-Type: application/json' -d '{\"job_type\": \"echo\", \"payload\": {\"hi\": 1}}'"; \
 	if [ -n "$${ONCE:-}" ]; then exit 0; fi; \
 	echo "worker running on jobqueue.demo:queue — enqueue more with: $(BIN)/jobqueue enqueue echo --payload '{\"hi\": 1}'  (Ctrl-C stops)"; \
 	wait $$WORKER

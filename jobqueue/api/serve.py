@@ -20,3 +20,26 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
                 workers=workers or settings.api_workers, access_log=access_log,
                 timeout_graceful_shutdown=5, log_level="info")
     return 0
+
+
+def wait_ready(url: str, timeout: float = 15.0) -> bool:
+    """Poll ``url``/readyz until it answers 200 (``make run`` waits so before printing the curl line)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+if __name__ == "__main__":  # python -m jobqueue.api.serve URL: wait until the API there is ready
+    import sys
+
+    sys.exit(0 if wait_ready(sys.argv[1]) else 1)
