@@ -27,7 +27,7 @@ class WorkerInfo:
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
-             heartbeat_interval: float) -> Call[None]:
+             heartbeat_interval: float = 10.0) -> Call[None]:
     return Call("worker_register", {
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
         "heartbeat_interval": heartbeat_interval,
