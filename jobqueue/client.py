@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import psycopg
 
-from jobqueue import db, tracing
+from jobqueue import db, metrics, tracing
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
@@ -341,6 +341,11 @@ class AsyncClient:
 
     async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
         return await self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)
+
+    async def metrics_snapshot(self, *, cap: int, stale_seconds: float) -> metrics.Snapshot:
+        """What /metrics and the dashboard show, read on one pooled connection (see jobqueue.metrics)."""
+        async with db.connection(self._pool) as conn:
+            return await metrics.collect(conn, cap=cap, stale_seconds=stale_seconds)
 
     async def schema_revision(self) -> str | None:
         return await self._run(meta_store.schema_revision(), None)

@@ -24,7 +24,11 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   worker_processing_time_ms{queue,job_type}  histogram  handler time per attempt
   worker_utilization{worker}                 gauge    busy share of each live worker's slots
   worker_count                               gauge    live workers (heartbeat within stale_seconds)
+  queue_paused{queue}                        gauge    1 while the queue is paused
   metrics_collect_seconds                    gauge    how long the last collection took
+
+`overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
+windowed percentiles from successive snapshots in the browser.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from jobqueue import db
 from jobqueue.models import Priority
@@ -53,6 +57,7 @@ class Snapshot:
     workers: list[WorkerRow]
     collect_seconds: float
     cap: int = 0
+    paused: frozenset[str] = frozenset()
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
 
     @property
@@ -67,42 +72,41 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     submitted = await db.run(conn, metrics_store.submitted())
     totals = await db.run(conn, metrics_store.worker_totals())
     workers = await db.run(conn, metrics_store.workers(stale_seconds=stale_seconds, now=now))
+    paused = await db.run(conn, metrics_store.paused_queues())
     return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
-                    totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap)
+                    totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
+                    paused=paused)
 
 
 class Collector:
-    """Snapshots from a small pool of its own (a scrape never waits behind producers), cached.
+    """Caches snapshots from ``source`` (e.g. `AsyncClient.metrics_snapshot` bound to settings).
 
-    Options and defaults: ttl 2 s (`JOBQUEUE_METRICS_TTL`), cap 1,000,000 rows per count,
-    stale_seconds 60 (a worker silent that long is not counted as alive).
+    A snapshot is reused for ``ttl`` seconds (default 2, `JOBQUEUE_METRICS_TTL`) — or ten times
+    as long as it took to collect, when that is longer: a large backlog not yet vacuumed makes the
+    index walks visit the heap, and collecting must never take more than a tenth of the time.
+    Callers arriving during a collection wait for it instead of starting their own.
     """
 
-    def __init__(self, dsn: str, *, ttl: float = 2.0, cap: int = 1_000_000, stale_seconds: float = 60.0,
-                 pool_timeout: float = 5.0) -> None:
+    def __init__(self, source: Callable[[], Awaitable[Snapshot]], *, ttl: float = 2.0) -> None:
         self.ttl = ttl
-        self.cap = cap
-        self.stale_seconds = stale_seconds
-        self._pool = db.async_pool(dsn, min_size=1, max_size=2, name="jobqueue-metrics", timeout=pool_timeout)
+        self._source = source
         self._lock = asyncio.Lock()
         self._cached: Snapshot | None = None
-        self._cached_at = 0.0
+        self._cached_until = 0.0
 
-    async def open(self) -> None:
-        await self._pool.open()
-
-    async def close(self) -> None:
-        await self._pool.close()
+    def _fresh(self) -> Snapshot | None:
+        return self._cached if time.monotonic() < self._cached_until else None
 
     async def snapshot(self) -> Snapshot:
-        if self._cached is not None and time.monotonic() - self._cached_at < self.ttl:
-            return self._cached
-        async with self._lock:  # callers arriving meanwhile get this collection, not one each
-            if self._cached is not None and time.monotonic() - self._cached_at < self.ttl:
-                return self._cached
-            async with db.connection(self._pool) as conn:
-                self._cached = await collect(conn, cap=self.cap, stale_seconds=self.stale_seconds)
-            self._cached_at = time.monotonic()
+        cached = self._fresh()
+        if cached is not None:
+            return cached
+        async with self._lock:
+            cached = self._fresh()
+            if cached is not None:
+                return cached
+            self._cached = await self._source()
+            self._cached_until = time.monotonic() + max(self.ttl, 10 * self._cached.collect_seconds)
             return self._cached
 
 
@@ -175,6 +179,9 @@ def render(snapshot: Snapshot) -> str:
                 [(labels, q.retrying) for labels, q in per_priority])
     text.family("jobqueue_jobs_processing", "gauge", "Jobs held by a worker.",
                 [(labels, q.processing) for labels, q in per_priority])
+    known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
+    text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
+                [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
     text.histogram("jobqueue_worker_processing_time_ms", "Handler time per attempt, in milliseconds.",
                    snapshot.totals, snapshot.bounds)
     live = snapshot.live_workers
@@ -186,3 +193,63 @@ def render(snapshot: Snapshot) -> str:
     text.family("jobqueue_metrics_collect_seconds", "gauge", "Time the last collection from the database took.",
                 [({}, round(snapshot.collect_seconds, 6))])
     return "\n".join(text.lines) + "\n"
+
+
+# --- the dashboard's JSON ----------------------------------------------------------------------------
+
+def overview(snapshot: Snapshot) -> dict[str, Any]:
+    """Totals, per-queue rows, per-type counters, the summed histogram and the workers, as plain JSON."""
+    queues: dict[str, dict[str, Any]] = {}
+
+    def queue_row(name: str) -> dict[str, Any]:
+        return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
+                                        "dead": 0, "oldest_age_seconds": 0.0,
+                                        "depth_by_priority": {p.label: 0 for p in Priority}})
+
+    for q in snapshot.queues:
+        row = queue_row(q.queue)
+        row["depth"] += q.runnable
+        row["scheduled"] += q.scheduled
+        row["retrying"] += q.retrying
+        row["processing"] += q.processing
+        row["depth_by_priority"][Priority(q.priority).label] += q.runnable
+        row["oldest_age_seconds"] = max(row["oldest_age_seconds"], round(q.oldest_age_seconds, 3))
+    for d in snapshot.dead:
+        queue_row(d.queue)["dead"] += d.dead
+    for name in snapshot.paused:
+        queue_row(name)
+    dead_by_type = {(d.queue, d.job_type): d.dead for d in snapshot.dead}
+    buckets = [0] * (len(snapshot.bounds) + 1)
+    for t in snapshot.totals:
+        for index, count in enumerate(t.buckets[: len(buckets)]):
+            buckets[index] += count
+    live = snapshot.live_workers
+    return {
+        "measured_at": snapshot.measured_at.isoformat(),
+        "submitted": snapshot.submitted,
+        "processed": sum(t.processed for t in snapshot.totals),
+        "failed": sum(t.failed for t in snapshot.totals),
+        "depth": sum(r["depth"] for r in queues.values()),
+        "scheduled": sum(r["scheduled"] for r in queues.values()),
+        "retrying": sum(r["retrying"] for r in queues.values()),
+        "processing": sum(r["processing"] for r in queues.values()),
+        "dead": sum(d.dead for d in snapshot.dead),
+        "count_cap": snapshot.cap,
+        "worker_count": len(live),
+        "utilization": round(sum(float(w.utilization) for w in live) / len(live), 4) if live else 0.0,
+        "bounds_ms": list(snapshot.bounds),
+        "buckets": buckets,
+        "queues": sorted(queues.values(), key=lambda r: r["queue"]),
+        "job_types": [{"queue": t.queue, "job_type": t.job_type, "processed": t.processed, "failed": t.failed,
+                       "dead": dead_by_type.get((t.queue, t.job_type), 0),
+                       "mean_ms": round(t.duration_ms_sum / t.processed, 3) if t.processed else None}
+                      for t in snapshot.totals],
+        "workers": [{"id": w.id, "host": w.host, "pid": w.pid, "queues": list(w.queues),
+                     "concurrency": w.concurrency, "status": w.status if w.alive or w.status == "stopped" else "lost",
+                     "alive": w.alive, "utilization": round(float(w.utilization), 4),
+                     "jobs_processed": w.jobs_processed, "jobs_failed": w.jobs_failed,
+                     "started_at": w.started_at.isoformat(),
+                     "heartbeat_age_seconds": round(max((snapshot.measured_at - w.last_heartbeat).total_seconds(), 0.0), 1)}
+                    for w in snapshot.workers],
+        "collect_ms": round(snapshot.collect_seconds * 1000, 2),
+    }

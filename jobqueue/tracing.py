@@ -149,10 +149,15 @@ class Tracing:
         specs = [spec for spec in jobs if isinstance(spec, Mapping)]
         types = {str(spec.get("job_type")) for spec in specs}
         queues = {str(spec.get("queue") or "default") for spec in specs}
+        # One caller context for the whole batch (a REST request's traceparent) is the span's
+        # parent and is replaced by the span's own; jobs naming other parents keep theirs.
+        parents = {spec.get("traceparent") or None for spec in specs}
+        parent = parents.pop() if len(parents) == 1 else None
         with self.producer(job_type=types.pop() if len(types) == 1 else "batch",
-                           queue=queues.pop() if len(queues) == 1 else "(several)", count=len(jobs)) as span:
+                           queue=queues.pop() if len(queues) == 1 else "(several)", count=len(jobs),
+                           parent=parent) as span:
             yield span, [dict(spec, traceparent=span.traceparent)
-                         if isinstance(spec, Mapping) and not spec.get("traceparent") else spec
+                         if isinstance(spec, Mapping) and (spec.get("traceparent") or None) in (None, parent) else spec
                          for spec in jobs]
 
     @contextlib.contextmanager

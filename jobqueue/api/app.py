@@ -41,11 +41,13 @@ from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
+from jobqueue.api.dashboard import DashboardController
 from jobqueue.api.controllers.jobs import JobsController
 from jobqueue.api.controllers.queues import QueuesController
 from jobqueue.api.controllers.schedules import SchedulesController
 from jobqueue.api.controllers.workers import WorkersController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
+from jobqueue.api.metrics import MetricsController
 from jobqueue.api.services import Services
 from jobqueue.config import Settings
 
@@ -56,6 +58,8 @@ ROUTE_HANDLERS: list = [
     EventsController,
     QueuesController,
     AdminController,
+    MetricsController,
+    DashboardController,
     SchedulesController,
     WorkersController,
 ]

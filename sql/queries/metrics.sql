@@ -140,5 +140,8 @@ SET processed = s.processed + EXCLUDED.processed,
     duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
     updated_at = EXCLUDED.updated_at;
 
+-- name: metrics_paused_queues
+SELECT queue FROM jobqueue.queue_settings WHERE paused ORDER BY queue;
+
 -- name: metrics_bucket_bounds
 SELECT jobqueue.duration_bucket_bounds() AS bounds;

@@ -1,0 +1,45 @@
+"""``GET /metrics``: the one Prometheus scrape target for the whole system (public, like a probe).
+
+Workers report through the database, so scraping the API is enough: the figures are described in
+`jobqueue.metrics`. Every process of the API keeps one cached `Collector` (in the app's state), so
+any number of scrapers and dashboards cost one collection per TTL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get
+from litestar.response import Response
+
+from jobqueue import metrics
+from jobqueue.api.errors import error_responses
+from jobqueue.api.services import Services, ServicesDep
+
+_MEDIA_TYPE = metrics.CONTENT_TYPE.removesuffix("; charset=utf-8")  # Litestar appends the charset
+
+
+def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Collector:
+    """This app's collector, made on first use from the services' client and settings."""
+    state = request.app.state
+    found = state.get("metrics_collector")
+    if found is None:
+        settings = services.settings
+
+        async def source() -> metrics.Snapshot:
+            return await services.client.metrics_snapshot(cap=settings.metrics_count_cap,
+                                                          stale_seconds=settings.worker_stale_seconds)
+
+        found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.metrics_ttl)
+    return found
+
+
+class MetricsController(Controller):
+    tags = ["observability"]
+
+    @get("/metrics", exclude_from_auth=True, security=[], media_type=_MEDIA_TYPE,
+         summary="Prometheus metrics: queues, dead letters, workers (text format 0.0.4)",
+         responses=error_responses(503))
+    async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
+        snapshot = await collector(request, services).snapshot()
+        return Response(metrics.render(snapshot), media_type=_MEDIA_TYPE)

@@ -1,0 +1,105 @@
+"""The API's observability endpoints over real HTTP: /metrics (Prometheus), the dashboard page,
+its files and its JSON, and the REST producer span joined to the caller's traceparent."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jobqueue import tracing
+from jobqueue.metrics import CONTENT_TYPE
+from tests.integration.api.conftest import ApiServer, api_settings
+from tests.support.apps import queue as test_app
+from tests.support.factories import job_row, make_job
+from tests.support.prometheus import parse, total, value
+from tests.support.waiting import wait_until
+from tests.support.workers import WorkerThread, test_settings
+
+CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def server(dsn):
+    api = ApiServer(api_settings(dsn, metrics_ttl=0.0)).start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def admin_key(dsn) -> str:
+    from jobqueue.client import Client
+    with Client(dsn, pool_size=1) as client:
+        return client.create_api_key("ops", role="admin")[0]
+
+
+def test_metrics_are_public_prometheus_text_and_follow_the_database(server, conn, dsn):
+    response = httpx.get(server.url + "/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CONTENT_TYPE
+    assert value(parse(response.text), "jobqueue_jobs_submitted_total") == 0
+
+    for _ in range(3):
+        make_job(conn, queue="mail", priority="high")
+    make_job(conn, queue="mail", job_type="send", state="dead_letter")
+    samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics").text))
+                         and value(s, "jobqueue_jobs_submitted_total") == 4 and s, message="a fresh collection")
+    assert value(samples, "jobqueue_queue_depth", queue="mail", priority="high") == 3
+    assert value(samples, "jobqueue_jobs_in_dlq", queue="mail", job_type="send") == 1
+    assert value(samples, "jobqueue_jobs_submitted_total") == 4
+
+    with WorkerThread(test_app, test_settings(dsn, stats_interval=0.2)):
+        conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"record\"}, {\"job_type\": \"record\"}]')")
+        samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics").text))
+                             and total(s, "jobqueue_jobs_processed_total") == 2 and s,
+                             timeout=15, message="the worker's attempts on /metrics")
+        assert value(samples, "jobqueue_worker_count") == 1
+
+
+def test_dashboard_page_and_files_are_served_from_the_package(server):
+    page = httpx.get(server.url + "/dashboard")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "window.JOBQUEUE_ROUTES" in page.text and '"/admin/dlq"' in page.text
+    script = httpx.get(server.url + "/dashboard/static/dashboard.js")
+    assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
+    assert "function renderChart" in script.text
+    assert "text/css" in httpx.get(server.url + "/dashboard/static/dashboard.css").headers["content-type"]
+    assert httpx.get(server.url + "/dashboard/static/../app.py").status_code == 404
+    assert httpx.get(server.url + "/dashboard/static/nothing.js").status_code == 404
+
+
+def test_overview_json_has_totals_queues_and_pause_state(server, conn, admin_key):
+    make_job(conn, queue="mail", priority="low")
+    make_job(conn, queue="mail", job_type="send", state="dead_letter")
+    paused = httpx.post(server.url + "/queues/mail/pause", headers={"Authorization": f"Bearer {admin_key}"})
+    assert paused.status_code == 200, paused.text
+    overview = wait_until(lambda: (o := httpx.get(server.url + "/dashboard/overview").json())["submitted"] == 2 and o,
+                          message="a fresh collection")
+    assert overview["depth"] == 1 and overview["dead"] == 1 and overview["submitted"] == 2
+    (mail,) = [q for q in overview["queues"] if q["queue"] == "mail"]
+    assert mail["paused"] is True and mail["depth_by_priority"]["low"] == 1 and mail["dead"] == 1
+    assert len(overview["buckets"]) == len(overview["bounds_ms"]) + 1
+    assert value(parse(httpx.get(server.url + "/metrics").text), "jobqueue_queue_paused", queue="mail") == 1
+
+
+def test_rest_submit_opens_a_producer_span_under_the_callers_traceparent(dsn, conn, admin_key):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    api = ApiServer(api_settings(dsn))
+    api.server.config.app.state["services"].client.tracing = tracing.Tracing(provider)
+    api.start()
+    try:
+        response = httpx.post(api.url + "/jobs", json={"job_type": "record", "payload": {}},
+                              headers={"Authorization": f"Bearer {admin_key}", "traceparent": CALLER})
+    finally:
+        api.stop()
+    assert response.status_code == 201, response.text
+    (span,) = exporter.get_finished_spans()
+    assert span.kind.name == "PRODUCER"
+    assert f"{span.context.trace_id:032x}" == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
+    stored = job_row(conn, response.json()["id"])["traceparent"]
+    assert stored.split("-")[1:3] == [f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"]
