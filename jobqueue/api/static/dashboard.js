@@ -10,7 +10,7 @@
 (() => {
   const POLL_MS = 1000;
   const HISTORY_S = 180;       // snapshots kept for the chart
-  const CHART_S = 120;         // the chart's time span
+  const CHART_S = 60;          // the chart's time span
   const RATE_WINDOW_S = 6;     // rates are averaged over this window (workers report every ~2 s)
   const STATS_WINDOW_S = 60;   // failure rate and percentiles: the last minute
   const PAGE = 50;
@@ -256,7 +256,7 @@
       ctx.textAlign = "right"; ctx.fillText(fmtRate(value), left - 6, y(value) + 4);
     }
     ctx.textAlign = "center";
-    for (let s = 0; s <= CHART_S; s += 30) ctx.fillText(s === 0 ? "now" : `-${s}s`, x(now - s), height - 6);
+    for (let s = 0; s <= CHART_S; s += 15) ctx.fillText(s === 0 ? "now" : `-${s}s`, x(now - s), height - 6);
 
     const colors = { sub: "#3b82f6", done: "#16a34a", fail: "#dc2626" };
     for (const name of ["sub", "done", "fail"]) {
