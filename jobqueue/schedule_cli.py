@@ -28,11 +28,10 @@ COLUMNS = ("name", "cron", "timezone", "job_type", "queue", "state", "next_fire_
 def _row(schedule: Schedule) -> dict[str, str]:
     state = "error" if schedule.error else "enabled" if schedule.enabled else "paused"
     misfire = schedule.misfire_policy + (f"({schedule.misfire_limit})" if schedule.misfire_policy == "fire_all" else "")
-    values = dict(name=schedule.name, cron=schedule.cron, timezone=schedule.timezone, job_type=schedule.job_type,
-                  queue=schedule.queue, state=state, misfire=misfire, source=schedule.source,
-                  next_fire_at=schedule.next_fire_at.isoformat() if schedule.next_fire_at else "-",
-                  last_fire_at=schedule.last_fire_at.isoformat() if schedule.last_fire_at else "-")
-    return values
+    return dict(name=schedule.name, cron=schedule.cron, timezone=schedule.timezone, job_type=schedule.job_type,
+                queue=schedule.queue, state=state, misfire=misfire, source=schedule.source,
+                next_fire_at=schedule.next_fire_at.isoformat() if schedule.next_fire_at else "-",
+                last_fire_at=schedule.last_fire_at.isoformat() if schedule.last_fire_at else "-")
 
 
 def format_table(schedules: list[Schedule]) -> str:

@@ -18,6 +18,7 @@ from jobqueue.models import Priority
 
 MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
 DEFAULT_MISFIRE_LIMIT = 100
+_INT32 = 2**31 - 1  # the columns are integers
 
 
 def _text(field: str, value: Any) -> str:
@@ -27,8 +28,8 @@ def _text(field: str, value: Any) -> str:
 
 
 def _positive(field: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValidationError(field, f"must be an integer of at least 1 (got {value!r})")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _INT32:
+        raise ValidationError(field, f"must be an integer from 1 to {_INT32} (got {value!r})")
     return value
 
 

@@ -9,7 +9,6 @@ field, a taken name on create a 409, an unknown name a 404.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -50,32 +49,8 @@ class NewSchedule(ScheduleDefinition, kw_only=True):
     name: Annotated[str, Meta(description="unique name")]
 
 
-class ScheduleOut(msgspec.Struct):
-    name: str
-    cron: str
-    timezone: str
-    job_type: str
-    payload: Any
-    priority: str
-    queue: str
-    max_attempts: int | None
-    enabled: bool
-    misfire_policy: str
-    misfire_limit: int
-    next_fire_at: datetime | None
-    last_fire_at: datetime | None
-    error: str | None
-    source: str
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> "ScheduleOut":
-        return cls(**{field: getattr(schedule, field) for field in cls.__struct_fields__})
-
-
 class ScheduleList(msgspec.Struct):
-    schedules: list[ScheduleOut]
+    schedules: list[Schedule]
 
 
 class ScheduleRun(msgspec.Struct):
@@ -97,22 +72,22 @@ class SchedulesController(Controller):
 
     @get("/", summary="Every cron schedule", responses=error_responses(403, 503))
     async def list_schedules(self, services: ServicesDep) -> ScheduleList:
-        return ScheduleList([ScheduleOut.of(s) for s in await services.client.schedules.list()])
+        return ScheduleList(await services.client.schedules.list())
 
     @post("/", summary="Create a schedule", status_code=201, responses=error_responses(403, 409, 422, 503))
-    async def create(self, data: JSONBody[NewSchedule], services: ServicesDep) -> ScheduleOut:
+    async def create(self, data: JSONBody[NewSchedule], services: ServicesDep) -> Schedule:
         schedules = services.client.schedules.with_source("api")
-        return ScheduleOut.of(await schedules.add(data.name, data.cron, data.job_type, **data.options()))
+        return await schedules.add(data.name, data.cron, data.job_type, **data.options())
 
     @get("/{name:str}", summary="One schedule", responses=error_responses(403, 404, 503))
-    async def read(self, name: FromPath[str], services: ServicesDep) -> ScheduleOut:
-        return ScheduleOut.of(await _found(services.client.schedules.get(name)))
+    async def read(self, name: FromPath[str], services: ServicesDep) -> Schedule:
+        return await _found(services.client.schedules.get(name))
 
     @put("/{name:str}", summary="Create the schedule or replace its definition (its paused state is kept)",
          responses=error_responses(403, 422, 503))
-    async def replace(self, name: FromPath[str], data: JSONBody[ScheduleDefinition], services: ServicesDep) -> ScheduleOut:
+    async def replace(self, name: FromPath[str], data: JSONBody[ScheduleDefinition], services: ServicesDep) -> Schedule:
         schedules = services.client.schedules.with_source("api")
-        return ScheduleOut.of(await schedules.put(name, data.cron, data.job_type, **data.options()))
+        return await schedules.put(name, data.cron, data.job_type, **data.options())
 
     @delete("/{name:str}", summary="Delete a schedule (and its fire history)", status_code=204,
             responses=error_responses(403, 404, 503))
@@ -121,13 +96,13 @@ class SchedulesController(Controller):
 
     @post("/{name:str}/pause", summary="Stop firing until resumed", status_code=200,
           responses=error_responses(403, 404, 503))
-    async def pause(self, name: FromPath[str], services: ServicesDep) -> ScheduleOut:
-        return ScheduleOut.of(await _found(services.client.schedules.pause(name)))
+    async def pause(self, name: FromPath[str], services: ServicesDep) -> Schedule:
+        return await _found(services.client.schedules.pause(name))
 
     @post("/{name:str}/resume", summary="Fire again from now on (ticks missed while paused are not fired)",
           status_code=200, responses=error_responses(403, 404, 503))
-    async def resume(self, name: FromPath[str], services: ServicesDep) -> ScheduleOut:
-        return ScheduleOut.of(await _found(services.client.schedules.resume(name)))
+    async def resume(self, name: FromPath[str], services: ServicesDep) -> Schedule:
+        return await _found(services.client.schedules.resume(name))
 
     @post("/{name:str}/run", summary="Enqueue one job from the schedule now", status_code=201,
           responses=error_responses(403, 404, 503))

@@ -89,6 +89,7 @@ def test_a_taken_name_is_refused_and_put_redefines(dsn, conn):
     (dict(max_attempts=0), "max_attempts"),
     (dict(misfire_policy="catch_up"), "misfire_policy"),
     (dict(misfire_limit=0), "misfire_limit"),
+    (dict(misfire_limit=2**40), "misfire_limit"),
     (dict(payload={"x": object()}), "payload"),
 ])
 def test_python_refuses_invalid_input_naming_the_field(options, field):
