@@ -24,6 +24,23 @@ CREATE FUNCTION jobqueue.add_buckets(a bigint[], b bigint[]) RETURNS bigint[]
     FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
 $$;
 
+CREATE FUNCTION jobqueue.add_worker_stats(worker text, deltas jsonb, at timestamp with time zone) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO jobqueue.worker_stats AS s
+        (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, updated_at)
+    SELECT worker, d.queue, d.job_type, d.processed, d.failed, d.duration_ms_sum, d.buckets, at
+    FROM jsonb_to_recordset(deltas)
+        AS d(queue text, job_type text, processed bigint, failed bigint, duration_ms_sum double precision,
+             buckets bigint[])
+    ON CONFLICT (worker_id, queue, job_type) DO UPDATE
+    SET processed = s.processed + EXCLUDED.processed,
+        failed = s.failed + EXCLUDED.failed,
+        duration_ms_sum = s.duration_ms_sum + EXCLUDED.duration_ms_sum,
+        duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
+        updated_at = EXCLUDED.updated_at
+$$;
+
 CREATE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
     LANGUAGE plpgsql
     AS $$

@@ -36,6 +36,24 @@ CREATE AGGREGATE jobqueue.sum_buckets(bigint[]) (
     INITCOND = '{}'
 );
 
+-- Adds deltas (a JSON array of {queue, job_type, processed, failed, duration_ms_sum, buckets}) to
+-- one worker's rows: what a worker flushes, and what retiring folds into '(retired)'.
+CREATE FUNCTION jobqueue.add_worker_stats(worker text, deltas jsonb, at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO jobqueue.worker_stats AS s
+        (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, updated_at)
+    SELECT worker, d.queue, d.job_type, d.processed, d.failed, d.duration_ms_sum, d.buckets, at
+    FROM jsonb_to_recordset(deltas)
+        AS d(queue text, job_type text, processed bigint, failed bigint, duration_ms_sum double precision,
+             buckets bigint[])
+    ON CONFLICT (worker_id, queue, job_type) DO UPDATE
+    SET processed = s.processed + EXCLUDED.processed,
+        failed = s.failed + EXCLUDED.failed,
+        duration_ms_sum = s.duration_ms_sum + EXCLUDED.duration_ms_sum,
+        duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
+        updated_at = EXCLUDED.updated_at
+$$;
+
 -- Utilization: share of the worker's slots busy over its last stats interval, and the running
 -- total of busy slot-seconds (a counter: rate(busy_seconds) / concurrency is utilization too).
 ALTER TABLE jobqueue.workers

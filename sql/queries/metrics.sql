@@ -91,27 +91,13 @@ LIMIT %(limit)s;
 -- name: worker_stats_flush
 -- A worker adds what it counted since its last flush (one row per queue and job type, as a JSON
 -- array) and sets its utilization, in one statement every few seconds.
-WITH input AS (
-    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS t(queue text, job_type text, processed bigint, failed bigint, duration_ms_sum double precision,
-             buckets bigint[])
-), load AS (
+WITH load AS (
     UPDATE jobqueue.workers
     SET utilization = %(utilization)s, busy_seconds = busy_seconds + %(busy_seconds)s
     WHERE id = %(worker_id)s
     RETURNING id
 )
-INSERT INTO jobqueue.worker_stats AS s
-    (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, updated_at)
-SELECT %(worker_id)s, i.queue, i.job_type, i.processed, i.failed, i.duration_ms_sum, i.buckets,
-       coalesce(%(now)s::timestamptz, now())
-FROM input i
-ON CONFLICT (worker_id, queue, job_type) DO UPDATE
-SET processed = s.processed + EXCLUDED.processed,
-    failed = s.failed + EXCLUDED.failed,
-    duration_ms_sum = s.duration_ms_sum + EXCLUDED.duration_ms_sum,
-    duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
-    updated_at = EXCLUDED.updated_at;
+SELECT jobqueue.add_worker_stats(%(worker_id)s, %(rows)s::jsonb, coalesce(%(now)s::timestamptz, now()));
 
 -- name: worker_stats_retire
 -- Fold the rows of a worker that stopped (%(worker_id)s) and of workers silent for longer than
@@ -126,19 +112,15 @@ WITH gone AS (
                OR o.updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_seconds)s))
         FOR UPDATE SKIP LOCKED)
     RETURNING s.queue, s.job_type, s.processed, s.failed, s.duration_ms_sum, s.duration_buckets
+), folded AS (
+    SELECT g.queue, g.job_type, sum(g.processed) AS processed, sum(g.failed) AS failed,
+           sum(g.duration_ms_sum) AS duration_ms_sum, jobqueue.sum_buckets(g.duration_buckets) AS buckets
+    FROM gone g
+    GROUP BY g.queue, g.job_type
 )
-INSERT INTO jobqueue.worker_stats AS s
-    (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, updated_at)
-SELECT '(retired)', g.queue, g.job_type, sum(g.processed), sum(g.failed), sum(g.duration_ms_sum),
-       jobqueue.sum_buckets(g.duration_buckets), coalesce(%(now)s::timestamptz, now())
-FROM gone g
-GROUP BY g.queue, g.job_type
-ON CONFLICT (worker_id, queue, job_type) DO UPDATE
-SET processed = s.processed + EXCLUDED.processed,
-    failed = s.failed + EXCLUDED.failed,
-    duration_ms_sum = s.duration_ms_sum + EXCLUDED.duration_ms_sum,
-    duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
-    updated_at = EXCLUDED.updated_at;
+SELECT jobqueue.add_worker_stats('(retired)', coalesce(jsonb_agg(to_jsonb(f)), '[]'::jsonb),
+                                 coalesce(%(now)s::timestamptz, now()))
+FROM folded f;
 
 -- name: metrics_paused_queues
 SELECT queue FROM jobqueue.queue_settings WHERE paused ORDER BY queue;

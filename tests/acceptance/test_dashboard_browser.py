@@ -14,11 +14,12 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.client import Client
+from jobqueue.devdb import free_port
+from tests.acceptance.test_api_process import ready
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
@@ -30,25 +31,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz").status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @pytest.fixture
 def stack(dsn):
     """API (a real `jobqueue api` process) + a real worker, snapshots refreshed every 0.5 s."""
     assert os.path.exists(CHROMIUM), "chromium is missing: `make system-deps` installs Debian's chromium"
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_METRICS_TTL="0.5", JOBQUEUE_STATS_INTERVAL="0.5",
                JOBQUEUE_API_KEY_CACHE_SECONDS="0")
     api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
@@ -60,7 +47,7 @@ def stack(dsn):
     with Client(dsn, pool_size=2) as client:
         admin_key = client.create_api_key("ops", role="admin")[0]
         try:
-            wait_until(lambda: _ready(url), timeout=30, interval=0.1, message="API ready")
+            wait_until(lambda: ready(url), timeout=30, interval=0.1, message="API ready")
             yield url, admin_key, client
         finally:
             worker_output = terminate(worker)
