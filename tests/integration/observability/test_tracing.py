@@ -130,3 +130,34 @@ def test_tracing_is_off_unless_configured(env, dsn):
 def test_an_unknown_exporter_is_a_clear_error():
     with pytest.raises(ValueError, match="no trace exporter named 'nope'"):
         tracing.from_env({"OTEL_TRACES_EXPORTER": "nope"})
+
+
+def test_spans_opened_by_handlers_nest_under_the_execution_span(conn, dsn):
+    from jobqueue import JobQueue
+    from tests.support.workers import WorkerThread, test_settings
+
+    worker_tracing, exporter = _memory_tracing()
+    app = JobQueue("nesting")
+    tracer = worker_tracing.provider.get_tracer("handler")
+
+    @app.task("in_thread")
+    def in_thread(job):
+        with tracer.start_as_current_span("handler work (sync)"):
+            return None
+
+    @app.task("on_loop")
+    async def on_loop(job):
+        with tracer.start_as_current_span("handler work (async)"):
+            return None
+
+    thread = WorkerThread(app, test_settings(dsn))
+    thread.worker.tracing = worker_tracing
+    with thread:
+        conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"in_thread\"}, {\"job_type\": \"on_loop\"}]')")
+        wait_until(lambda: len(exporter.get_finished_spans()) == 4, timeout=15, message="four spans")
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    for kind, job_type in (("sync", "in_thread"), ("async", "on_loop")):
+        execution, work = spans[f"process {job_type}"], spans[f"handler work ({kind})"]
+        assert work.parent.span_id == execution.context.span_id
+        assert work.context.trace_id == execution.context.trace_id
+        assert execution.attributes["jobqueue.outcome"] == "completed"
