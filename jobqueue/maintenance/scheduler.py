@@ -25,6 +25,7 @@ per query (default 100), ``clock`` (tests pass a `ManualClock`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from dataclasses import dataclass
@@ -67,6 +68,12 @@ def plan_fires(cron: CronSchedule, *, next_fire_at: datetime | None, anchor: dat
     return FirePlan(chosen + on_time, cron.next_after(now), missed_from=first, missed_fired=len(chosen))
 
 
+@functools.lru_cache(maxsize=1024)
+def _cron_schedule(expression: str, zone: str) -> CronSchedule:
+    """Parsed once per definition, not once per tick."""
+    return CronSchedule(expression, zone)
+
+
 class Scheduler(Service):
     name = "scheduler"
 
@@ -102,7 +109,7 @@ class Scheduler(Service):
 
     async def _fire(self, schedule: DueSchedule, now: datetime) -> int:
         try:
-            cron = CronSchedule(schedule.cron, schedule.timezone)
+            cron = _cron_schedule(schedule.cron, schedule.timezone)
         except ValidationError as exc:
             log.error("schedule %s cannot be used: %s", schedule.name, exc)
             async with db.connection(self._pool) as conn:
