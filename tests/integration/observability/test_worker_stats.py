@@ -121,3 +121,32 @@ def test_stale_rows_of_crashed_workers_are_folded_at_start(conn, dsn):
     db.run_sync(conn, metrics_store.retire_worker_stats(worker_id=None, older_than_seconds=3600))
     rows = dict(conn.execute("SELECT worker_id, processed FROM jobqueue.worker_stats").fetchall())
     assert rows == {"(retired)": 7, "alive": 3}
+
+
+def test_counts_survive_a_failed_flush(conn, dsn):
+    from jobqueue.devdb import free_port
+    from jobqueue.errors import DatabaseUnavailable
+
+    async def main():
+        dead_pool = db.async_pool(f"postgresql://nobody@127.0.0.1:{free_port()}/none", min_size=0, max_size=1,
+                                  timeout=0.5, connect_timeout=1)
+        pool = db.async_pool(dsn, min_size=1, max_size=1)
+        await dead_pool.open()
+        await pool.open()
+        try:
+            stats = WorkerStats(dead_pool, "w", 2, occupancy=lambda: 0)
+            stats.record(_outcome(COMPLETED, 1))
+            try:
+                await stats.flush()
+            except DatabaseUnavailable:
+                pass
+            else:
+                raise AssertionError("the flush should have failed")
+            stats.record(_outcome(RETRY, 2))
+            stats._pool = pool  # the database is back
+            await stats.flush()
+        finally:
+            await dead_pool.close()
+            await pool.close()
+    asyncio.run(main())
+    assert conn.execute("SELECT processed, failed FROM jobqueue.worker_stats WHERE worker_id = 'w'").fetchone() == (2, 1)
