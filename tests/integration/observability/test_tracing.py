@@ -161,3 +161,11 @@ def test_spans_opened_by_handlers_nest_under_the_execution_span(conn, dsn):
         assert work.parent.span_id == execution.context.span_id
         assert work.context.trace_id == execution.context.trace_id
         assert execution.attributes["jobqueue.outcome"] == "completed"
+
+
+def test_otlp_is_the_standard_exporter_name():
+    """In a fresh interpreter (a provider is installed once per process)."""
+    code = ("from jobqueue import tracing; t = tracing.from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'});"
+            "print(*[type(p.span_exporter).__name__ for p in t.provider._active_span_processor._span_processors])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.stdout.split() == ["OTLPSpanExporter"], result.stderr
