@@ -21,6 +21,7 @@ from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, 
                              QueueSettings, QueueStats, RetryOutcome)
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import events as event_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
 from jobqueue.store import queues as queue_store
@@ -349,6 +350,13 @@ class AsyncClient:
 
     async def schema_revision(self) -> str | None:
         return await self._run(meta_store.schema_revision(), None)
+
+    async def register_event_listener(self, listener_id: str, *, ttl: float) -> None:
+        """Ask the database to send job events for ``ttl`` seconds (refresh while listening)."""
+        await self._run(event_store.register_listener(listener_id, ttl=ttl), None)
+
+    async def unregister_event_listener(self, listener_id: str) -> None:
+        await self._run(event_store.unregister_listener(listener_id), None)
 
 
 class Client:

@@ -308,6 +308,9 @@ CREATE FUNCTION jobqueue.job_events_on_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF NOT jobqueue.job_events_wanted() THEN
+        RETURN NULL;
+    END IF;
     PERFORM jobqueue.emit_job_events(array_agg('job.queued'::text), array_agg(n.queue), array_agg(n.producer_id),
                                      array_agg(n.id))
     FROM new_jobs n
@@ -319,6 +322,9 @@ CREATE FUNCTION jobqueue.job_events_on_update() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF NOT jobqueue.job_events_wanted() THEN
+        RETURN NULL;
+    END IF;
     PERFORM jobqueue.emit_job_events(array_agg(e.event), array_agg(e.queue), array_agg(e.producer_id),
                                      array_agg(e.id))
     FROM (
@@ -339,6 +345,12 @@ BEGIN
     HAVING count(*) > 0;
     RETURN NULL;
 END $$;
+
+CREATE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM jobqueue.event_listeners WHERE expires_at > now())
+$$;
 
 CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
@@ -587,6 +599,13 @@ CREATE VIEW jobqueue.dead_letters AS
 
 COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error.';
 
+CREATE TABLE jobqueue.event_listeners (
+    listener_id text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.event_listeners IS 'API processes streaming job events; job events are sent only while one is registered and unexpired.';
+
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
     finished_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -757,6 +776,9 @@ ALTER TABLE ONLY jobqueue.api_keys
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY jobqueue.event_listeners
+    ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);
 
 ALTER TABLE ONLY jobqueue.job_errors
     ADD CONSTRAINT job_errors_pkey PRIMARY KEY (job_id, attempt);

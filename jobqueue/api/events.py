@@ -5,7 +5,8 @@ NOTIFY on ``jobqueue_events`` per statement, whatever path changed the job — R
 a worker's batched claim or ack, the sweeper. The payload is compact: pieces of
 ``[event, queue, producer_id, ids]`` with each id as 22 characters of base64. Nothing polls.
 
-Each stream subscribes with filters (queue, job id, and the producer for non-admin keys) and gets
+The LISTEN connection is open, and the process registered in ``jobqueue.event_listeners`` (which
+the triggers check first), only while at least one stream is. Each stream subscribes with filters (queue, job id, and the producer for non-admin keys) and gets
 a bounded queue; a stream that falls ``MAX_BACKLOG`` events behind is ended with a
 ``stream.overflow`` event rather than slowing everyone. When the LISTEN connection is lost and
 comes back, streams get ``stream.reconnected``: events in between may have been missed.
@@ -15,18 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
 
+from jobqueue.client import AsyncClient
+from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.notifier import Notifier
 
 log = logging.getLogger("jobqueue.api.events")
 
 CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
+LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
 EVENT_TYPES = ("job.queued", "job.started", "job.completed", "job.failed", "job.dead_letter", "job.cancelled")
 
@@ -89,26 +96,69 @@ class Subscription:
 
 
 class EventHub:
-    def __init__(self, dsn: str) -> None:
+    """LISTENs, and registers in ``jobqueue.event_listeners``, only while a stream is open: with
+    no subscriber anywhere the database's event triggers stop after one probe of that table, so
+    neither a worker's claim/ack statements nor this process spend anything on events."""
+
+    def __init__(self, client: AsyncClient, dsn: str, *, connect_timeout: float = 5.0) -> None:
+        self.client = client
+        self.listener_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.notifier = Notifier(dsn)
         self.notifier.subscribe(CHANNEL, self._on_notification)
         self.notifier.on_reconnect(self._on_reconnect)
+        self._connect_timeout = connect_timeout
         self._subscriptions: set[Subscription] = set()
+        self._listener: asyncio.Task | None = None
+        self._registered = asyncio.Event()
 
-    async def run(self) -> None:
-        await self.notifier.run()
-
-    def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None, producer_id: str | None) -> Subscription:
+    async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None,
+                        producer_id: str | None) -> Subscription:
+        """A subscription that receives every event committed from now on; `DatabaseUnavailable`
+        if the LISTEN connection or the registration cannot be made in time."""
         subscription = Subscription(queue, job_id, producer_id)
         self._subscriptions.add(subscription)
+        if self._listener is None or self._listener.done():
+            self._registered.clear()
+            self._listener = asyncio.create_task(self._listen(), name="api-events")
+        try:
+            await asyncio.wait_for(asyncio.gather(self.notifier.connected.wait(), self._registered.wait()),
+                                   self._connect_timeout)
+        except asyncio.TimeoutError:
+            self.unsubscribe(subscription)
+            raise DatabaseUnavailable("database unavailable: cannot listen for job events") from None
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
+        if not self._subscriptions and self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
 
-    @property
-    def listening(self) -> bool:
-        return self.notifier.connected.is_set()
+    async def stop(self) -> None:
+        self._subscriptions.clear()
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+            self._listener = None
+
+    async def _listen(self) -> None:
+        """LISTEN, and keep this process registered (TTL ``LISTENER_TTL``) until cancelled."""
+        notifier = asyncio.create_task(self.notifier.run(), name="api-events-listen")
+        try:
+            while True:
+                try:
+                    await self.client.register_event_listener(self.listener_id, ttl=LISTENER_TTL)
+                    self._registered.set()
+                except (DatabaseUnavailable, NotMigrated) as exc:
+                    log.warning("cannot register for job events (%s); retrying", exc)
+                await asyncio.sleep(LISTENER_TTL / 3 if self._registered.is_set() else 0.5)
+        finally:
+            notifier.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await notifier
+            with contextlib.suppress(Exception):  # best effort: the row expires anyway
+                await asyncio.shield(self.client.unregister_event_listener(self.listener_id))
 
     def _on_notification(self, payload: str) -> None:
         if not self._subscriptions:

@@ -5,7 +5,7 @@
   connect), so a database outage answers 503 within about a second or two, and the pool
   reconnects by itself when the database returns;
 - ``keys``: the API-key cache; ``backpressure``: queue depths, limits and token buckets;
-- ``events``: the LISTEN connection feeding the SSE streams;
+- ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is);
 - ``head_revision``: the schema revision this code expects (``/readyz`` compares it).
 """
 
@@ -33,14 +33,14 @@ class Services:
                                   connect_timeout=settings.api_connect_timeout)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
         self.backpressure = Backpressure(self.client, settings)
-        self.events = EventHub(settings.dsn)
+        self.events = EventHub(self.client, settings.dsn,
+                               connect_timeout=settings.api_db_timeout + settings.api_connect_timeout)
         self.head_revision = migrate.head_revision()
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
         await self.client.open()  # does not wait for the database: the API starts during an outage too
-        self._tasks = [asyncio.create_task(self.backpressure.run(), name="api-depths"),
-                       asyncio.create_task(self.events.run(), name="api-events")]
+        self._tasks = [asyncio.create_task(self.backpressure.run(), name="api-depths")]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -49,6 +49,7 @@ class Services:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        await self.events.stop()
         await self.client.close()
 
 

@@ -7,7 +7,8 @@
 --   jobqueue_control, so workers re-read it at once, also after an UPDATE typed in psql.
 -- * Job events for the SSE stream: statement-level triggers send job transitions on
 --   jobqueue_events, one NOTIFY per statement (not per row; chunked only past ~7.8 KB), with the
---   ids as 22-character base64.
+--   ids as 22-character base64 — only while an API process with open streams is registered in
+--   event_listeners.
 -- * jobs_list_idx: the REST listing pages newest first by seq (keyset pagination).
 
 CREATE TABLE jobqueue.api_keys (
@@ -47,6 +48,20 @@ CREATE TRIGGER queue_settings_notify AFTER INSERT OR UPDATE OR DELETE ON jobqueu
 
 CREATE INDEX jobs_list_idx ON jobqueue.jobs (seq);
 
+-- API processes with open SSE streams register here (refreshed while they listen). With no live
+-- row the event triggers stop after one probe of this tiny table: no payload, no NOTIFY, no
+-- listener woken, so nobody pays for events that nobody reads.
+CREATE TABLE jobqueue.event_listeners (
+    listener_id  text        PRIMARY KEY,
+    expires_at   timestamptz NOT NULL
+);
+COMMENT ON TABLE jobqueue.event_listeners IS 'API processes streaming job events; job events are sent only while one is registered and unexpired.';
+
+CREATE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM jobqueue.event_listeners WHERE expires_at > now())
+$$;
+
 -- Sends job transitions as events on jobqueue_events. Payload: a JSON array of pieces
 -- [event, queue, producer_id, ids], ids being 22-character base64 UUIDs concatenated. A piece
 -- holds at most 150 ids and names whose JSON exceeds 1000 bytes are sent as null, so a piece stays
@@ -84,6 +99,9 @@ END $$;
 CREATE FUNCTION jobqueue.job_events_on_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT jobqueue.job_events_wanted() THEN
+        RETURN NULL;
+    END IF;
     PERFORM jobqueue.emit_job_events(array_agg('job.queued'::text), array_agg(n.queue), array_agg(n.producer_id),
                                      array_agg(n.id))
     FROM new_jobs n
@@ -97,6 +115,9 @@ END $$;
 CREATE FUNCTION jobqueue.job_events_on_update() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT jobqueue.job_events_wanted() THEN
+        RETURN NULL;
+    END IF;
     PERFORM jobqueue.emit_job_events(array_agg(e.event), array_agg(e.queue), array_agg(e.producer_id),
                                      array_agg(e.id))
     FROM (

@@ -19,6 +19,7 @@ from litestar.params import QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from jobqueue.api.auth import Principal
+from jobqueue.api.errors import error_responses
 from jobqueue.api.events import EventHub, JobEvent, Subscription
 from jobqueue.api.services import ServicesDep
 
@@ -49,7 +50,7 @@ def _message(event: JobEvent) -> ServerSentEventMessage:
 class EventsController(Controller):
     tags = ["events"]
 
-    @get("/events", summary="Stream job events (text/event-stream)")
+    @get("/events", summary="Stream job events (text/event-stream)", responses=error_responses(422, 503))
     async def events(
         self, request: Request[Principal, Any, Any], services: ServicesDep,
         queue: Annotated[str | None, QueryParameter(description="only this queue's jobs")] = None,
@@ -57,6 +58,6 @@ class EventsController(Controller):
     ) -> ServerSentEvent:
         user = request.user
         hub = services.events
-        subscription = hub.subscribe(queue=queue, job_id=job_id,
-                                     producer_id=None if user.is_admin else user.producer_id)
+        subscription = await hub.subscribe(queue=queue, job_id=job_id,
+                                           producer_id=None if user.is_admin else user.producer_id)
         return ServerSentEvent(_stream(hub, subscription))

@@ -66,9 +66,19 @@ def names_for(events: list[tuple[str, dict]], job_id: str) -> list[str]:
     return [name for name, data in events if data["job_id"] == job_id]
 
 
-def test_a_stream_sees_one_jobs_whole_life(api, keys, http, dsn):
+def listeners(conn) -> int:
+    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND query ILIKE 'LISTEN%%'").fetchone()[0]
+
+
+def test_a_stream_sees_one_jobs_whole_life(api, keys, http, dsn, conn):
+    http("alice").post("/jobs", json={"job_type": "x", "queue": "before-anyone-listens"})
+    assert listeners(conn) == 0  # no stream open: the API neither LISTENs nor asks for events
+    assert conn.execute("SELECT count(*) FROM jobqueue.event_listeners").fetchone()[0] == 0
     reader = EventReader(api.url, keys["alice"], queue="sse-life")
     try:
+        assert listeners(conn) == 1
+        assert conn.execute("SELECT count(*) FROM jobqueue.event_listeners WHERE expires_at > now()").fetchone()[0] == 1
         job_id = http("alice").post("/jobs", json={"job_type": "record", "queue": "sse-life"}).json()["id"]
         with WorkerThread(apps.queue, test_settings(dsn, queues=("sse-life",))):
             events = reader.take(3)
@@ -124,7 +134,26 @@ def _notifications(conn: psycopg.Connection) -> list[str]:
     return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1000) if n.channel == "jobqueue_events"]
 
 
-def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn):
+def register(conn: psycopg.Connection) -> None:
+    """What an API process with open streams does: the triggers send events only then."""
+    conn.execute("INSERT INTO jobqueue.event_listeners VALUES ('test', now() + interval '1 minute')")
+
+
+def test_no_listener_registered_no_events_built_or_sent(dsn, conn):
+    with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
+        listener.execute("LISTEN jobqueue_events")
+        client.enqueue_many([{"job_type": "x"} for _ in range(10)])
+        assert _notifications(listener) == []
+        conn.execute("INSERT INTO jobqueue.event_listeners VALUES ('gone', now() - interval '1 second')")
+        client.enqueue("x")
+        assert _notifications(listener) == []  # an expired registration does not count
+        register(conn)
+        client.enqueue("x")
+        assert len(_notifications(listener)) == 1
+
+
+def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn):
+    register(conn)
     with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
         listener.execute("LISTEN jobqueue_events")
         ids = client.enqueue_many([{"job_type": "x", "queue": "bulk", "producer_id": "p" * 150} for _ in range(1000)])
@@ -145,7 +174,8 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn):
             assert _notifications(listener) == []  # a heartbeat changes no state: no event
 
 
-def test_names_too_long_for_a_payload_are_sent_as_null(dsn):
+def test_names_too_long_for_a_payload_are_sent_as_null(dsn, conn):
+    register(conn)
     with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
         listener.execute("LISTEN jobqueue_events")
         job_id = client.enqueue("x", queue="q" * 5000)

@@ -61,6 +61,7 @@ def test_database_down_503_quickly_then_recovers_by_itself(own_cluster):
                 assert client.get("/readyz").status_code == 503
                 assert client.get("/healthz").status_code == 200
                 assert client.get("/jobs").status_code == 503
+                assert client.get("/events").status_code == 503  # cannot LISTEN: said at once, not an empty stream
             finally:
                 cluster.start()
             wait_until(lambda: client.get("/readyz").status_code == 200, timeout=30, interval=0.2,
