@@ -119,6 +119,7 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             # Jobs view: filter, page, open a job's detail.
             page.click("button.tab[data-view='jobs']")
             page.select_option("#f-state", "completed")
+            page.select_option("#f-priority", "normal")
             page.fill("#f-type", "record")
             page.click("#job-filters button")
             expect(page.locator("#jobs tbody tr")).to_have_count(50, timeout=10_000)
@@ -128,17 +129,37 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             detail = page.locator("#job-detail")
             expect(detail).to_contain_text("record · completed", timeout=10_000)
             expect(detail).to_contain_text('"ok": true')
+            expect(detail).not_to_contain_text("null")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-job-detail.png"))
 
-            # Dead letters: the retry button brings a dead job back, and the worker completes it.
+            # Dead letters: a job that failed all its attempts shows every error; the retry button
+            # brings a dead job back (and the worker completes it); purge removes what matches.
+            failing_id = client.enqueue("always_fails")
+            wait_until(lambda: job_row(conn, failing_id)["state"] == "dead_letter", timeout=20,
+                       message="always_fails dead-lettered")
             dead_id = make_job(conn, state="dead_letter", job_type="record", payload={"n": 7}, max_attempts=1)
             page.click("button.tab[data-view='dead']")
-            dead_row = page.locator(f"#dead tbody tr[data-id='{dead_id}']")
-            expect(dead_row).to_have_count(1, timeout=10_000)
-            dead_row.locator("button.retry").click()
+            expect(page.locator("#dead tbody tr")).to_have_count(2, timeout=10_000)
+            page.locator(f"#dead tbody tr[data-id='{failing_id}']").click()
+            dead_detail = page.locator("#dead-detail")
+            expect(dead_detail).to_contain_text("Attempts with errors (3)", timeout=10_000)
+            expect(dead_detail).to_contain_text("boom on attempt 3")
+            expect(dead_detail).to_contain_text("Traceback")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-dead-letters.png"))
+
+            page.locator(f"#dead tbody tr[data-id='{dead_id}'] button.retry").click()
             expect(page.locator("#banner")).to_contain_text("back in its queue", timeout=10_000)
             wait_until(lambda: job_row(conn, dead_id)["state"] == "completed", timeout=20,
                        message="the retried job completed")
+            expect(page.locator("#dead tbody tr")).to_have_count(1, timeout=10_000)
+
+            page.fill("#d-type", "always_fails")
+            page.click("#dead-filters button[type='submit']")
+            page.click("#dead-purge")
+            page.click("#dead-purge")  # destructive: the second click confirms
+            expect(page.locator("#banner")).to_contain_text("Purge: 1 dead job(s)", timeout=10_000)
             expect(page.locator("#dead-empty")).to_be_visible(timeout=10_000)
+            assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = %s", (failing_id,)).fetchone()[0] == 0
 
             page.click("button.tab[data-view='overview']")
             expect(page.locator("#m-dead")).to_have_text("0", timeout=10_000)

@@ -62,7 +62,11 @@
     if (seconds < 3600) return (seconds / 60).toFixed(1) + " min";
     return (seconds / 3600).toFixed(1) + " h";
   }
-  const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+  function fmtTime(iso) {
+    if (!iso) return "–";
+    const d = new Date(iso), pad = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
   const shortId = (id) => String(id).slice(0, 8);
 
   function banner(message, kind) {
@@ -338,7 +342,7 @@
   function listParams(kind) {
     const filters = state[kind].filters;
     const params = { limit: PAGE, queue: filters.queue, job_type: filters.job_type };
-    if (kind === "jobs") params.state = filters.state;
+    if (kind === "jobs") { params.state = filters.state; params.priority = filters.priority; }
     if (state[kind].cursor) params.cursor = state[kind].cursor;
     return params;
   }
@@ -376,7 +380,7 @@
       el("td", { className: "mono", title: job.id }, shortId(job.id)),
       el("td", {}, job.job_type), el("td", {}, job.queue),
       el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-      el("td", { title: message }, message.length > 60 ? message.slice(0, 57) + "…" : message),
+      el("td", { title: message }, message.length > 40 ? message.slice(0, 39) + "…" : message),
       el("td", {}, fmtTime(job.finished_at)),
       el("td", {}, el("button", { className: "admin retry", "data-id": job.id, onclick: (event) => { event.stopPropagation(); retryJob(job.id); } }, "Retry")));
   }
@@ -403,7 +407,7 @@
           el("dt", {}, "finished"), el("dd", {}, fmtTime(job.finished_at)),
           el("dt", {}, "duration"), el("dd", {}, fmtMs(job.duration_ms)),
           el("dt", {}, "producer"), el("dd", {}, job.producer_id || "—"),
-          el("dt", {}, "trace"), el("dd", { className: "mono" }, job.traceparent || "—")),
+          el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—")),
         el("h2", {}, "Payload"), pre(job.payload),
         el("h2", {}, "Result"), pre(job.result !== undefined && job.result !== null ? job.result : job.final_error),
         el("h2", {}, `Attempts with errors (${errors.length})`),
@@ -411,8 +415,8 @@
           el("strong", {}, `#${e.attempt} ${e.error_type}: `), e.message,
           el("div", { className: "muted" }, `${fmtTime(e.failed_at)} on ${e.worker_id || "?"}`),
           e.traceback ? pre(e.traceback) : null)),
-        job.state === "dead_letter"
-          ? el("button", { className: "admin retry", onclick: () => retryJob(job.id) }, "Retry this job") : null);
+        ...(job.state === "dead_letter"
+          ? [el("button", { className: "admin retry", onclick: () => retryJob(job.id) }, "Retry this job")] : []));
       panel.hidden = false;
     } catch (error) {
       banner(`Could not load job ${id}: ${error.message}`);
@@ -482,7 +486,8 @@
     });
     $("#job-filters").addEventListener("submit", (event) => {
       event.preventDefault();
-      state.jobs.filters = { state: $("#f-state").value, queue: $("#f-queue").value.trim(), job_type: $("#f-type").value.trim() };
+      state.jobs.filters = { state: $("#f-state").value, priority: $("#f-priority").value,
+                             queue: $("#f-queue").value.trim(), job_type: $("#f-type").value.trim() };
       loadList("jobs", false);
     });
     $("#dead-filters").addEventListener("submit", (event) => {
