@@ -46,6 +46,8 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--priority-weights", help="weights critical,high,normal,low for weighted mode (default 8,4,2,1)")
     parser.add_argument("--poll-interval", type=float, help="fallback poll seconds when no NOTIFY arrives (default 5)")
     parser.add_argument("--no-maintenance", action="store_true", help="do not run the sweeper/leader services here")
+    parser.add_argument("--metrics-port", type=int, help="serve this process's own figures at :PORT/metrics "
+                        "(process i of --processes on PORT+i; JOBQUEUE_WORKER_METRICS_PORT, default off)")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
 
 
@@ -56,7 +58,7 @@ def _worker_settings(args: argparse.Namespace) -> Settings:
         changes["queues"] = tuple(q.strip() for q in args.queues.split(",") if q.strip())
     for option, name in (("concurrency", "concurrency"), ("processes", "processes"), ("lease", "lease_seconds"),
                          ("shutdown_grace", "shutdown_grace"), ("priority_mode", "priority_mode"),
-                         ("poll_interval", "poll_interval")):
+                         ("poll_interval", "poll_interval"), ("metrics_port", "worker_metrics_port")):
         value = getattr(args, option)
         if value is not None:
             changes[name] = value

@@ -104,6 +104,7 @@ class Settings:
     metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused
     metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
     worker_stale_seconds: float = 60.0  # a worker silent this long is not counted as alive
+    worker_metrics_port: int = 0  # jobqueue-worker --metrics-port: this process's own figures (0: off)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -159,6 +160,7 @@ class Settings:
             metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
+            worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
         )
 
     def with_(self, **changes) -> "Settings":

@@ -156,17 +156,37 @@ class _Text:
             self.lines.append(f"{name}_count{_labels(queue=t.queue, job_type=t.job_type)} {cumulative}")
 
 
+def _attempt_families(text: _Text, totals: list[TypeTotals], bounds: tuple[float, ...]) -> None:
+    text.family("jobqueue_jobs_processed_total", "counter",
+                "Attempts finished by workers, any outcome, as reported by the workers.",
+                [(dict(queue=t.queue, job_type=t.job_type), t.processed) for t in totals])
+    text.family("jobqueue_jobs_failed_total", "counter",
+                "Attempts that failed (retryable error, timeout or permanent error).",
+                [(dict(queue=t.queue, job_type=t.job_type), t.failed) for t in totals])
+    text.histogram("jobqueue_worker_processing_time_ms", "Handler time per attempt, in milliseconds.", totals, bounds)
+
+
+def render_worker(*, worker_id: str, totals: list[TypeTotals], utilization: float, running: int,
+                  concurrency: int) -> str:
+    """One worker process's own figures (`jobqueue-worker --metrics-port`): its attempts since it
+    started, under the same names as the fleet's, plus its slots."""
+    text = _Text()
+    _attempt_families(text, totals, DURATION_BUCKETS_MS)
+    labels = dict(worker=worker_id)
+    text.family("jobqueue_worker_utilization", "gauge", "Share of this worker's slots busy over its last stats interval.",
+                [(labels, round(float(utilization), 4))])
+    text.family("jobqueue_worker_running_jobs", "gauge", "Jobs this worker is running now.", [(labels, running)])
+    text.family("jobqueue_worker_slots", "gauge", "Jobs this worker runs at once at most (its concurrency).",
+                [(labels, concurrency)])
+    return "\n".join(text.lines) + "\n"
+
+
 def render(snapshot: Snapshot) -> str:
     text = _Text()
     per_priority = [(dict(queue=q.queue, priority=Priority(q.priority).label), q) for q in snapshot.queues]
     text.family("jobqueue_jobs_submitted_total", "counter",
                 "Jobs ever enqueued, all queues (the jobs.seq identity sequence).", [({}, snapshot.submitted)])
-    text.family("jobqueue_jobs_processed_total", "counter",
-                "Attempts finished by workers, any outcome, as reported by the workers.",
-                [(dict(queue=t.queue, job_type=t.job_type), t.processed) for t in snapshot.totals])
-    text.family("jobqueue_jobs_failed_total", "counter",
-                "Attempts that failed (retryable error, timeout or permanent error).",
-                [(dict(queue=t.queue, job_type=t.job_type), t.failed) for t in snapshot.totals])
+    _attempt_families(text, snapshot.totals, snapshot.bounds)
     text.family("jobqueue_jobs_in_dlq", "gauge", "Dead-lettered jobs.",
                 [(dict(queue=d.queue, job_type=d.job_type), d.dead) for d in snapshot.dead])
     text.family("jobqueue_queue_depth", "gauge", "Jobs runnable now (pending, or failed and due for their retry).",
@@ -182,8 +202,6 @@ def render(snapshot: Snapshot) -> str:
     known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
-    text.histogram("jobqueue_worker_processing_time_ms", "Handler time per attempt, in milliseconds.",
-                   snapshot.totals, snapshot.bounds)
     live = snapshot.live_workers
     text.family("jobqueue_worker_utilization", "gauge",
                 "Share of a live worker's slots busy over its last stats interval (0..1).",

@@ -90,12 +90,15 @@ def supervise(app_path: str, settings: Settings) -> int:
     context = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start_child() -> multiprocessing.Process:
-        child = context.Process(target=run_worker_process, args=(app_path, settings), daemon=False)
+    def start_child(index: int) -> multiprocessing.Process:
+        own = settings
+        if settings.worker_metrics_port:  # --metrics-port N: process i listens on N + i
+            own = settings.with_(worker_metrics_port=settings.worker_metrics_port + index)
+        child = context.Process(target=run_worker_process, args=(app_path, own), daemon=False)
         child.start()
         return child
 
-    children = [start_child() for _ in range(settings.processes)]
+    children = [start_child(index) for index in range(settings.processes)]
 
     def forward(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -116,7 +119,7 @@ def supervise(app_path: str, settings: Settings) -> int:
                 continue
             log.warning("worker process %s exited with %s; restarting it", child.pid, child.exitcode)
             time.sleep(1.0)
-            children[index] = start_child()
+            children[index] = start_child(index)
         if stopping and not any(child.is_alive() for child in children):
             return 0 if all(child.exitcode == 0 for child in children) else 1
         if stopping:

@@ -39,6 +39,7 @@ from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.executor import COMPLETED, Outcome, execute
 from jobqueue.worker.heartbeat import Heartbeat
+from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.priorities import draw_slots
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
@@ -157,6 +158,9 @@ class Worker:
         background = [asyncio.create_task(self.acks.run(), name="acks"),
                       asyncio.create_task(self.heartbeat.run(), name="heartbeat"),
                       asyncio.create_task(self.stats.run(), name="stats")]
+        if self.settings.worker_metrics_port:
+            server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running))
+            background.append(asyncio.create_task(server.run(), name="metrics-server"))
         if self.owns_notifier and self.settings.listen:
             background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
         try:

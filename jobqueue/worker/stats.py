@@ -23,7 +23,7 @@ from typing import Callable
 from jobqueue import db
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import metrics as metrics_store
-from jobqueue.store.metrics import DURATION_BUCKETS_MS, TypeDelta, bucket_index
+from jobqueue.store.metrics import DURATION_BUCKETS_MS, TypeDelta, TypeTotals, bucket_index
 from jobqueue.worker.executor import COMPLETED, CANCELLED, Outcome
 
 log = logging.getLogger("jobqueue.worker.stats")
@@ -42,6 +42,7 @@ class WorkerStats:
         self._occupancy = occupancy
         self._clock = clock
         self._deltas: dict[tuple[str, str], TypeDelta] = {}
+        self._flushed: dict[tuple[str, str], TypeDelta] = {}  # written so far (for --metrics-port)
         self._busy_slot_seconds = 0.0
         self._window_start = clock()
         self._last_sample = self._window_start
@@ -88,9 +89,10 @@ class WorkerStats:
                 await db.run(conn, metrics_store.flush_worker_stats(
                     worker_id=self.worker_id, deltas=deltas, utilization=utilization, busy_seconds=busy))
         except DatabaseUnavailable:
-            self._merge_back(deltas)
+            _merge(self._deltas, deltas)  # kept for the next flush
             raise
         self.utilization = utilization
+        _merge(self._flushed, deltas)
         self._busy_slot_seconds = 0.0
         self._window_start = self._last_sample
 
@@ -110,13 +112,19 @@ class WorkerStats:
         except DatabaseUnavailable as exc:
             log.warning("could not fold stale worker stats (%s)", exc)
 
-    def _merge_back(self, deltas: dict[tuple[str, str], TypeDelta]) -> None:
-        for key, old in deltas.items():
-            new = self._deltas.get(key)
-            if new is None:
-                self._deltas[key] = old
-                continue
-            new.processed += old.processed
-            new.failed += old.failed
-            new.duration_ms_sum += old.duration_ms_sum
-            new.buckets = [a + b for a, b in zip(new.buckets, old.buckets)]
+    def totals(self) -> list[TypeTotals]:
+        """Everything this worker counted since it started (flushed or not), per queue and job type."""
+        merged: dict[tuple[str, str], TypeDelta] = {}
+        _merge(merged, self._flushed)
+        _merge(merged, self._deltas)
+        return [TypeTotals(queue, job_type, d.processed, d.failed, d.duration_ms_sum, tuple(d.buckets or ()))
+                for (queue, job_type), d in sorted(merged.items())]
+
+
+def _merge(into: dict[tuple[str, str], TypeDelta], deltas: dict[tuple[str, str], TypeDelta]) -> None:
+    for key, delta in deltas.items():
+        total = into.setdefault(key, TypeDelta(buckets=[0] * (len(DURATION_BUCKETS_MS) + 1)))
+        total.processed += delta.processed
+        total.failed += delta.failed
+        total.duration_ms_sum += delta.duration_ms_sum
+        total.buckets = [a + b for a, b in zip(total.buckets, delta.buckets)]

@@ -1,0 +1,59 @@
+"""`jobqueue-worker --metrics-port N`: this worker process's own figures over HTTP, for Prometheus.
+
+The fleet's figures are the API's /metrics (workers report through the database, so one target is
+enough); this endpoint shows one process's view without the database in the way: its attempts
+per queue and job type since it started (under the same metric names), the processing-time
+histogram, its utilization, running jobs and slots. It listens on all interfaces; with
+``--processes P``, process i listens on N + i. A minimal HTTP/1.1 responder: GET /metrics only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from jobqueue.metrics import CONTENT_TYPE, render_worker
+from jobqueue.worker.stats import WorkerStats
+
+log = logging.getLogger("jobqueue.worker.metrics")
+
+
+class MetricsServer:
+    def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int], host: str = "0.0.0.0") -> None:
+        self.stats = stats
+        self.port = port
+        self.host = host
+        self._running = running
+
+    async def run(self) -> None:
+        try:
+            server = await asyncio.start_server(self._handle, self.host, self.port)
+        except OSError as exc:
+            log.error("worker metrics: cannot listen on %s:%s (%s); serving none", self.host, self.port, exc)
+            return
+        log.info("worker metrics on http://%s:%s/metrics", self.host, self.port)
+        async with server:
+            await server.serve_forever()
+
+    def body(self) -> str:
+        return render_worker(worker_id=self.stats.worker_id, totals=self.stats.totals(),
+                             utilization=self.stats.utilization, running=self._running(),
+                             concurrency=self.stats.concurrency)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+            method, _, rest = request.decode("latin-1").partition(" ")
+            path = rest.partition(" ")[0]
+            if method == "GET" and path.split("?")[0] == "/metrics":
+                status, kind, payload = "200 OK", CONTENT_TYPE, self.body().encode()
+            else:
+                status, kind, payload = "404 Not Found", "text/plain; charset=utf-8", b"GET /metrics\n"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(payload)}\r\n"
+                         f"Connection: close\r\n\r\n".encode() + payload)
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
