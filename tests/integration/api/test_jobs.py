@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from jobqueue.client import Client
 from tests.support import apps
 from tests.support.factories import job_row, make_job
@@ -114,13 +112,13 @@ def test_listing_is_newest_first_with_keyset_pages_and_filters(http, conn):
     assert len(client.get("/jobs", params={"state": "dead_letter"}).json()["jobs"]) == 1
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"state": "sleeping"}, "state"), ({"priority": "urgent"}, "priority"), ({"cursor": "abc"}, "cursor"),
-    ({"limit": 0}, "limit"), ({"limit": 501}, "limit"), ({"limit": "many"}, "limit"),
-])
-def test_bad_listing_parameters_are_422_naming_them(http, params, field):
-    response = http("alice").get("/jobs", params=params)
-    assert response.status_code == 422 and response.json()["field"] == field
+def test_bad_listing_parameters_are_422_naming_them(http):
+    client = http("alice")
+    for params, field in [({"state": "sleeping"}, "state"), ({"priority": "urgent"}, "priority"),
+                          ({"cursor": "abc"}, "cursor"), ({"limit": 0}, "limit"), ({"limit": 501}, "limit"),
+                          ({"limit": "many"}, "limit")]:
+        response = client.get("/jobs", params=params)
+        assert response.status_code == 422 and response.json()["field"] == field, (params, response.text)
 
 
 def test_requests_without_a_valid_key_are_401(http, dsn, conn):
