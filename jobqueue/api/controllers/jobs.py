@@ -59,7 +59,8 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     except ValidationError as exc:  # refused by the database's own checks: name the field as sent
         field = exc.field.removeprefix("jobs[0].") if prefix == "" else exc.field
         raise ValidationError(field, exc.message) from None
-    services.backpressure.admitted(demands)
+    services.backpressure.admitted(Backpressure.demands(
+        (job.queue, job.priority) for job, (_, created) in zip(built, results) if created))
     submitted = []
     for job_id, created in results:
         state = JobState.PENDING.value if created else (await services.client.get(job_id)).state.value
