@@ -363,11 +363,12 @@ class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int = 5) -> None:
+                 producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
-        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client-sync")
+        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client-sync",
+                                  timeout=pool_timeout)
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured

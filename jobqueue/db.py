@@ -105,10 +105,11 @@ def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "
     )
 
 
-def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = "jobqueue-sync") -> ConnectionPool:
+def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = "jobqueue-sync",
+              timeout: float = 10.0) -> ConnectionPool:
     return ConnectionPool(
         dsn, min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs={"autocommit": True}, configure=_configure, timeout=10.0,
+        kwargs={"autocommit": True}, configure=_configure, timeout=timeout,
         reconnect_timeout=30.0,
     )
 
