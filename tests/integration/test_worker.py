@@ -278,15 +278,16 @@ def test_heartbeat_extends_leases_of_long_jobs(dsn, conn):
 def test_weighted_priorities_do_not_starve_low(dsn, conn):
     with Client(dsn) as client:
         client.enqueue_many([{"job_type": "record", "priority": "critical"} for _ in range(300)]
-                            + [{"job_type": "record", "priority": "low"} for _ in range(20)])
-    settings = test_settings(dsn, concurrency=4, priority_mode="weighted", priority_weights=(8, 4, 2, 1))
+                            + [{"job_type": "record", "priority": "low"} for _ in range(60)])
+    settings = test_settings(dsn, concurrency=4, priority_mode="weighted", priority_weights=(4, 2, 2, 2))
     with WorkerThread(apps.queue, settings):
         wait_until(lambda: len(apps.runs) >= 150, timeout=20)
         worker_runs = list(apps.runs[:150])
     low_ids = {r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE priority = 3").fetchall()}
     low_share = sum(1 for run in worker_runs if run[0] in low_ids)
-    # 1/9 of the slots belong to low by weight: about 17 of 150; strict mode would give 0
-    assert low_share >= 6, low_share
+    # low owns 2/10 of the slots by weight (the empty levels' slots go to critical): about 30 of
+    # 150, standard deviation ~5; strict mode gives 0. 10 keeps the test far from chance failures.
+    assert low_share >= 10, low_share
 
 
 def test_strict_priorities_run_critical_first(dsn, conn):
