@@ -360,7 +360,6 @@ BEGIN
     ELSIF current_state IN ('pending', 'failed') THEN
         UPDATE jobqueue.jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
          WHERE id = job_id;
-        PERFORM pg_notify('jobqueue_events', json_build_object('id', job_id, 'event', 'job.cancelled')::text);
         RETURN 'cancelled';
     ELSIF current_state = 'processing' THEN
         UPDATE jobqueue.jobs SET cancel_requested = true, updated_at = now() WHERE id = job_id;
