@@ -1,5 +1,6 @@
 """Leader failover with real processes: SIGKILL the leading `jobqueue maintenance` (or
-`jobqueue-worker`), another takes over within the lease TTL, and no cron tick is lost or doubled."""
+`jobqueue-worker`), another takes over within the lease TTL, and no cron tick is lost or doubled —
+nor across a PostgreSQL restart."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from tests.support.maintenance import fired_ticks, insert_schedule
@@ -87,3 +89,24 @@ def test_killing_the_leading_worker(dsn, conn):
     assert took < TTL + 0.5, f"takeover took {took:.2f}s with a {TTL}s lease"
     fired_by = assert_every_second_fired_once(conn, "every-second")
     assert old in fired_by and fired_by[-1] == new
+
+
+def test_ticks_due_during_a_postgres_restart_fire_after_it(own_cluster):
+    dsn = own_cluster
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        insert_schedule(conn, "every-second", "* * * * * *")
+    process = spawn_maintenance(dsn)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            wait_until(lambda: len(fired_ticks(conn, "every-second")) >= 2, timeout=30)
+        own_cluster.cluster.stop(mode="fast")
+        time.sleep(2.5)  # ticks fall due while the database is down
+        own_cluster.cluster.start()
+        restarted = time.time()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            wait_until(lambda: fired_ticks(conn, "every-second")[-1].timestamp() > restarted + 2, timeout=30)
+            assert_every_second_fired_once(conn, "every-second")
+    finally:
+        output = terminate(process)
+    assert "Traceback" not in output, output
+    assert "database unavailable" in output  # it noticed, and carried on
