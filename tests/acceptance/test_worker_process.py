@@ -95,3 +95,24 @@ def test_worker_survives_a_postgres_restart(own_cluster):
     finally:
         output = terminate(worker)
     assert "Traceback" not in output, output
+
+
+def test_supervisor_restarts_a_crashed_worker_process(dsn, conn):
+    """--processes 2: a child killed with SIGKILL is replaced, and work goes on."""
+    import os
+
+    supervisor = spawn_worker(dsn, "tests.support.apps:queue", "--processes", "2", "--concurrency", "2")
+    try:
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'"
+                                        ).fetchone()[0] == 2, timeout=30)
+        pids = [r[0] for r in conn.execute("SELECT pid FROM jobqueue.workers").fetchall()]
+        os.kill(pids[0], signal.SIGKILL)
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE pid <> ALL(%s)",
+                                        (pids,)).fetchone()[0] == 1, timeout=30, message="a replacement child")
+        with Client(dsn) as client:
+            ids = client.enqueue_many([{"job_type": "record"} for _ in range(20)])
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'",
+                                        (ids,)).fetchone()[0] == 20, timeout=30)
+    finally:
+        output = terminate(supervisor)
+    assert "restarting it" in output
