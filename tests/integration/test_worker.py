@@ -341,3 +341,17 @@ def test_poll_only_mode_works_without_listen(dsn, conn):
         wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
         assert worker.process.notifier.connected.is_set() is False
     assert listeners == 0
+
+
+def test_listen_connection_comes_back_after_it_is_dropped(dsn, conn):
+    """The LISTEN connection is terminated: the notifier reconnects, and NOTIFY wakes the worker
+    again (the 60 s poll is far beyond the wait here)."""
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=60.0)) as worker:
+        notifier = worker.process.notifier
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = current_database() AND query ILIKE 'LISTEN%%'")
+        wait_until(lambda: not notifier.connected.is_set(), timeout=5, message="the drop to be noticed")
+        wait_until(notifier.connected.is_set, timeout=10, message="the notifier to reconnect")
+        time.sleep(0.3)  # the worker is asleep again (its wake-up on reconnect found nothing)
+        job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
