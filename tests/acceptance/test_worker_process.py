@@ -61,10 +61,13 @@ def test_sigterm_finishes_in_flight_jobs_and_exits_cleanly(dsn, conn):
 
 
 def test_two_processes_share_the_work_exactly_once(dsn, conn):
-    with Client(dsn) as client:
-        ids = client.enqueue_many([{"job_type": "record", "payload": {"n": i}} for i in range(400)])
     worker = spawn_worker(dsn, "tests.support.apps:queue", "--processes", "2", "--concurrency", "8")
     try:
+        # both processes up before the work arrives, or the first one alone may drain it all
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'"
+                                        ).fetchone()[0] == 2, timeout=30)
+        with Client(dsn) as client:
+            ids = client.enqueue_many([{"job_type": "slow", "payload": {"seconds": 0.01}} for _ in range(400)])
         wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
                                         ).fetchone()[0] == len(ids), timeout=60)
     finally:
