@@ -55,6 +55,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     values.update({name: _float(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in floats.items()})
     values["api_host"] = env.get("JOBQUEUE_API_HOST") or defaults.api_host
     values["api_shed_low"] = env.get("JOBQUEUE_API_SHED_LOW", "0") not in ("0", "false", "no", "")
+    values["api_settle_gc"] = env.get("JOBQUEUE_API_SETTLE_GC", "0") not in ("0", "false", "no", "")
     return values
 
 
@@ -96,6 +97,7 @@ class Settings:
     api_rate_limit: float = 200.0
     api_rate_burst: int = 400
     api_shed_low: bool = False
+    api_settle_gc: bool = False  # set by `jobqueue api`: freeze start-up objects out of the GC (see api.app)
     api_max_batch: int = 1000
     api_max_body_bytes: int = 1_048_576
     api_depth_refresh: float = 1.0

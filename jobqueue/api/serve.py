@@ -15,6 +15,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     import uvicorn
 
     os.environ["JOBQUEUE_DSN"] = settings.dsn  # uvicorn's worker processes build their app from the env
+    os.environ["JOBQUEUE_API_SETTLE_GC"] = "1"  # a long-lived server: keep GC pauses out of the tail
     uvicorn.run("jobqueue.api.app:create_app", factory=True,
                 host=host or settings.api_host, port=port or settings.api_port,
                 workers=workers or settings.api_workers, access_log=access_log,
