@@ -17,17 +17,19 @@ import argparse
 import asyncio
 import os
 import signal
-import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
 
 import psycopg
 
+from jobqueue import db
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
+from jobqueue.store import bench as bench_store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,15 +76,14 @@ def _start_workers(settings: Settings, queue: str, processes: int, concurrency: 
     command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
                "--app", "jobqueue.demo:queue", "--queues", queue, "--processes", str(processes),
                "--concurrency", str(concurrency), "--shutdown-grace", "5"]
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=process_log("workers"))
 
 
 def _wait_drained(conn: psycopg.Connection, queue: str, expected: int, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     done = 0
     while time.monotonic() < deadline:
-        done = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = %s AND state = 'completed'",
-                            (queue,)).fetchone()[0]
+        done = db.run_sync(conn, bench_store.completed_count(queue))
         if done >= expected:
             break
         time.sleep(0.2)
@@ -100,8 +101,7 @@ async def _pickup(client: AsyncClient, conn: psycopg.Connection, queue: str, sam
         await asyncio.sleep(0.02)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        rows = conn.execute("SELECT id, started_at FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'",
-                            (list(committed),)).fetchall()
+        rows = db.run_sync(conn, bench_store.claimed_at(list(committed)))
         if len(rows) == len(committed):
             break
         time.sleep(0.1)
@@ -110,10 +110,26 @@ async def _pickup(client: AsyncClient, conn: psycopg.Connection, queue: str, sam
 
 def _hold_snapshot(dsn: str) -> psycopg.Connection:
     """A transaction that keeps its snapshot (and so the cluster's xmin horizon) until closed."""
-    holder = psycopg.connect(dsn)
-    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    holder.execute("SELECT count(*) FROM jobqueue.leaders")
+    holder = psycopg.connect(dsn)  # not autocommit: the snapshot lives until close()
+    holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    db.run_sync(holder, bench_store.hold_snapshot())
     return holder
+
+
+def process_log(name: str):
+    """A file for a child process's log: a pipe nobody reads would fill up and block the child."""
+    handle = tempfile.NamedTemporaryFile("w", prefix=f"jobqueue-bench-{name}-", suffix=".log", delete=False)
+    print(f"({name} log: {handle.name})")
+    return handle
+
+
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM (a graceful stop), then SIGKILL if it has not exited within ``timeout`` seconds."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -123,47 +139,40 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     conn = psycopg.connect(settings.dsn, autocommit=True)
-    durability = conn.execute("SELECT current_setting('fsync'), current_setting('synchronous_commit')").fetchone()
+    durability = db.run_sync(conn, bench_store.server_settings())
     print(f"jobqueue bench on {conn.info.host}:{conn.info.port}/{conn.info.dbname} "
           f"(fsync={durability[0]}, synchronous_commit={durability[1]}, {os.cpu_count()} cores), queue {queue}")
     workers = None
     try:
         async with AsyncClient(settings=settings, pool_size=2) as client:
             await _single_enqueue(client, queue, min(200, args.single))  # warm-up (prepared statements)
-            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            db.run_sync(conn, bench_store.delete_queue(queue))
             latencies = await _single_enqueue(client, queue, args.single)
             total = sum(latencies) / 1000
             print(f"single enqueue : {args.single / total:>9.0f} jobs/s   "
                   f"p50 {percentile(latencies, 0.5):.3f} ms   p99 {percentile(latencies, 0.99):.3f} ms")
-            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            db.run_sync(conn, bench_store.delete_queue(queue))
 
             elapsed = await _bulk_enqueue(client, queue, args.jobs, args.chunk)
             print(f"bulk enqueue   : {args.jobs / elapsed:>9.0f} jobs/s   ({args.jobs} jobs, chunks of {args.chunk})")
-            conn.execute("VACUUM ANALYZE jobqueue.jobs")
+            db.run_sync(conn, bench_store.vacuum())
 
             holder = _hold_snapshot(settings.dsn) if args.hold_xmin else None
             workers = _start_workers(settings, queue, args.processes, args.concurrency)
             done = _wait_drained(conn, queue, args.jobs, timeout=max(120, args.jobs / 500))
             if holder is not None:
                 holder.close()
-            first, last = conn.execute(
-                "SELECT min(started_at), max(finished_at) FROM jobqueue.jobs WHERE queue = %s AND state = 'completed'",
-                (queue,)).fetchone()
+            first, last = db.run_sync(conn, bench_store.drain_span(queue))
             span = (last - first).total_seconds() if first and last else float("nan")
             print(f"drain          : {done / span:>9.0f} jobs/s   ({done} jobs, {args.processes} processes x "
                   f"{args.concurrency} concurrency, {span:.2f} s first claim -> last ack"
                   f"{', snapshot held throughout' if args.hold_xmin else ''})")
-            once = conn.execute(
-                """SELECT count(*) FILTER (WHERE j.state = 'completed' AND j.attempts = 1),
-                          count(r.job_id), count(*)
-                   FROM jobqueue.jobs j LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
-                   WHERE j.queue = %s""", (queue,)).fetchone()
+            once = db.run_sync(conn, bench_store.exactly_once(queue))
             exactly_once = once[0] == once[1] == once[2] == args.jobs
             print(f"exactly once   : {'yes' if exactly_once else 'NO'} "
                   f"({once[0]} completed on their first attempt, {once[1]} results, {once[2]} jobs)")
 
-            conn.execute("DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %s", (queue,))
-            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            db.run_sync(conn, bench_store.delete_queue(queue))
             await asyncio.sleep(1.0)  # let the workers go idle
             pickups = await _pickup(client, conn, queue, args.pickup_samples)
             print(f"pick-up        : p50 {percentile(pickups, 0.5):.2f} ms   p99 {percentile(pickups, 0.99):.2f} ms "
@@ -171,11 +180,6 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 0 if exactly_once else 1
     finally:
         if workers is not None:
-            workers.send_signal(signal.SIGTERM)
-            try:
-                workers.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                workers.kill()
-        conn.execute("DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %s", (queue,))
-        conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            stop_process(workers, timeout=30)
+        db.run_sync(conn, bench_store.delete_queue(queue))
         conn.close()

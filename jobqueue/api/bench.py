@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -29,9 +28,11 @@ from urllib.parse import urlsplit
 import psycopg
 
 from jobqueue.api.serve import wait_ready
-from jobqueue.bench import percentile
+from jobqueue import db
+from jobqueue.bench import percentile, process_log, stop_process
 from jobqueue.client import Client
 from jobqueue.config import Settings
+from jobqueue.store import bench as bench_store
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +56,7 @@ def _start_api(settings: Settings, port: int, workers: int) -> subprocess.Popen:
                JOBQUEUE_API_HARD_LIMIT="1000000000")
     command = [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
                "api", "--port", str(port), "--workers", str(workers)]
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=process_log("api"))
 
 
 class Connection:
@@ -172,12 +173,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
         for conn in conns:
             conn.close()
         if server is not None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop_process(server, timeout=15)
         with psycopg.connect(settings.dsn, autocommit=True) as conn:
-            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = %s", (queue,))
+            db.run_sync(conn, bench_store.delete_queue(queue))
         with Client(settings=settings, pool_size=1) as admin:
             admin.revoke_api_key(key_info.id)
