@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
 import psycopg
 
@@ -196,6 +196,8 @@ def _retry_batches(queue: str | None, job_type: str | None, batch_size: int) -> 
 
 
 def _purge_batches(queue: str | None, job_type: str | None, before: datetime | None, batch_size: int) -> BatchCall:
+    if before is not None and before.tzinfo is None:
+        raise ValidationError("before", "must be timezone-aware")
     return lambda after: job_store.purge_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type,
                                                     before=before)
 

@@ -15,6 +15,7 @@ from typing import Any
 from jobqueue.cron import CronSchedule
 from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
+from jobqueue.store.jobs import dumps
 
 MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
 DEFAULT_MISFIRE_LIMIT = 100
@@ -56,7 +57,7 @@ class ScheduleSpec:
               enabled: Any = True) -> "ScheduleSpec":
         schedule = CronSchedule(cron, timezone)
         try:
-            payload_json = json.dumps({} if payload is None else payload, separators=(",", ":"), allow_nan=False)
+            payload_json = dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
             raise ValidationError("payload", f"must be JSON-serialisable ({exc})") from None
         if misfire_policy not in MISFIRE_POLICIES:

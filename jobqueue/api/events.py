@@ -35,7 +35,6 @@ CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
 LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
-EVENT_TYPES = ("job.queued", "job.started", "job.completed", "job.failed", "job.dead_letter", "job.cancelled")
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,6 +114,11 @@ def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
     return Call("job_get", {"id": job_id}, _decode_info)
 
 
+def stored_result(job_id: uuid.UUID) -> Call[str | None]:
+    """The JSON text of a result stored for this job (by an earlier delivery), or None."""
+    return Call("job_stored_result", {"id": job_id}, _first_value)
+
+
 def cancel(job_id: uuid.UUID) -> Call[CancelOutcome]:
     return Call("job_cancel", {"id": job_id}, lambda rows: CancelOutcome(rows[0][0]))
 

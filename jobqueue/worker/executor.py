@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import time
 import traceback
 from concurrent.futures import Executor
@@ -22,6 +21,7 @@ from jobqueue.app import TaskDef
 from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
+from jobqueue.store.jobs import dumps
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
 
@@ -83,7 +83,7 @@ async def execute(job: Job, task: TaskDef | None, threads: Executor,
     except Exception as exc:
         return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
     try:
-        result_json = None if result is None else json.dumps(result, separators=(",", ":"), allow_nan=False)
+        result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
         return _error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
     return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,

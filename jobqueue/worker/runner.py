@@ -37,7 +37,7 @@ from jobqueue.store import queues as queue_store
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer
-from jobqueue.worker.executor import COMPLETED, Outcome, execute
+from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.priorities import draw_slots
@@ -89,7 +89,7 @@ class Worker:
         self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
         self.notifier.subscribe("jobqueue_control", self._on_control_notification)
-        self.notifier.on_reconnect(self._wake.set)
+        self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------
 
@@ -108,6 +108,11 @@ class Worker:
     def _on_jobs_notification(self, queue: str) -> None:
         if queue in self.queues and queue not in self._paused:
             self._wake.set()
+
+    def _on_reconnect(self) -> None:
+        """Notifications sent while LISTEN was down are lost: re-read what they would have said."""
+        self._wake.set()
+        self._paused_refresh = asyncio.create_task(self._refresh_paused())
 
     def _on_control_notification(self, _payload: str) -> None:
         self._paused_refresh = asyncio.create_task(self._refresh_paused())
@@ -242,7 +247,8 @@ class Worker:
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
         timeout = self.settings.poll_interval
-        await self._refresh_paused()
+        if not (self.settings.listen and self.notifier.connected.is_set()):
+            await self._refresh_paused()  # no jobqueue_control NOTIFY can reach us: look it up
         try:
             async with db.connection(self.pool) as conn:
                 next_run = await db.run(conn, job_store.next_run_at(queues=self._claimable()))
@@ -280,11 +286,12 @@ class Worker:
             self._slot_freed.set()
         if job.id in self._released:
             return
-        if outcome.kind == COMPLETED:
-            self.processed += 1
-        else:
+        # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
+        # processed; failed ones exclude an honoured cancel request.
+        self.processed += 1
+        if outcome.kind not in (COMPLETED, CANCELLED):
             self.failed += 1
-            if outcome.kind == "retry":
+            if outcome.kind == RETRY:
                 wake_at = time.monotonic() + outcome.retry_in
                 if self._next_wake_at is None or wake_at < self._next_wake_at:
                     self._next_wake_at = wake_at
@@ -293,14 +300,9 @@ class Worker:
         self.acks.add(outcome)
 
     async def _stored_result(self, job: Job) -> str | None:
-        info = await self._get(job.id)
-        if info is None or info.result is None:
-            return None
-        return job_store.dumps(info.result)
-
-    async def _get(self, job_id: uuid.UUID):
         async with db.connection(self.pool) as conn:
-            return await db.run(conn, job_store.get(job_id))
+            return await db.run(conn, job_store.stored_result(job.id))
+
 
     # --- shutdown -------------------------------------------------------------------------------
 

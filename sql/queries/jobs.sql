@@ -223,6 +223,10 @@ FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s;
 
+-- name: job_stored_result
+-- For tasks with use_stored_result: what an earlier delivery of this job completed with.
+SELECT result::text FROM jobqueue.job_results WHERE job_id = %(id)s AND outcome = 'completed';
+
 -- name: job_cancel
 SELECT jobqueue.cancel(%(id)s::uuid) AS outcome;
 

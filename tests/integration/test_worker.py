@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import defaultdict
@@ -355,3 +356,19 @@ def test_listen_connection_comes_back_after_it_is_dropped(dsn, conn):
         time.sleep(0.3)  # the worker is asleep again (its wake-up on reconnect found nothing)
         job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
+
+
+def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
+    """The handler returns right after every worker connection was killed: the ack flush fails,
+    keeps its outcome, reconnects and writes it — the job completes once, on its first attempt."""
+    with psycopg.connect(dsn, autocommit=True, application_name="test-observer") as observer:
+        job_id = observer.execute("SELECT jobqueue.enqueue('cut_connections', %s::jsonb)",
+                                  (json.dumps({"dsn": dsn}),)).fetchone()[0]
+        with WorkerThread(apps.queue, test_settings(dsn, concurrency=1)) as worker:
+            wait_until(lambda: all_in(observer, [job_id], "completed"), timeout=15)
+            assert worker.worker.processed == 1
+        row = job_row(observer, job_id)
+        assert row["attempts"] == 1
+        assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
+                                (job_id,)).fetchone() == ({"cut": True},)
+    assert [run[0] for run in apps.runs] == [job_id]

@@ -81,3 +81,16 @@ async def unserialisable(job: Job):
 async def idempotent(job: Job):
     _record(job)
     return {"computed_on_attempt": job.attempt}
+
+
+@queue.task("cut_connections")
+def cut_connections(job: Job):
+    """Terminates every other session of its database (but the test's observer) just before it
+    returns, so the worker's pooled connections are dead when it tries to write the ack."""
+    import psycopg
+
+    with psycopg.connect(job.payload["dsn"], autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                     "AND pid <> pg_backend_pid() AND application_name <> 'test-observer'")
+    _record(job)
+    return {"cut": True}

@@ -18,14 +18,8 @@ from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
 from jobqueue.api.services import ServicesDep
-from jobqueue.errors import JobNotFound, ValidationError
+from jobqueue.errors import JobNotFound
 from jobqueue.models import RetryOutcome
-
-
-def _aware(name: str, value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise ValidationError(name, "must be timezone-aware")
-    return value
 
 
 class AdminController(Controller):
@@ -70,4 +64,4 @@ class AdminController(Controller):
         before: Annotated[datetime | None, QueryParameter(description="only jobs that died before this time")] = None,
     ) -> Count:
         return Count(await services.client.purge_dead_letters(queue=queue, job_type=job_type,
-                                                              before=_aware("before", before)))
+                                                              before=before))
