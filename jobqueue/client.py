@@ -24,6 +24,7 @@ from jobqueue.store import api_keys as key_store
 from jobqueue.store import events as event_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
+from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.workers import WorkerInfo
@@ -329,6 +330,10 @@ class AsyncClient:
     async def runnable_counts(self, *, cap: int) -> dict[str, int]:
         """Runnable jobs per queue, each count capped at ``cap`` (bounded cost)."""
         return await self._run(queue_store.runnable_counts(cap=cap), None)
+
+    async def submitted_total(self) -> int:
+        """Jobs ever submitted (the job sequence, rolled-back enqueues included): one cheap read."""
+        return await self._run(metrics_store.submitted(), None)
 
     async def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
         """A new key (returned once, stored only hashed) acting as ``producer_id``."""

@@ -50,7 +50,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
             "api_max_batch": "MAX_BATCH", "api_max_body_bytes": "MAX_BODY_BYTES"}
     floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
-              "api_depth_refresh": "DEPTH_REFRESH", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
+              "api_depth_refresh": "DEPTH_REFRESH", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
     values: dict = {name: _int(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in ints.items()}
     values.update({name: _float(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in floats.items()})
     values["api_host"] = env.get("JOBQUEUE_API_HOST") or defaults.api_host
@@ -101,6 +101,7 @@ class Settings:
     api_max_batch: int = 1000
     api_max_body_bytes: int = 1_048_576
     api_depth_refresh: float = 1.0
+    api_depth_max_age: float = 10.0  # a depth count is redone at least this often (see api.backpressure)
     api_key_cache_seconds: float = 2.0
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
     metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused

@@ -1,10 +1,17 @@
 """Backpressure for submissions: per-queue runnable depth against a soft and a hard limit.
 
-- Depth comes from a per-process cache of runnable jobs per queue, refreshed in the background
-  every ``JOBQUEUE_API_DEPTH_REFRESH`` seconds (default 1) by one bounded query (each count
-  capped just above the hard limit) — never a count per request. Jobs this process admits are
-  added at once, so a burst cannot overshoot by more than the other API processes' share of one
-  refresh period.
+- Depth comes from a per-process cache of runnable jobs per queue, counted by one bounded query
+  (each count capped just above the hard limit) — never a count per request. Jobs this process
+  admits are added at once, so a burst cannot overshoot by more than the other API processes'
+  share of one refresh period.
+- The count is not free (it walks every runnable entry of a queue: tens of milliseconds of a core
+  at 50,000 jobs, a latency spike for every request sharing that core), so it runs only when it
+  could change a decision. Every ``JOBQUEUE_API_DEPTH_REFRESH`` seconds (default 1) the refresher
+  reads the job sequence, which is free: no queue can have grown by more jobs than were submitted
+  since the last count, so while every queue's last depth plus that growth stays below its soft
+  limit, nothing can be throttled and the count is skipped. It is redone as soon as that bound
+  reaches a limit, and at least every ``JOBQUEUE_API_DEPTH_MAX_AGE`` seconds (default 10) for what
+  the sequence does not see: scheduled jobs falling due, retried dead letters, reclaimed leases.
 - Below the soft limit (default 50,000; per queue in ``jobqueue.queue_settings``) nothing is
   throttled. Above it, each producer draws from its own in-process token bucket
   (``JOBQUEUE_API_RATE_LIMIT`` jobs/s, burst ``JOBQUEUE_API_RATE_BURST``) → 429 when empty, with
@@ -78,6 +85,7 @@ class Backpressure:
         self.depths: dict[str, int] = {}
         self.queue_settings: dict[str, QueueSettings] = {}
         self._buckets: dict[str, TokenBucket] = {}
+        self._counted: tuple[float, int] | None = None  # (clock, job sequence) of the last count
 
     def limits(self, queue: str) -> tuple[int, int]:
         custom = self.queue_settings.get(queue)
@@ -86,10 +94,30 @@ class Backpressure:
         return min(soft, hard), hard
 
     async def refresh(self) -> None:
+        """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.client.queue_settings()
-        cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
-        self.depths = await self.client.runnable_counts(cap=cap)
         self.queue_settings = settings
+        submitted = await self.client.submitted_total()
+        if not self.count_needed(submitted):
+            return
+        cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
+        started = self._clock()
+        self.depths = await self.client.runnable_counts(cap=cap)
+        self._counted = (started, submitted)
+
+    def count_needed(self, submitted: int) -> bool:
+        """Could any queue have reached its soft limit since the last count? ``submitted`` is the
+        job sequence now: every queue grew by at most the jobs submitted since then."""
+        if self._counted is None:
+            return True
+        counted_at, counted_submitted = self._counted
+        growth = submitted - counted_submitted
+        if growth < 0 or self._clock() - counted_at >= self.settings.api_depth_max_age:
+            return True
+        if growth >= self.settings.api_soft_limit:  # enough for a queue the last count did not see
+            return True
+        return any(self.depths.get(queue, 0) + growth >= self.limits(queue)[0]
+                   for queue in self.depths.keys() | self.queue_settings.keys())
 
     async def run(self) -> None:
         """Refresh until cancelled; while the database is away, keep the last known depths."""

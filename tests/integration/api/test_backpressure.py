@@ -3,9 +3,13 @@ optional shedding of low-priority jobs; limits per queue; cached depths, not a c
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
-from jobqueue.api.backpressure import TokenBucket
+from jobqueue.api.backpressure import Backpressure, TokenBucket
+from jobqueue.client import AsyncClient
+from tests.integration.api.conftest import api_settings
 from tests.support.waiting import wait_until
 
 
@@ -98,3 +102,39 @@ def test_requests_use_the_cached_depth_not_a_count_of_their_own(start_api, keys,
     assert alice.post("/jobs", json={"job_type": "x", "queue": "q"}).status_code == 201  # first refresh done
     fill(conn, "q", 50)  # behind the API's back: only the next refresh (an hour away) would see it
     assert alice.post("/jobs", json={"job_type": "x", "queue": "q"}).status_code == 201
+
+
+def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn):
+    """The count walks every runnable job, so the refresher skips it while the job sequence shows
+    too few submissions to bring any queue to its soft limit; it counts again once they could,
+    and after JOBQUEUE_API_DEPTH_MAX_AGE for what the sequence cannot see (here: a delete)."""
+    now = [0.0]
+    settings = api_settings(dsn, api_soft_limit=10, api_hard_limit=20, api_depth_max_age=30.0)
+
+    async def scenario() -> list[int]:
+        client = AsyncClient(settings=settings, pool_size=1)
+        await client.open()
+        try:
+            backpressure = Backpressure(client, settings, clock=lambda: now[0])
+            seen = []
+            fill(conn, "deep", 6)
+            await backpressure.refresh()
+            seen.append(backpressure.depths.get("deep", 0))  # first refresh: counted
+            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'deep'")
+            fill(conn, "deep", 2)  # sequence +2: 6 + 2 < 10, the old depth stands
+            await backpressure.refresh()
+            seen.append(backpressure.depths.get("deep", 0))
+            fill(conn, "deep", 2)  # sequence +4 since the count: 6 + 4 reaches the soft limit
+            await backpressure.refresh()
+            seen.append(backpressure.depths.get("deep", 0))
+            conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'deep'")
+            await backpressure.refresh()  # invisible to the sequence, and the count is fresh
+            seen.append(backpressure.depths.get("deep", 0))
+            now[0] += 30.0
+            await backpressure.refresh()  # too old: counted again
+            seen.append(backpressure.depths.get("deep", 0))
+            return seen
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == [6, 6, 4, 4, 0]
