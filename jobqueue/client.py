@@ -10,11 +10,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import psycopg
 
 from jobqueue import db, metrics, tracing
+from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
 from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
@@ -123,8 +124,11 @@ class NewJob:
         return head[:-1] + ',"payload":' + self.payload_json + "}"
 
 
-def _many_call(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> db.Call[list[tuple[uuid.UUID, bool]]]:
-    built = [NewJob.from_mapping(spec, i, producer_id) for i, spec in enumerate(jobs)]
+def _build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> list[NewJob]:
+    return [NewJob.from_mapping(spec, i, producer_id) for i, spec in enumerate(jobs)]
+
+
+def _many_call(built: Sequence[NewJob]) -> db.Call[list[tuple[uuid.UUID, bool]]]:
     return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]")
 
 
@@ -223,13 +227,18 @@ class AsyncClient:
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0,
-                 connect_timeout: int | None = None) -> None:
+                 connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000) -> None:
+        """``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
+        (group commit, `jobqueue.coalesce`): at most that many statements in flight, later
+        callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs."""
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client",
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
+        self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
+                                          max_jobs=coalesce_max_jobs) if submit_lanes > 0 else None)
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
 
@@ -264,12 +273,20 @@ class AsyncClient:
                            connection: psycopg.AsyncConnection | None = None) -> list[uuid.UUID]:
         return [job_id for job_id, _ in await self.submit(jobs, connection=connection)]
 
-    async def submit(self, jobs: Iterable[Mapping[str, Any]], *,
-                     connection: psycopg.AsyncConnection | None = None) -> list[tuple[uuid.UUID, bool]]:
+    async def submit(self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.AsyncConnection | None = None,
+                     admit: Callable[[list[NewJob]], None] | None = None) -> list[tuple[uuid.UUID, bool]]:
         """`enqueue_many` that also says, per job, whether it was created (False: a live job already
-        held its idempotency key, and that job's id is returned). One statement, all or nothing."""
+        held its idempotency key, and that job's id is returned). One statement, all or nothing.
+        ``admit`` sees the validated jobs before anything is written and may refuse by raising
+        (the REST API's backpressure)."""
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
-            results = await self._run(_many_call(jobs, self.producer_id), connection)
+            built = _build_many(jobs, self.producer_id)
+            if admit is not None:
+                admit(built)
+            if connection is None and self.coalescer is not None:
+                results = await self.coalescer.submit(built)
+            else:
+                results = await self._run(_many_call(built), connection)
             span.enqueued([job_id for job_id, _ in results])
         return results
 
@@ -415,7 +432,7 @@ class Client:
     def submit(self, jobs: Iterable[Mapping[str, Any]], *,
                connection: psycopg.Connection | None = None) -> list[tuple[uuid.UUID, bool]]:
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
-            results = self._run(_many_call(jobs, self.producer_id), connection)
+            results = self._run(_many_call(_build_many(jobs, self.producer_id)), connection)
             span.enqueued([job_id for job_id, _ in results])
         return results
 

@@ -42,25 +42,22 @@ def visible(info: JobInfo, user: Principal) -> JobInfo:
 
 
 async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSubmission],
-                  prefix: str) -> list[SubmittedJob]:
+                  batch: bool) -> list[SubmittedJob]:
     user = request.user
     traceparent = request.headers.get("traceparent")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
-    built = []
-    for index, spec in enumerate(specs):
-        try:
-            built.append(NewJob.build(**spec))
-        except ValidationError as exc:
-            raise ValidationError(prefix.format(index) + exc.field, exc.message) from None
-    demands = Backpressure.demands((job.queue, job.priority) for job in built)
-    services.backpressure.admit(user.producer_id, demands)
+    accepted: list[NewJob] = []
+
+    def admit(built: list[NewJob]) -> None:  # validated, nothing written yet: the queue may still refuse
+        services.backpressure.admit(user.producer_id, Backpressure.demands((job.queue, job.priority) for job in built))
+        accepted.extend(built)
+
     try:
-        results = await services.client.submit(specs)
-    except ValidationError as exc:  # refused by the database's own checks: name the field as sent
-        field = exc.field.removeprefix("jobs[0].") if prefix == "" else exc.field
-        raise ValidationError(field, exc.message) from None
+        results = await services.client.submit(specs, admit=admit)
+    except ValidationError as exc:  # fields are named jobs[i].… by the client: as sent for a single job
+        raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
     services.backpressure.admitted(Backpressure.demands(
-        (job.queue, job.priority) for job, (_, created) in zip(built, results) if created))
+        (job.queue, job.priority) for job, (_, created) in zip(accepted, results) if created))
     submitted = []
     for job_id, created in results:
         state = JobState.PENDING.value if created else (await services.client.get(job_id)).state.value
@@ -77,7 +74,7 @@ class JobsController(Controller):
                                        "key: that job, nothing created"),
                      **error_responses(413, 422, 429, 503)})
     async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission], services: ServicesDep) -> Response[SubmittedJob]:
-        job = (await _submit(services, request, [data], ""))[0]
+        job = (await _submit(services, request, [data], batch=False))[0]
         return Response(job, status_code=201 if job.created else 200)
 
     @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
@@ -88,7 +85,7 @@ class JobsController(Controller):
         limit = services.settings.api_max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
-        jobs = await _submit(services, request, data.jobs, "jobs[{}].")
+        jobs = await _submit(services, request, data.jobs, batch=True)
         created = sum(job.created for job in jobs)
         return Response(SubmittedBatch(jobs, created), status_code=201 if created else 200)
 

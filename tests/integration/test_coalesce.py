@@ -1,0 +1,156 @@
+"""Group commit of concurrent submissions (`jobqueue.coalesce`): callers that wait for a busy lane
+share one statement, yet each gets exactly its own answer — its ids, or its own error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from jobqueue import AsyncClient, ValidationError
+from jobqueue.coalesce import SubmitCoalescer
+from jobqueue.errors import DatabaseUnavailable
+
+
+def stored_payloads(conn) -> dict:
+    return {row[0]: row[1] for row in conn.execute("SELECT id, payload FROM jobqueue.jobs WHERE job_type = 'c'")}
+
+
+async def _blocked_lane(dsn: str, client: AsyncClient, key: str) -> tuple[psycopg.AsyncConnection, asyncio.Task]:
+    """Occupy the client's only lane: its statement waits on another transaction's uncommitted
+    holder of ``key`` until that transaction ends."""
+    holder = await psycopg.AsyncConnection.connect(dsn)
+    await holder.execute("SELECT jobqueue.enqueue('c', '{}', idempotency_key => %s)", (key,))
+    first = asyncio.create_task(client.submit([{"job_type": "c", "idempotency_key": key, "payload": {"n": -1}}]))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if client.coalescer.statements == 1:
+            break
+    await asyncio.sleep(0.1)
+    assert not first.done()
+    return holder, first
+
+
+def test_waiting_callers_share_one_statement_and_each_get_their_own_ids(dsn, conn):
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n, "k": k}}
+                                                          for k in range(n % 3 + 1)]))
+                       for n in range(20)]
+            await asyncio.sleep(0.1)
+            await holder.rollback()  # the key is free: the first statement inserts, then the group goes
+            await holder.close()
+            return await first, await asyncio.gather(*callers), client.coalescer.statements
+
+    first, answers, statements = asyncio.run(scenario())
+    assert statements == 2  # the blocked one, then all twenty callers together
+    payloads = stored_payloads(conn)
+    assert len(payloads) == 1 + sum(n % 3 + 1 for n in range(20))
+    assert first[0][1] is True and payloads[first[0][0]] == {"n": -1}
+    for n, answer in enumerate(answers):
+        assert [payloads[job_id] for job_id, _ in answer] == [{"n": n, "k": k} for k in range(n % 3 + 1)]
+        assert all(created for _, created in answer)
+
+
+def test_a_refused_job_fails_only_its_own_caller(dsn, conn):
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            good = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(3)]
+            # Python lets it through; PostgreSQL's integer cannot hold it, so the statement fails.
+            bad = asyncio.create_task(client.submit([{"job_type": "c", "max_attempts": 2**40}]))
+            more = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(3, 5)]
+            await asyncio.sleep(0.1)
+            await holder.rollback()
+            await holder.close()
+            await first
+            outcomes = await asyncio.gather(*good, bad, *more, return_exceptions=True)
+            return outcomes, client.coalescer.statements
+
+    outcomes, statements = asyncio.run(scenario())
+    assert isinstance(outcomes[3], ValidationError)
+    assert statements == 1 + 1 + 6  # blocked, the refused group, then each caller alone
+    payloads = stored_payloads(conn)
+    assert sorted(p.get("n") for p in payloads.values()) == [-1, 0, 1, 2, 3, 4]
+    for n, outcome in zip([0, 1, 2, 3, 4], outcomes[:3] + outcomes[4:]):
+        assert payloads[outcome[0][0]] == {"n": n}
+
+
+def test_a_caller_that_gives_up_while_waiting_writes_nothing(dsn, conn):
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            quitter = asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "quit"}}]))
+            stayer = asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "stay"}}]))
+            await asyncio.sleep(0.05)
+            quitter.cancel()  # e.g. the HTTP client hung up
+            await holder.rollback()
+            await holder.close()
+            await first
+            return await stayer
+
+    asyncio.run(scenario())
+    assert sorted(str(p["n"]) for p in stored_payloads(conn).values()) == ["-1", "stay"]
+
+
+def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
+    def kill_enqueues() -> None:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                     "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'")
+
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, pool_size=2) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            # the group holds the held key too, so its statement waits on the holder as well
+            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))]
+            callers += [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in (1, 2)]
+            await asyncio.sleep(0.05)
+            kill_enqueues()
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if client.coalescer.statements == 2:
+                    break
+            await asyncio.sleep(0.2)
+            kill_enqueues()
+            outcomes = await asyncio.gather(first, *callers, return_exceptions=True)
+            await holder.rollback()
+            await holder.close()
+            return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert all(isinstance(outcome, DatabaseUnavailable) for outcome in outcomes), outcomes
+    assert stored_payloads(conn) == {}
+
+
+def test_groups_stop_at_max_jobs_and_keep_arrival_order():
+    sent: list[list[int]] = []
+
+    async def scenario():
+        gate = asyncio.Event()
+
+        async def run(jobs):
+            sent.append(list(jobs))
+            if len(sent) == 1:
+                await gate.wait()
+            return [(job, True) for job in jobs]
+
+        coalescer = SubmitCoalescer(run, lanes=1, max_jobs=5)
+        first = asyncio.create_task(coalescer.submit([0]))
+        await asyncio.sleep(0)
+        callers = [asyncio.create_task(coalescer.submit(list(range(10 * n, 10 * n + 2)))) for n in range(1, 6)]
+        await asyncio.sleep(0)
+        gate.set()
+        await first
+        return await asyncio.gather(*callers)
+
+    answers = asyncio.run(scenario())
+    assert sent == [[0], [10, 11, 20, 21], [30, 31, 40, 41], [50, 51]]
+    assert [[job for job, _ in answer] for answer in answers] == [[10 * n, 10 * n + 1] for n in range(1, 6)]
+
+
+@pytest.mark.parametrize("lanes, max_jobs", [(0, 10), (1, 0)])
+def test_coalescer_settings_are_checked(lanes, max_jobs):
+    with pytest.raises(ValueError):
+        SubmitCoalescer(lambda jobs: None, lanes=lanes, max_jobs=max_jobs)  # type: ignore[arg-type, return-value]
