@@ -90,16 +90,32 @@ class Connection:
         self.writer.close()
 
 
+def busy_cpu_seconds() -> float | None:
+    """CPU time the whole machine has spent busy (Linux ``/proc/stat``), or None elsewhere: with
+    load generator, API and PostgreSQL on one box, their sum per request is the honest cost."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 class Run:
     def __init__(self) -> None:
         self.latencies: list[float] = []
         self.statuses: Counter[int] = Counter()
+        self._busy_at_start = busy_cpu_seconds()
 
     def line(self, label: str, elapsed: float) -> str:
         done = len(self.latencies)
         errors = {code: n for code, n in self.statuses.items() if code != 201}
+        busy_now = busy_cpu_seconds()
+        cpu = ("" if busy_now is None or self._busy_at_start is None or not done
+               else f"   machine CPU {(busy_now - self._busy_at_start) / done * 1e6:.0f} us/req")
         return (f"{label}: {done / elapsed:>7.0f} req/s   p50 {percentile(self.latencies, 0.5):.2f} ms   "
-                f"p99 {percentile(self.latencies, 0.99):.2f} ms   max {max(self.latencies, default=0):.1f} ms   "
+                f"p99 {percentile(self.latencies, 0.99):.2f} ms   max {max(self.latencies, default=0):.1f} ms{cpu}   "
                 f"({done} requests{', non-201: ' + str(errors) if errors else ', all 201'})")
 
 

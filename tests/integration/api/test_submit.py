@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 
 from tests.support.factories import job_row
+from tests.support.waiting import wait_until
 
 
 def count_jobs(conn) -> int:
@@ -150,3 +153,39 @@ def test_a_batch_repeating_live_idempotency_keys_creates_nothing_and_answers_200
     assert again.status_code == 200 and again.json()["created"] == 0
     assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in first["jobs"]]
     assert count_jobs(conn) == 2
+
+
+def test_a_field_the_database_refuses_inside_a_batch_is_422_and_writes_nothing(http, conn):
+    response = http("alice").post("/jobs/batch", json={"jobs": [{"job_type": "a"}, {"job_type": "b\u0000c"}]})
+    assert response.status_code == 422 and response.json()["field"] == "input", response.text
+    assert count_jobs(conn) == 0
+
+
+def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(http, dsn, conn):
+    """With the one submit lane held (its statement waits on another transaction's row), later
+    requests queue and go as one statement; the one the database refuses gets its own 422."""
+    holder = psycopg.connect(dsn)
+    holder.execute("SELECT jobqueue.enqueue('x', '{}', idempotency_key => 'gate')")
+    bodies = [{"job_type": "x", "idempotency_key": "gate"}] + [{"job_type": "x", "payload": {"n": n}} for n in range(4)]
+    bodies.insert(3, {"job_type": "x\u0000y"})
+    responses: list = [None] * len(bodies)
+
+    def post(i: int) -> None:
+        responses[i] = http("alice").post("/jobs", json=bodies[i])
+
+    threads = [threading.Thread(target=post, args=(0,))]
+    threads[0].start()
+    wait_until(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                    "AND datname = current_database()").fetchone()[0] == 1, message="lane held")
+    threads += [threading.Thread(target=post, args=(i,)) for i in range(1, len(bodies))]
+    for thread in threads[1:]:
+        thread.start()
+    time.sleep(0.3)
+    holder.rollback()
+    holder.close()
+    for thread in threads:
+        thread.join(10)
+    assert [r.status_code for r in responses] == [201, 201, 201, 422, 201, 201]
+    assert responses[3].json()["field"] == "input"
+    stored = {row[0] for row in conn.execute("SELECT payload->>'n' FROM jobqueue.jobs")}
+    assert stored == {None, "0", "1", "2", "3"}
