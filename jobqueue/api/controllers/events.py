@@ -26,7 +26,7 @@ from jobqueue.api.services import ServicesDep
 KEEPALIVE_SECONDS = 15.0
 
 
-async def _stream(hub: EventHub, subscription: Subscription) -> AsyncIterator[ServerSentEventMessage]:
+async def event_stream(hub: EventHub, subscription: Subscription) -> AsyncIterator[ServerSentEventMessage]:
     try:
         yield ServerSentEventMessage(comment="subscribed")
         while True:
@@ -60,4 +60,4 @@ class EventsController(Controller):
         hub = services.events
         subscription = await hub.subscribe(queue=queue, job_id=job_id,
                                            producer_id=None if user.is_admin else user.producer_id)
-        return ServerSentEvent(_stream(hub, subscription))
+        return ServerSentEvent(event_stream(hub, subscription))

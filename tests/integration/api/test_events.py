@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue as queue_module
 import threading
@@ -10,8 +11,9 @@ import uuid
 import httpx
 import psycopg
 
-from jobqueue.api.events import decode
-from jobqueue.client import Client
+from jobqueue.api.controllers.events import event_stream
+from jobqueue.api.events import MAX_BACKLOG, EventHub, decode
+from jobqueue.client import AsyncClient, Client
 from jobqueue.sql import query
 from tests.support import apps
 from tests.support.waiting import wait_until
@@ -187,3 +189,42 @@ def test_decode_ignores_what_is_not_a_job_event():
     job_id = uuid.uuid4()
     assert decode(json.dumps({"id": str(job_id), "event": "job.cancelled"}), 0.0) == []
     assert decode("not json", 0.0) == [] and decode('[["job.queued", "q", null, "%%%"]]', 0.0) == []
+
+
+def test_a_stream_says_reconnected_after_losing_the_listen_connection_and_goes_on(api, keys, http, conn):
+    reader = EventReader(api.url, keys["alice"], queue="sse-gap")
+    try:
+        killed = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                              "AND query ILIKE 'LISTEN%%'").fetchall()
+        assert len(killed) == 1
+        name, data = reader.take(1)[0]
+        assert name == "stream.reconnected" and data["job_id"] is None
+        job_id = http("alice").post("/jobs", json={"job_type": "x", "queue": "sse-gap"}).json()["id"]
+        name, data = reader.take(1)[0]
+        assert (name, data["job_id"]) == ("job.queued", job_id)
+    finally:
+        reader.close()
+
+
+def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
+    """A reader that does not keep up loses its stream, not the others' events or the API's memory."""
+
+    async def scenario() -> tuple[list[str], int]:
+        async with AsyncClient(dsn, pool_size=1) as client:
+            hub = EventHub(client, dsn)
+            slow = await hub.subscribe(queue=None, job_id=None, producer_id=None)
+            await client.enqueue_many([{"job_type": "x"} for _ in range(MAX_BACKLOG + 1)])
+            for _ in range(500):
+                if slow.overflowed:
+                    break
+                await asyncio.sleep(0.01)
+            messages = [message async for message in event_stream(hub, slow)]
+            for _ in range(500):  # its last stream gone, the hub stops listening
+                if listeners(conn) == 0:
+                    break
+                await asyncio.sleep(0.01)
+            await hub.stop()
+            return [message.event or message.comment for message in messages]
+
+    assert asyncio.run(scenario()) == ["subscribed", "stream.overflow"]
+    assert listeners(conn) == 0

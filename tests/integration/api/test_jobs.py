@@ -64,6 +64,12 @@ def test_cancel_pending_running_and_finished(http, conn, dsn):
     assert refused.status_code == 409 and refused.json()["state"] == "completed"
     assert "completed" in refused.json()["message"]
 
+    dead = make_job(conn, state="dead_letter", producer_id="alice")
+    refused = client.post(f"/jobs/{dead}/cancel")
+    assert refused.status_code == 409 and refused.json()["state"] == "dead_letter"
+    assert "dead-letter queue" in refused.json()["message"]
+    assert job_row(conn, dead)["state"] == "dead_letter"
+
     running = submit(client, job_type="slow", payload={"seconds": 30}, queue="api-cancel")
     with WorkerThread(apps.queue, test_settings(dsn, queues=("api-cancel",))):
         wait_until(lambda: state_of(client, running) == "processing", message="running")
