@@ -121,9 +121,15 @@ async def connect(dsn: str, *, autocommit: bool = True) -> psycopg.AsyncConnecti
     return conn
 
 
+#: How long shutdown bookkeeping (deregistering, resigning a lease) waits for a connection: with
+#: the database gone, a stopping process must not spend the pool's full timeout on each step.
+SHUTDOWN_WAIT = 2.0
+
+
 @contextlib.asynccontextmanager
-async def connection(pool: AsyncConnectionPool):
-    """A pooled connection whose acquisition failures (pool timeout, refused) are translated too."""
+async def connection(pool: AsyncConnectionPool, timeout: float | None = None):
+    """A pooled connection whose acquisition failures (pool timeout, refused) are translated too;
+    ``timeout`` overrides the pool's wait for this one."""
     with translated_errors():
-        async with pool.connection() as conn:
+        async with pool.connection(timeout=timeout) as conn:
             yield conn

@@ -93,7 +93,7 @@ class Elector:
             return
         self._valid_until = 0.0
         try:
-            async with db.connection(self._pool) as conn:
+            async with db.connection(self._pool, timeout=db.SHUTDOWN_WAIT) as conn:
                 await db.run(conn, leader_store.resign(name=self.name, leader_id=self.leader_id))
         except DatabaseUnavailable:
             pass

@@ -330,7 +330,7 @@ class Worker:
         if self.tracing is not None:
             self.tracing.force_flush()
         try:
-            async with db.connection(self.pool) as conn:
+            async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
                 await db.run(conn, worker_store.deregister(worker_id=self.worker_id))
         except DatabaseUnavailable:
             pass

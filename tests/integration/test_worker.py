@@ -9,7 +9,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import psycopg
+import psycopg.sql
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from jobqueue import Client
 from jobqueue.models import CancelOutcome, JobState
@@ -315,6 +317,33 @@ def test_graceful_stop_finishes_short_jobs_and_releases_long_ones(dsn, conn):
     assert released["attempts"] == 0 and released["locked_by"] is None
     status = conn.execute("SELECT status FROM jobqueue.workers WHERE id = %s", (worker.worker.worker_id,)).fetchone()
     assert status == ("stopped",)
+
+
+@pytest.mark.slow
+def test_jobs_a_stopping_worker_cannot_release_are_reclaimed_after_their_lease(dsn, conn, caplog):
+    """The database is gone when the worker stops: releasing its unfinished job fails, the worker
+    still stops, and the job comes back through the sweeper once its lease runs out."""
+    long = make_job(conn, job_type="slow", payload={"seconds": 30})
+    worker = WorkerThread(apps.queue, test_settings(dsn, lease_seconds=2.0, shutdown_grace=0.3, leader_ttl=2.0)).start()
+    wait_until(lambda: len(apps.runs) == 1)
+    database = psycopg.sql.Identifier(conn.info.dbname)
+    admin = psycopg.connect(make_conninfo(dsn, dbname="postgres"), autocommit=True)  # it cannot lock itself out
+    admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(database))
+    try:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                      (conn.info.dbname,))
+        with caplog.at_level("WARNING", logger="jobqueue"):
+            worker.stop(timeout=60)
+    finally:
+        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(database))
+        admin.close()
+    assert "could not release jobs" in caplog.text
+    with psycopg.connect(dsn, autocommit=True) as fresh:  # the fixture's connection was terminated too
+        assert job_row(fresh, long)["state"] == "processing"  # still leased to the worker that left
+        with WorkerThread(apps.queue, test_settings(dsn, queues=("elsewhere",))):  # its sweeper, not its claims
+            wait_until(lambda: job_row(fresh, long)["state"] != "processing", timeout=15, message="lease reclaimed")
+        reclaimed = job_row(fresh, long)
+    assert reclaimed["state"] in ("pending", "failed") and reclaimed["locked_by"] is None
 
 
 def test_worker_recovers_when_its_connections_are_dropped(dsn, conn):
