@@ -60,16 +60,42 @@ def _plan(conn, name: str, params: dict) -> str:
     return json.dumps(plan)
 
 
-def test_claim_uses_the_claim_index_without_sorting_the_queue(dsn):
+CLAIM = {"queues": ["default", "other"], "limit": 4, "worker_id": "w", "lease_seconds": 30, "now": None}
+
+
+def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):
+    """LESSONS: stuck or scheduled high-priority rows can make every claim scan past them. With
+    100,000 "high" jobs due next week, claiming the runnable ones still reads a handful of pages
+    (one ordered scan over all levels read ~670), and takes them in priority, then FIFO order
+    across the queues."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, run_at)
+                        SELECT 'later', 1, now() + interval '7 days' + g * interval '1 second'
+                        FROM generate_series(1, 100000) g""")
+        runnable = [conn.execute("INSERT INTO jobqueue.jobs (job_type, priority, queue) VALUES ('now', %s, %s) "
+                                 "RETURNING id", (level, queue)).fetchone()[0]
+                    for level, queue in ((3, "default"), (2, "other"), (0, "other"), (2, "default"), (3, "other"))]
+        conn.execute("ANALYZE jobqueue.jobs")
+        for _ in range(3):  # past the first, planning executions of the prepared statement
+            conn.execute("SAVEPOINT probe")
+            taken = [row[0] for row in conn.execute(queries()["job_claim"], CLAIM, prepare=True).fetchall()]
+            conn.execute("ROLLBACK TO SAVEPOINT probe")
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries()["job_claim"], CLAIM).fetchone()[0]
+        conn.rollback()
+    assert taken == [runnable[2], runnable[1], runnable[3], runnable[0]]
+    buffers = plan[0]["Plan"]["Shared Hit Blocks"] + plan[0]["Plan"]["Shared Read Blocks"]
+    assert buffers < 150, buffers
+
+
+def test_the_claim_probes_the_claim_index_and_updates_by_primary_key(dsn):
     with psycopg.connect(dsn) as conn:
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, state, finished_at)
                         SELECT 'x', (g % 4), CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'completed' END, now()
                         FROM generate_series(1, 20000) g""")
         conn.execute("ANALYZE jobqueue.jobs")
-        plan = _plan(conn, "job_claim", {"queues": ["default"], "limit": 100, "worker_id": "w",
-                                         "lease_seconds": 30, "now": None})
+        plan = _plan(conn, "job_claim", dict(CLAIM, limit=100))
         conn.rollback()
-    assert "jobs_claim_idx" in plan
+    assert "jobs_claim_idx" in plan and "jobs_pkey" in plan
     assert '"Seq Scan"' not in plan
 
 
