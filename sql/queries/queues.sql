@@ -12,9 +12,10 @@ FULL JOIN jobqueue.queue_settings q ON q.queue = s.queue
 ORDER BY 1, jobqueue.priority_level(coalesce(s.priority, 'critical'));
 
 -- name: queue_runnable_counts
--- Runnable jobs (pending or waiting for retry, due now) per queue, each count capped at %(cap)s:
--- a loose index scan over jobs_claim_idx finds the queues, then each count reads at most %(cap)s
--- index entries, so the cost is bounded however long a backlog grows.
+-- Runnable jobs (pending or waiting for retry, due now) per queue, each count capped at %(cap)s
+-- per priority level: a loose index scan over jobs_claim_idx finds the queues, then one probe per
+-- level reads at most %(cap)s index entries bounded by priority = level AND run_at <= now(), so
+-- the cost is bounded however long a backlog grows, and jobs scheduled for later are never read.
 WITH RECURSIVE queues AS (
     (SELECT j.queue FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') ORDER BY j.queue LIMIT 1)
     UNION ALL
@@ -23,16 +24,19 @@ WITH RECURSIVE queues AS (
     FROM queues q
     WHERE q.queue IS NOT NULL
 )
-SELECT q.queue, c.runnable
+SELECT q.queue, sum(c.runnable)::bigint AS runnable
 FROM queues q
+CROSS JOIN generate_series(0, 3) AS p(level)
 CROSS JOIN LATERAL (
     SELECT count(*) AS runnable FROM (
         SELECT 1 FROM jobqueue.jobs j
-        WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue AND j.run_at <= now()
+        WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue AND j.priority = p.level
+          AND j.run_at <= now()
         LIMIT %(cap)s
     ) AS capped
 ) AS c
-WHERE q.queue IS NOT NULL;
+WHERE q.queue IS NOT NULL
+GROUP BY q.queue;
 
 -- name: queue_settings_all
 SELECT queue, paused, soft_limit, hard_limit FROM jobqueue.queue_settings ORDER BY queue;

@@ -138,3 +138,18 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
             await client.close()
 
     assert asyncio.run(scenario()) == [6, 6, 4, 4, 0]
+
+
+def test_runnable_depth_counts_every_level_due_now_and_nothing_scheduled(dsn, conn):
+    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, priority, state, run_at, attempts) VALUES
+                    ('x', 'mix', 0, 'pending', now(), 0), ('x', 'mix', 2, 'pending', now(), 0),
+                    ('x', 'mix', 3, 'failed', now() - interval '1 second', 1),
+                    ('x', 'mix', 1, 'pending', now() + interval '1 day', 0),
+                    ('x', 'mix', 0, 'failed', now() + interval '1 minute', 1),
+                    ('x', 'other', 2, 'pending', now(), 0)""")
+
+    async def counts() -> dict[str, int]:
+        async with AsyncClient(dsn, pool_size=1) as client:
+            return await client.runnable_counts(cap=100)
+
+    assert asyncio.run(counts()) == {"mix": 3, "other": 1}
