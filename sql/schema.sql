@@ -255,7 +255,7 @@ BEGIN
                    i.idempotency_key, i.producer_id, i.traceparent
             FROM unnest(todo) AS i
             ORDER BY i.ord
-            ON CONFLICT (idempotency_key)
+            ON CONFLICT ((coalesce(producer_id, '')), idempotency_key)
                 WHERE idempotency_key IS NOT NULL AND state IN ('pending', 'processing', 'failed')
                 DO NOTHING
             RETURNING j.id
@@ -268,14 +268,15 @@ BEGIN
         END IF;
 
         -- Keys already held: a fresh statement sees the live holder even when another producer
-        -- committed it after this call began. A holder that finished meanwhile frees its key,
-        -- so those rows go round again.
+        -- committed it after this call began (same producer, same key). A holder that finished
+        -- meanwhile frees its key, so those rows go round again.
         SELECT coalesce(array_agg(i ORDER BY i.ord), '{}') INTO todo
         FROM unnest(jobs) AS i
         WHERE NOT (i.id = ANY(inserted))
           AND NOT EXISTS (
               SELECT 1 FROM jobqueue.jobs j
               WHERE j.idempotency_key = i.idempotency_key
+                AND coalesce(j.producer_id, '') = coalesce(i.producer_id, '')
                 AND j.state IN ('pending', 'processing', 'failed'));
         IF cardinality(todo) = 0 OR rounds >= 5 THEN
             RETURN QUERY
@@ -286,6 +287,7 @@ BEGIN
                 LEFT JOIN LATERAL (
                     SELECT j.id FROM jobqueue.jobs j
                     WHERE j.idempotency_key = i.idempotency_key
+                      AND coalesce(j.producer_id, '') = coalesce(i.producer_id, '')
                       AND j.state IN ('pending', 'processing', 'failed')
                     ORDER BY j.seq
                     LIMIT 1
@@ -821,7 +823,7 @@ CREATE INDEX jobs_dead_letter_idx ON jobqueue.jobs USING btree (queue, job_type,
 
 CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'cancelled'::text, 'dead_letter'::text]));
 
-CREATE UNIQUE INDEX jobs_idempotency_idx ON jobqueue.jobs USING btree (idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])));
+CREATE UNIQUE INDEX jobs_idempotency_idx ON jobqueue.jobs USING btree (COALESCE(producer_id, ''::text), idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])));
 
 CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (locked_until IS NOT NULL);
 

@@ -265,9 +265,10 @@ LIMIT %(limit)s;
 -- Admin retry of one dead job: back to pending now with one more attempt allowed (max_attempts
 -- raised only if exhausted, as River's JobRetry and Oban's retry_job do); its final error result
 -- is removed so the next completion can store its result, the attempt errors are kept. A job
--- whose idempotency key a live job now holds stays dead (outcome idempotency_key_taken).
+-- whose idempotency key a live job of its producer now holds stays dead (outcome
+-- idempotency_key_taken).
 WITH target AS (
-    SELECT j.id, j.state, j.idempotency_key FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
+    SELECT j.id, j.state, j.idempotency_key, j.producer_id FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
@@ -275,7 +276,8 @@ WITH target AS (
     FROM target t
     WHERE j.id = t.id AND t.state = 'dead_letter'
       AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = t.idempotency_key AND h.state IN ('pending', 'processing', 'failed'))
+                      WHERE h.idempotency_key = t.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
+                        AND coalesce(h.producer_id, '') = coalesce(t.producer_id, ''))
     RETURNING j.id, j.queue
 ), cleared AS (
     DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
@@ -292,7 +294,7 @@ SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
 -- as job_retry_dead does one. Jobs whose idempotency key is held by a live job (or by an earlier
 -- job of the same batch) stay dead; the caller pages on with the returned last seq.
 WITH batch AS (
-    SELECT j.id, j.seq, j.idempotency_key FROM jobqueue.jobs j
+    SELECT j.id, j.seq, j.idempotency_key, j.producer_id FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
       AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
@@ -300,10 +302,11 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), eligible AS (
-    SELECT DISTINCT ON (coalesce(b.idempotency_key, b.id::text)) b.id FROM batch b
+    SELECT DISTINCT ON (coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text)) b.id FROM batch b
     WHERE NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = b.idempotency_key AND h.state IN ('pending', 'processing', 'failed'))
-    ORDER BY coalesce(b.idempotency_key, b.id::text), b.seq
+                      WHERE h.idempotency_key = b.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
+                        AND coalesce(h.producer_id, '') = coalesce(b.producer_id, ''))
+    ORDER BY coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text), b.seq
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),

@@ -145,6 +145,19 @@ def test_idempotency_key_returns_the_live_job(dsn, conn):
         assert client.enqueue("x", idempotency_key="order-1") != first  # a finished job frees its key
 
 
+def test_idempotency_keys_are_scoped_by_producer(dsn, conn):
+    """One producer's key never answers another's submission: each gets its own job."""
+    with Client(dsn, producer_id="alice") as alice, Client(dsn, producer_id="bob") as bob:
+        mine = alice.enqueue("x", idempotency_key="order-1")
+        theirs = bob.enqueue("x", idempotency_key="order-1")
+        assert alice.enqueue("x", idempotency_key="order-1") == mine
+        assert bob.submit([{"job_type": "x", "idempotency_key": "order-1"}]) == [(theirs, False)]
+    plain = conn.execute("SELECT jobqueue.enqueue('x', idempotency_key => 'order-1')").fetchone()[0]
+    assert len({mine, theirs, plain}) == 3  # SQL without a producer id is a scope of its own
+    assert conn.execute("SELECT jobqueue.enqueue('x', idempotency_key => 'order-1')").fetchone()[0] == plain
+    assert count_jobs(conn) == 3
+
+
 def test_concurrent_producers_with_one_key_create_one_job(dsn, conn):
     ids: list[uuid.UUID] = []
     barrier = threading.Barrier(8)

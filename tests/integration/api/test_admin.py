@@ -62,6 +62,14 @@ def test_a_dead_job_whose_key_a_live_job_holds_stays_dead(http, conn):
     assert job_row(conn, job_id)["state"] == "dead_letter"
 
 
+def test_another_producers_live_job_with_the_same_key_does_not_block_a_retry(http, conn):
+    job_id = dead(conn, idempotency_key="welcome-1", producer_id="alice")
+    make_job(conn, state="pending", idempotency_key="welcome-1", producer_id="bob")
+    response = http("admin").post(f"/admin/jobs/{job_id}/retry")
+    assert response.status_code == 200, response.text
+    assert job_row(conn, job_id)["state"] == "pending"
+
+
 def test_retry_all_by_filter_in_batches(http, conn, dsn):
     targets = [dead(conn, queue="mail", job_type="send") for _ in range(7)]
     others = [dead(conn, queue="mail", job_type="other"), dead(conn, queue="img", job_type="send")]

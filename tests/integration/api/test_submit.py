@@ -54,6 +54,18 @@ def test_same_idempotency_key_while_live_returns_the_existing_job(http, conn):
     assert count_jobs(conn) == 1
 
 
+def test_two_producers_using_the_same_idempotency_key_each_get_their_own_job(http, conn):
+    alice, bob = http("alice"), http("bob")
+    mine = alice.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})
+    theirs = bob.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})
+    assert (mine.status_code, theirs.status_code) == (201, 201)
+    assert mine.json()["id"] != theirs.json()["id"]
+    assert bob.get(f"/jobs/{theirs.json()['id']}").status_code == 200
+    again = bob.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})
+    assert (again.status_code, again.json()["id"]) == (200, theirs.json()["id"])
+    assert count_jobs(conn) == 2
+
+
 def test_idempotent_submit_under_concurrent_requests_creates_one_job(http, conn):
     clients = [http("alice") for _ in range(12)]
     barrier = threading.Barrier(len(clients))
@@ -165,7 +177,7 @@ def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(htt
     """With the one submit lane held (its statement waits on another transaction's row), later
     requests queue and go as one statement; the one the database refuses gets its own 422."""
     holder = psycopg.connect(dsn)
-    holder.execute("SELECT jobqueue.enqueue('x', '{}', idempotency_key => 'gate')")
+    holder.execute("SELECT jobqueue.enqueue('x', '{}', idempotency_key => 'gate', producer_id => 'alice')")
     bodies = [{"job_type": "x", "idempotency_key": "gate"}] + [{"job_type": "x", "payload": {"n": n}} for n in range(4)]
     bodies.insert(3, {"job_type": "x\u0000y"})
     responses: list = [None] * len(bodies)
