@@ -1,7 +1,8 @@
 """Every failure becomes a JSON body ``{"error", "message", "field"?}`` with a fitting status.
 
 - bad input (our `ValidationError` or a request Litestar could not parse) → 422 naming the field;
-- an unknown job, or one of another producer → 404; a change the job's state forbids → 409;
+- an unknown job, one of another producer, or an unknown schedule → 404; a change the job's state
+  forbids → 409;
 - the database unreachable or not migrated → 503 with ``Retry-After``: the request did nothing
   (a job is never reported created unless its statement committed);
 - backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding), with
@@ -22,7 +23,7 @@ from litestar.openapi import ResponseSpec
 
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
-from jobqueue.errors import Conflict, DatabaseUnavailable, JobNotFound, NotMigrated, ValidationError
+from jobqueue.errors import Conflict, DatabaseUnavailable, JobNotFound, NotMigrated, ScheduleNotFound, ValidationError
 
 log = logging.getLogger("jobqueue.api")
 
@@ -84,7 +85,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
     return error_response(422, message, field=field)
 
 
-def _not_found(_request: Request, exc: JobNotFound) -> Response:
+def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound) -> Response:
     return error_response(404, str(exc))
 
 
@@ -119,6 +120,7 @@ EXCEPTION_HANDLERS: dict = {
     ValidationError: _invalid,
     RequestInvalid: _request_invalid,
     JobNotFound: _not_found,
+    ScheduleNotFound: _not_found,
     Conflict: _conflict,
     DatabaseUnavailable: _unavailable,
     NotMigrated: _not_migrated,

@@ -13,14 +13,12 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, delete, get, post, put
-from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.errors import ScheduleNotFound
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, Schedule
 
 
@@ -57,14 +55,6 @@ class ScheduleRun(msgspec.Struct):
     job_id: uuid.UUID
 
 
-async def _found(pending):
-    """Await a client call on one schedule; an unknown name is a 404."""
-    try:
-        return await pending
-    except ScheduleNotFound as exc:
-        raise NotFoundException(str(exc)) from None
-
-
 class SchedulesController(Controller):
     path = "/schedules"
     tags = ["schedules"]
@@ -81,7 +71,7 @@ class SchedulesController(Controller):
 
     @get("/{name:str}", summary="One schedule", responses=error_responses(403, 404, 503))
     async def read(self, name: FromPath[str], services: ServicesDep) -> Schedule:
-        return await _found(services.client.schedules.get(name))
+        return await services.client.schedules.get(name)
 
     @put("/{name:str}", summary="Create the schedule or replace its definition (its paused state is kept)",
          responses=error_responses(403, 422, 503))
@@ -92,19 +82,19 @@ class SchedulesController(Controller):
     @delete("/{name:str}", summary="Delete a schedule (and its fire history)", status_code=204,
             responses=error_responses(403, 404, 503))
     async def remove(self, name: FromPath[str], services: ServicesDep) -> None:
-        await _found(services.client.schedules.remove(name))
+        await services.client.schedules.remove(name)
 
     @post("/{name:str}/pause", summary="Stop firing until resumed", status_code=200,
           responses=error_responses(403, 404, 503))
     async def pause(self, name: FromPath[str], services: ServicesDep) -> Schedule:
-        return await _found(services.client.schedules.pause(name))
+        return await services.client.schedules.pause(name)
 
     @post("/{name:str}/resume", summary="Fire again from now on (ticks missed while paused are not fired)",
           status_code=200, responses=error_responses(403, 404, 503))
     async def resume(self, name: FromPath[str], services: ServicesDep) -> Schedule:
-        return await _found(services.client.schedules.resume(name))
+        return await services.client.schedules.resume(name)
 
     @post("/{name:str}/run", summary="Enqueue one job from the schedule now", status_code=201,
           responses=error_responses(403, 404, 503))
     async def run_now(self, name: FromPath[str], services: ServicesDep) -> ScheduleRun:
-        return ScheduleRun(await _found(services.client.schedules.run_now(name)))
+        return ScheduleRun(await services.client.schedules.run_now(name))

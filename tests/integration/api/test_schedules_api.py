@@ -42,7 +42,8 @@ def test_create_read_list_pause_resume_run_delete(http, conn):
     for method, path in (("GET", "/schedules/nightly"), ("DELETE", "/schedules/nightly"),
                          ("POST", "/schedules/nightly/pause"), ("POST", "/schedules/nightly/run")):
         response = admin.request(method, path)
-        assert response.status_code == 404 and "no schedule named" in response.json()["message"]
+        assert response.status_code == 404
+        assert response.json() == {"error": "not_found", "message": "no schedule named 'nightly'"}
 
 
 def test_put_creates_or_redefines_keeping_a_pause(http):
