@@ -20,7 +20,8 @@ from typing import Callable
 
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
-from jobqueue.schedules import MISFIRE_POLICIES, Schedule
+from jobqueue.models import Priority
+from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule
 
 COLUMNS = ("name", "cron", "timezone", "job_type", "queue", "state", "next_fire_at", "last_fire_at", "misfire", "source")
 
@@ -89,12 +90,12 @@ def add_schedule_commands(parser: argparse.ArgumentParser, settings: Callable[[a
     p.add_argument("job_type")
     p.add_argument("--timezone", default="UTC", help="IANA zone the expression is read in (default UTC)")
     p.add_argument("--payload", help="JSON payload of each job")
-    p.add_argument("--priority", default="normal", choices=["critical", "high", "normal", "low"])
+    p.add_argument("--priority", default=Priority.NORMAL.label, choices=[level.label for level in Priority])
     p.add_argument("--queue", default="default")
     p.add_argument("--max-attempts", type=int)
-    p.add_argument("--misfire", default="fire_once", choices=MISFIRE_POLICIES,
+    p.add_argument("--misfire", default=DEFAULT_MISFIRE_POLICY, choices=MISFIRE_POLICIES,
                    help="ticks missed while no scheduler ran: fire one job, each (up to --misfire-limit), or none")
-    p.add_argument("--misfire-limit", type=int, default=100)
+    p.add_argument("--misfire-limit", type=int, default=DEFAULT_MISFIRE_LIMIT)
     p.add_argument("--paused", action="store_true", help="create it paused")
     p.set_defaults(func=add)
 

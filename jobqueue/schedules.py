@@ -18,6 +18,7 @@ from jobqueue.models import Priority
 from jobqueue.store.jobs import dumps
 
 MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
+DEFAULT_MISFIRE_POLICY = "fire_once"
 DEFAULT_MISFIRE_LIMIT = 100
 _INT32 = 2**31 - 1  # the columns are integers
 
@@ -53,7 +54,7 @@ class ScheduleSpec:
     @classmethod
     def build(cls, name: Any, cron: Any, job_type: Any, *, timezone: Any = "UTC", payload: Any = None,
               priority: Any = "normal", queue: Any = "default", max_attempts: Any = None,
-              misfire_policy: Any = "fire_once", misfire_limit: Any = DEFAULT_MISFIRE_LIMIT,
+              misfire_policy: Any = DEFAULT_MISFIRE_POLICY, misfire_limit: Any = DEFAULT_MISFIRE_LIMIT,
               enabled: Any = True) -> "ScheduleSpec":
         schedule = CronSchedule(cron, timezone)
         try:
