@@ -297,6 +297,10 @@ class AsyncClient:
     async def cancel(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
         return await self._run(job_store.cancel(_job_id(job_id)), connection)
 
+    async def states(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobState]:
+        """The state of each job, in one query; ids that do not exist are left out."""
+        return await self._run(job_store.states(list(job_ids)), None)
+
     # --- listings, dead letters, queues, API keys (the REST API and admin tools) ---------------
 
     async def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:

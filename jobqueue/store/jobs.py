@@ -114,6 +114,10 @@ def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
     return Call("job_get", {"id": job_id}, _decode_info)
 
 
+def states(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobState]]:
+    return Call("job_states", {"ids": ids}, lambda rows: {r[0]: JobState(r[1]) for r in rows})
+
+
 def stored_result(job_id: uuid.UUID) -> Call[str | None]:
     """The JSON text of a result stored for this job (by an earlier delivery), or None."""
     return Call("job_stored_result", {"id": job_id}, _first_value)

@@ -235,6 +235,11 @@ FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s;
 
+-- name: job_states
+-- The state of each given job (missing ids are left out): what a submission answers for jobs that
+-- already held their idempotency keys, in one probe of the primary key.
+SELECT j.id, j.state FROM jobqueue.jobs j WHERE j.id = ANY(%(ids)s::uuid[]);
+
 -- name: job_stored_result
 -- For tasks with use_stored_result: what an earlier delivery of this job completed with.
 SELECT result::text FROM jobqueue.job_results WHERE job_id = %(id)s AND outcome = 'completed';

@@ -58,11 +58,12 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
     services.backpressure.admitted(Backpressure.demands(
         (job.queue, job.priority) for job, (_, created) in zip(accepted, results) if created))
-    submitted = []
-    for job_id, created in results:
-        state = JobState.PENDING.value if created else (await services.client.get(job_id)).state.value
-        submitted.append(SubmittedJob(job_id, state, created, JobLinks.of(job_id)))
-    return submitted
+    existing = [job_id for job_id, created in results if not created]
+    states = await services.client.states(existing) if existing else {}
+    # A holder that finished and was pruned between the insert and this read is reported as the
+    # state it had to have to hold the key: live, so pending.
+    return [SubmittedJob(job_id, JobState.PENDING.value if created else states.get(job_id, JobState.PENDING).value,
+                         created, JobLinks.of(job_id)) for job_id, created in results]
 
 
 class JobsController(Controller):
