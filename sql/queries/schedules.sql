@@ -16,7 +16,8 @@ RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s
 -- name: schedule_put
 -- Create or redefine a schedule by name. `enabled` is only set on creation (pause/resume own it
 -- afterwards); next_fire_at only when the expression or zone changed. A row that already holds
--- this definition is not written at all, and is returned as it is.
+-- this definition is not written at all, and is returned as it is (both branches are whole table
+-- rows, so the column list is written once, at the end).
 WITH put AS (
     INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
                                          enabled, misfire_policy, misfire_limit, next_fire_at, source)
@@ -35,15 +36,14 @@ WITH put AS (
           (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.job_type, EXCLUDED.payload, EXCLUDED.priority, EXCLUDED.queue,
            EXCLUDED.max_attempts, EXCLUDED.misfire_policy, EXCLUDED.misfire_limit, EXCLUDED.source)
     RETURNING s.*
+), schedule AS (
+    SELECT * FROM put
+    UNION ALL
+    SELECT * FROM jobqueue.schedules WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM put)
 )
 SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
        misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
-FROM put
-UNION ALL
-SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
-       misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
-FROM jobqueue.schedules
-WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM put);
+FROM schedule;
 
 -- name: schedule_sync
 -- The schedules a worker app declares (@queue.periodic), at worker start: created or redefined,

@@ -69,7 +69,7 @@ def test_a_taken_name_is_refused_and_put_redefines(dsn, conn):
         client.schedules.pause("sync")
         before = row(conn, "sync")
         same = client.schedules.put("sync", "*/5 * * * *", "sync")  # nothing changes: not even written
-        assert same.updated_at == before["updated_at"]
+        assert same.updated_at == before["updated_at"] and same == client.schedules.get("sync")
         changed = client.schedules.put("sync", "*/10 * * * *", "sync", payload={"v": 2})
     assert (changed.cron, changed.payload, changed.enabled) == ("*/10 * * * *", {"v": 2}, False)  # still paused
     assert changed.updated_at > before["updated_at"]
