@@ -22,8 +22,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from jobqueue.models import Priority
 from jobqueue.retry import Backoff
-from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, ScheduleSpec
+from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
 
 DEFAULT_MAX_ATTEMPTS = 4  # SPEC: three retries after the first attempt
 
@@ -75,8 +76,8 @@ class JobQueue:
         return register
 
     def periodic(self, cron: str, *, name: str | None = None, job_type: str | None = None, timezone: str = "UTC",
-                 payload: Any = None, priority: str = "normal", queue: str = "default", max_attempts: int | None = None,
-                 misfire_policy: str = "fire_once", misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
+                 payload: Any = None, priority: str = Priority.NORMAL.label, queue: str = "default", max_attempts: int | None = None,
+                 misfire_policy: str = DEFAULT_MISFIRE_POLICY, misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
                  enabled: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Run the decorated handler on a cron schedule (croniter syntax, 5 or 6 fields, in ``timezone``).
 

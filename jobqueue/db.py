@@ -121,8 +121,9 @@ async def connect(dsn: str, *, autocommit: bool = True) -> psycopg.AsyncConnecti
     return conn
 
 
-#: How long shutdown bookkeeping (deregistering, resigning a lease) waits for a connection: with
-#: the database gone, a stopping process must not spend the pool's full timeout on each step.
+#: How long shutdown steps (releasing unfinished jobs, deregistering, resigning a lease) wait for a
+#: connection: with the database gone, a stopping process must not spend the pool's full timeout
+#: on each step. What they fail to do is undone by leases running out (the sweeper reclaims).
 SHUTDOWN_WAIT = 2.0
 
 

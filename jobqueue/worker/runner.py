@@ -319,7 +319,7 @@ class Worker:
             for _, (_, task) in leftover:
                 task.cancel()
             try:
-                async with db.connection(self.pool) as conn:
+                async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
                     released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, ids=ids))
                 log.info("released %s unfinished jobs back to the queue", released)
             except DatabaseUnavailable as exc:

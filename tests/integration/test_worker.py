@@ -332,12 +332,15 @@ def test_jobs_a_stopping_worker_cannot_release_are_reclaimed_after_their_lease(d
     try:
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                       (conn.info.dbname,))
+        stopping = time.monotonic()
         with caplog.at_level("WARNING", logger="jobqueue"):
             worker.stop(timeout=60)
+        stopped_in = time.monotonic() - stopping
     finally:
         admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(database))
         admin.close()
     assert "could not release jobs" in caplog.text
+    assert stopped_in < 15  # each shutdown step waits db.SHUTDOWN_WAIT, not the pool's 10 s (was ~20 s)
     with psycopg.connect(dsn, autocommit=True) as fresh:  # the fixture's connection was terminated too
         assert job_row(fresh, long)["state"] == "processing"  # still leased to the worker that left
         with WorkerThread(apps.queue, test_settings(dsn, queues=("elsewhere",))):  # its sweeper, not its claims

@@ -19,7 +19,8 @@ from msgspec import Meta
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, Schedule
+from jobqueue.models import Priority
+from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, Schedule
 
 
 class ScheduleDefinition(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -29,11 +30,11 @@ class ScheduleDefinition(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     job_type: Annotated[str, Meta(description="the job type each tick enqueues")]
     timezone: Annotated[str, Meta(description="IANA zone the expression is read in")] = "UTC"
     payload: Annotated[Any, Meta(description="JSON payload of each job (default {})")] = None
-    priority: Annotated[str, Meta(description="critical, high, normal or low")] = "normal"
+    priority: Annotated[str, Meta(description="critical, high, normal or low")] = Priority.NORMAL.label
     queue: str = "default"
     max_attempts: Annotated[int | None, Meta(description="null: the job type's default")] = None
     misfire_policy: Annotated[str, Meta(
-        description="ticks missed while no scheduler ran: fire_once, fire_all (up to misfire_limit) or skip")] = "fire_once"
+        description="ticks missed while no scheduler ran: fire_once, fire_all (up to misfire_limit) or skip")] = DEFAULT_MISFIRE_POLICY
     misfire_limit: int = DEFAULT_MISFIRE_LIMIT
     enabled: Annotated[bool, Meta(description="on create only; pause/resume change it later")] = True
 
