@@ -78,6 +78,7 @@ class Settings:
     leader_ttl: float = 15.0  # seconds a leader lease lasts; a dead leader is replaced within it
     misfire_grace: float = 60.0  # a cron tick later than this counts as missed (misfire policy)
     prune_interval: float = 60.0
+    reindex_interval: float = 3600.0  # seconds between bloat checks of the live-state indexes; 0: off
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
@@ -121,6 +122,8 @@ class Settings:
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
+        if self.reindex_interval < 0:
+            raise ValueError("the reindex interval must not be negative (0 turns the reindexer off)")
         if self.leader_ttl <= 0 or self.misfire_grace < 0 or self.prune_interval <= 0:
             raise ValueError("leader TTL and prune interval must be positive, misfire grace not negative")
         if min(self.retention_completed_days, self.retention_cancelled_days, self.retention_dead_letter_days) < 0:
@@ -154,6 +157,7 @@ class Settings:
             leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),
             misfire_grace=_float(env, "JOBQUEUE_MISFIRE_GRACE", defaults.misfire_grace),
             prune_interval=_float(env, "JOBQUEUE_PRUNE_INTERVAL", defaults.prune_interval),
+            reindex_interval=_float(env, "JOBQUEUE_REINDEX_INTERVAL", defaults.reindex_interval),
             retention_completed_days=_float(env, "JOBQUEUE_RETENTION_COMPLETED_DAYS", defaults.retention_completed_days),
             retention_cancelled_days=_float(env, "JOBQUEUE_RETENTION_CANCELLED_DAYS", defaults.retention_cancelled_days),
             retention_dead_letter_days=_float(env, "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",

@@ -3,8 +3,8 @@
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
 the leader's services work: the sweeper (expired leases), the scheduler (cron), the pruner
-(retention) and the reaper (lost workers). Becoming leader wakes them all at once; a
-``jobqueue_schedules`` NOTIFY wakes the scheduler.
+(retention), the reaper (lost workers) and the reindexer (bloated live-state indexes). Becoming
+leader wakes them all at once; a ``jobqueue_schedules`` NOTIFY wakes the scheduler.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.leader import Elector
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reaper import Reaper
+from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
 from jobqueue.notifier import Notifier
@@ -38,6 +39,8 @@ class Maintenance:
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
         ]
+        if settings.reindex_interval > 0:
+            self.services.append(Reindexer(self.pool, interval=settings.reindex_interval, clock=clock))
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
         notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
         self.elector.on_change(lambda _leading: [service.wake() for service in self.services])
