@@ -227,10 +227,12 @@ class AsyncClient:
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0,
-                 connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000) -> None:
+                 connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
+                 coalesce_stall_after: float = 0.1) -> None:
         """``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
         (group commit, `jobqueue.coalesce`): at most that many statements in flight, later
-        callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs."""
+        callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs; a statement
+        in flight for ``coalesce_stall_after`` seconds no longer holds its lane."""
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
@@ -238,7 +240,9 @@ class AsyncClient:
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client",
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
         self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
-                                          max_jobs=coalesce_max_jobs) if submit_lanes > 0 else None)
+                                          max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
+                                          stall_after=coalesce_stall_after)
+                          if submit_lanes > 0 else None)
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
 

@@ -12,15 +12,22 @@ waiting runs at once, alone: an idle server adds no delay. Otherwise it waits, a
 frees, everything waiting (up to ``max_jobs``) goes in one statement. Each caller still gets its
 own answer after the commit: its ids in order, its own error.
 
-All or nothing stays per caller: if the combined statement is refused (a job the database will
-not take), nothing was written, and each waiting caller's jobs run again on their own, so only
-the caller whose job was refused sees the error. A lost database fails every caller of the
-statement with `DatabaseUnavailable`, as a lone statement would.
+A statement that has been in flight for ``stall_after`` seconds stops holding its lane: one
+submission waiting on a lock (another transaction holding its idempotency key) or a very large
+batch must not stop everybody else's. A caller still waiting for a lane after ``max_wait`` seconds
+gets `DatabaseUnavailable` (a 503 from the API) without anything written; once its jobs are in a
+statement, it waits for that statement's outcome.
+
+All or nothing stays per caller: if the database refuses the combined statement (a job it will
+not take, a deadlock), nothing was written, and each caller's jobs run again on their own, so only
+the caller whose job was refused sees the error. A lost connection or an unreachable database
+fails every caller of the statement with `DatabaseUnavailable`, as a lone statement would.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import deque
 from typing import Awaitable, Callable, Sequence
@@ -33,54 +40,87 @@ Runner = Callable[[Sequence[object]], Awaitable[Results]]
 
 
 class _Waiting:
-    __slots__ = ("jobs", "future")
+    __slots__ = ("jobs", "future", "taken")
 
     def __init__(self, jobs: Sequence[object], future: asyncio.Future[Results]) -> None:
         self.jobs = jobs
         self.future = future
+        self.taken = False  # in a statement: its outcome decides, not a deadline
 
 
 class SubmitCoalescer:
-    def __init__(self, run: Runner, *, lanes: int, max_jobs: int) -> None:
-        if lanes < 1 or max_jobs < 1:
-            raise ValueError("lanes and max_jobs must be at least 1")
+    def __init__(self, run: Runner, *, lanes: int, max_jobs: int, max_wait: float = 2.0,
+                 stall_after: float = 0.1) -> None:
+        if lanes < 1 or max_jobs < 1 or max_wait <= 0 or stall_after <= 0:
+            raise ValueError("lanes and max_jobs must be at least 1, max_wait and stall_after positive")
         self._run = run
         self._lanes = lanes
         self._max_jobs = max_jobs
-        self._in_flight = 0
+        self._max_wait = max_wait
+        self._stall_after = stall_after
+        self._started: dict[object, float] = {}  # statements in flight: token -> monotonic start
         self._waiting: deque[_Waiting] = deque()
         self._flushes: set[asyncio.Task] = set()
+        self._recheck: asyncio.TimerHandle | None = None
         #: statements sent and jobs they carried (the share of coalesced work shows in their ratio)
         self.statements = 0
         self.jobs = 0
 
     async def submit(self, jobs: Sequence[object]) -> Results:
-        if self._in_flight < self._lanes and not self._waiting:
-            self._in_flight += 1
+        if not self._waiting and self._busy_lanes() < self._lanes:
+            token = self._occupy()
             try:
                 return await self._statement(jobs)
             finally:
-                self._in_flight -= 1
-                self._start_flushes()
-        future: asyncio.Future[Results] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Waiting(jobs, future))
+                self._release(token)
+        entry = _Waiting(jobs, asyncio.get_running_loop().create_future())
+        self._waiting.append(entry)
         self._start_flushes()
-        return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(entry.future), self._max_wait)
+        except asyncio.TimeoutError:
+            if entry.taken:
+                return await entry.future
+            self._waiting.remove(entry)
+            raise DatabaseUnavailable(f"database unavailable: no submission went through for {self._max_wait:g} s; "
+                                      "nothing was written") from None
+        except asyncio.CancelledError:
+            entry.future.cancel()  # not sent if not taken yet
+            raise
 
-    async def _statement(self, jobs: Sequence[object]) -> Results:
-        self.statements += 1
-        self.jobs += len(jobs)
-        return await self._run(jobs)
+    # --- lanes ----------------------------------------------------------------------------------
+
+    def _busy_lanes(self) -> int:
+        now = time.monotonic()
+        return sum(1 for started in self._started.values() if now - started < self._stall_after)
+
+    def _occupy(self) -> object:
+        token = object()
+        self._started[token] = time.monotonic()
+        return token
+
+    def _release(self, token: object) -> None:
+        del self._started[token]
+        self._start_flushes()
 
     def _start_flushes(self) -> None:
-        while self._waiting and self._in_flight < self._lanes:
+        while self._waiting and self._busy_lanes() < self._lanes:
             group = self._take_group()
             if not group:
                 return
-            self._in_flight += 1
-            task = asyncio.create_task(self._flush(group), name="jobqueue-submit-flush")
+            token = self._occupy()
+            task = asyncio.create_task(self._flush(group, token), name="jobqueue-submit-flush")
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
+        if self._waiting and self._started and self._recheck is None:
+            # Lanes are full: look again when the oldest statement in flight counts as stalled.
+            oldest = min(self._started.values())
+            delay = max(0.0, oldest + self._stall_after - time.monotonic()) + 0.001
+            self._recheck = asyncio.get_running_loop().call_later(delay, self._on_recheck)
+
+    def _on_recheck(self) -> None:
+        self._recheck = None
+        self._start_flushes()
 
     def _take_group(self) -> list[_Waiting]:
         """The oldest waiting callers, as many as fit in ``max_jobs`` (at least one); callers that
@@ -94,11 +134,22 @@ class SubmitCoalescer:
                 continue
             if group and size + len(entry.jobs) > self._max_jobs:
                 break
+            entry.taken = True
             group.append(self._waiting.popleft())
             size += len(entry.jobs)
         return group
 
-    async def _flush(self, group: list[_Waiting]) -> None:
+    # --- statements -----------------------------------------------------------------------------
+
+    async def _statement(self, jobs: Sequence[object]) -> Results:
+        self.statements += 1
+        self.jobs += len(jobs)
+        results = await self._run(jobs)
+        if len(results) != len(jobs):  # the answers are sliced per caller by position
+            raise RuntimeError(f"enqueue_many answered {len(results)} rows for {len(jobs)} jobs")
+        return results
+
+    async def _flush(self, group: list[_Waiting], token: object) -> None:
         try:
             await self._send(group)
         finally:
@@ -106,31 +157,41 @@ class SubmitCoalescer:
                 _settle(entry, exception=DatabaseUnavailable(
                     "the submission was interrupted before its statement finished; resubmit with the same "
                     "idempotency key to be sure"))
-            self._in_flight -= 1
-            self._start_flushes()
+            self._release(token)
 
     async def _send(self, group: list[_Waiting]) -> None:
         jobs = [job for entry in group for job in entry.jobs]
         try:
             results = await self._statement(jobs)
-        except (DatabaseUnavailable, NotMigrated) as exc:
-            for entry in group:
-                _settle(entry, exception=exc)
-            return
-        except Exception as exc:  # refused as a whole: nothing written; find whose job it was
-            if len(group) == 1:
-                _settle(group[0], exception=exc)
+        except Exception as exc:
+            if len(group) == 1 or is_outage(exc):
+                for entry in group:
+                    _settle(entry, exception=exc)
                 return
-            for entry in group:
-                try:
-                    _settle(entry, result=await self._statement(entry.jobs))
-                except Exception as own:
-                    _settle(entry, exception=own)
+            # Refused as a whole, nothing written: each caller's jobs again, on their own.
+            alone = await asyncio.gather(*(self._statement(entry.jobs) for entry in group), return_exceptions=True)
+            for entry, outcome in zip(group, alone):
+                if isinstance(outcome, BaseException):
+                    _settle(entry, exception=outcome)
+                else:
+                    _settle(entry, result=outcome)
             return
         start = 0
         for entry in group:
             _settle(entry, result=results[start:start + len(entry.jobs)])
             start += len(entry.jobs)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Did the statement fail because the database could not be reached or went away (so retrying
+    each caller alone would fail the same), rather than because the server refused it (SQLSTATE
+    other than connection exceptions, class 08, and shutdowns, 57P0x)?"""
+    if isinstance(exc, NotMigrated):
+        return True
+    if not isinstance(exc, DatabaseUnavailable):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
 
 
 def _settle(entry: _Waiting, *, result: Results | None = None, exception: BaseException | None = None) -> None:

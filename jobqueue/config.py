@@ -50,7 +50,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
             "api_max_batch": "MAX_BATCH", "api_submit_lanes": "SUBMIT_LANES", "api_max_body_bytes": "MAX_BODY_BYTES"}
     floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
-              "api_depth_refresh": "DEPTH_REFRESH", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
+              "api_depth_refresh": "DEPTH_REFRESH", "api_submit_stall": "SUBMIT_STALL", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
     values: dict = {name: _int(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in ints.items()}
     values.update({name: _float(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in floats.items()})
     values["api_host"] = env.get("JOBQUEUE_API_HOST") or defaults.api_host
@@ -101,6 +101,7 @@ class Settings:
     api_settle_gc: bool = False  # set by `jobqueue api`: freeze start-up objects out of the GC (see api.app)
     api_max_batch: int = 1000
     api_submit_lanes: int = 1  # submission statements in flight per API process; 0: no coalescing
+    api_submit_stall: float = 0.1  # seconds after which a statement in flight stops holding its lane
     api_max_body_bytes: int = 1_048_576
     api_depth_refresh: float = 1.0
     api_depth_max_age: float = 10.0  # a depth count is redone at least this often (see api.backpressure)
@@ -130,8 +131,8 @@ class Settings:
             raise ValueError("retention days must not be negative")
         if not 0 < self.api_soft_limit <= self.api_hard_limit:
             raise ValueError("the API soft limit must be positive and at most the hard limit")
-        if self.api_submit_lanes < 0:
-            raise ValueError("API submit lanes must not be negative")
+        if self.api_submit_lanes < 0 or self.api_submit_stall <= 0:
+            raise ValueError("API submit lanes must not be negative, the submit stall time must be positive")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
             raise ValueError("API batch size, rate limit and burst must be positive")
 

@@ -55,6 +55,8 @@ def translated_errors() -> Iterator[None]:
         raise Conflict(exc.diag.message_primary or str(exc)) from None
     except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
+    except pg_errors.ProgramLimitExceeded as exc:  # e.g. an idempotency key too long for its index
+        raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
         raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:

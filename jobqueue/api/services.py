@@ -31,7 +31,8 @@ class Services:
         self.client = AsyncClient(settings=settings, pool_size=settings.api_pool_size,
                                   pool_timeout=settings.api_db_timeout,
                                   connect_timeout=settings.api_connect_timeout,
-                                  submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch)
+                                  submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch,
+                                  coalesce_stall_after=settings.api_submit_stall)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
         self.backpressure = Backpressure(self.client, settings)
         self.events = EventHub(self.client, settings.dsn,

@@ -4,13 +4,18 @@ share one statement, yet each gets exactly its own answer — its ids, or its ow
 from __future__ import annotations
 
 import asyncio
+import random
 
 import psycopg
 import pytest
 
 from jobqueue import AsyncClient, ValidationError
-from jobqueue.coalesce import SubmitCoalescer
+from jobqueue.coalesce import SubmitCoalescer, is_outage
 from jobqueue.errors import DatabaseUnavailable
+
+
+#: Random hex compresses too little to fit a btree entry (at most 2,704 bytes); "k" * 6000 would.
+UNINDEXABLE_KEY = random.Random(7).randbytes(4000).hex()
 
 
 def stored_payloads(conn) -> dict:
@@ -34,7 +39,7 @@ async def _blocked_lane(dsn: str, client: AsyncClient, key: str) -> tuple[psycop
 
 def test_waiting_callers_share_one_statement_and_each_get_their_own_ids(dsn, conn):
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1) as client:
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n, "k": k}}
                                                           for k in range(n % 3 + 1)]))
@@ -56,7 +61,7 @@ def test_waiting_callers_share_one_statement_and_each_get_their_own_ids(dsn, con
 
 def test_a_refused_job_fails_only_its_own_caller(dsn, conn):
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1) as client:
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             good = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(3)]
             # Python lets it through; PostgreSQL's integer cannot hold it, so the statement fails.
@@ -80,7 +85,7 @@ def test_a_refused_job_fails_only_its_own_caller(dsn, conn):
 
 def test_a_caller_that_gives_up_while_waiting_writes_nothing(dsn, conn):
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1) as client:
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             quitter = asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "quit"}}]))
             stayer = asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "stay"}}]))
@@ -101,7 +106,7 @@ def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
                      "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'")
 
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1, pool_size=2) as client:
+        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             # the group holds the held key too, so its statement waits on the holder as well
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))]
@@ -122,6 +127,59 @@ def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
     outcomes = asyncio.run(scenario())
     assert all(isinstance(outcome, DatabaseUnavailable) for outcome in outcomes), outcomes
     assert stored_payloads(conn) == {}
+
+
+def test_a_statement_stuck_on_a_lock_stops_holding_its_lane(dsn, conn):
+    """The lane's statement waits on another transaction: after stall_after the others go on."""
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=0.1) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            others = await asyncio.wait_for(asyncio.gather(
+                *(client.submit([{"job_type": "c", "payload": {"n": n}}]) for n in range(5))), 5)
+            still_blocked = not first.done()
+            await holder.rollback()
+            await holder.close()
+            await first
+            return others, still_blocked
+
+    others, still_blocked = asyncio.run(scenario())
+    assert still_blocked and all(answer[0][1] for answer in others)
+    assert len(stored_payloads(conn)) == 1 + 5
+
+
+def test_a_caller_that_finds_no_lane_in_time_gets_unavailable_and_writes_nothing(dsn, conn):
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0, pool_timeout=0.5) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            with pytest.raises(DatabaseUnavailable):
+                await client.submit([{"job_type": "c", "payload": {"n": "late"}}])
+            await holder.rollback()
+            await holder.close()
+            await first
+            await asyncio.sleep(0.2)  # the lane is free again: the timed-out caller must not be sent now
+
+    asyncio.run(scenario())
+    assert [p["n"] for p in stored_payloads(conn).values()] == [-1]
+
+
+def test_a_job_the_server_rejects_with_an_error_of_its_own_fails_only_its_caller(dsn, conn):
+    """An idempotency key too long for its index is refused by PostgreSQL (54000, reported like a
+    connection problem by the driver): the group is replayed, the others are written."""
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(2)]
+            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "idempotency_key": UNINDEXABLE_KEY}])))
+            await asyncio.sleep(0.1)
+            await holder.rollback()
+            await holder.close()
+            await first
+            return await asyncio.gather(*callers, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    assert isinstance(outcomes[1], ValidationError) and outcomes[1].field == "input"
+    assert outcomes[0][0][1] and outcomes[2][0][1]
+    assert sorted(p.get("n", -2) for p in stored_payloads(conn).values()) == [-1, 0, 1]
 
 
 def test_groups_stop_at_max_jobs_and_keep_arrival_order():
@@ -150,7 +208,24 @@ def test_groups_stop_at_max_jobs_and_keep_arrival_order():
     assert [[job for job, _ in answer] for answer in answers] == [[10 * n, 10 * n + 1] for n in range(1, 6)]
 
 
-@pytest.mark.parametrize("lanes, max_jobs", [(0, 10), (1, 0)])
-def test_coalescer_settings_are_checked(lanes, max_jobs):
+@pytest.mark.parametrize("options", [dict(lanes=0, max_jobs=10), dict(lanes=1, max_jobs=0),
+                                     dict(lanes=1, max_jobs=10, max_wait=0), dict(lanes=1, max_jobs=10, stall_after=0)])
+def test_coalescer_settings_are_checked(options):
     with pytest.raises(ValueError):
-        SubmitCoalescer(lambda jobs: None, lanes=lanes, max_jobs=max_jobs)  # type: ignore[arg-type, return-value]
+        SubmitCoalescer(lambda jobs: None, **options)  # type: ignore[arg-type, return-value]
+
+
+def test_outages_are_told_from_refusals():
+    """Only a lost or unreachable database fails a whole group; what the server refused (deadlock,
+    lock timeout, a limit) is replayed caller by caller."""
+    def unavailable(cause: Exception) -> DatabaseUnavailable:
+        exc = DatabaseUnavailable("database unavailable")
+        exc.__cause__ = cause
+        return exc
+
+    assert is_outage(unavailable(psycopg.OperationalError("connection refused")))  # no SQLSTATE: no server
+    assert is_outage(unavailable(psycopg.errors.ConnectionFailure("gone")))
+    assert is_outage(unavailable(psycopg.errors.AdminShutdown("terminating connection")))
+    assert not is_outage(unavailable(psycopg.errors.DeadlockDetected("deadlock detected")))
+    assert not is_outage(unavailable(psycopg.errors.LockNotAvailable("lock timeout")))
+    assert not is_outage(ValidationError("input", "refused"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -100,6 +101,7 @@ INVALID = [
     ({"job_type": "x", "idempotency_key": ""}, "idempotency_key"),
     ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
     ({"job_type": "x\u0000y"}, "input"),
+    ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "input"),  # too big for its index
 ]
 
 
@@ -173,9 +175,13 @@ def test_a_field_the_database_refuses_inside_a_batch_is_422_and_writes_nothing(h
     assert count_jobs(conn) == 0
 
 
-def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(http, dsn, conn):
-    """With the one submit lane held (its statement waits on another transaction's row), later
-    requests queue and go as one statement; the one the database refuses gets its own 422."""
+def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(start_api, keys, dsn, conn):
+    """With the one submit lane held (its statement waits on another transaction's row, and is
+    not counted as stalled for 30 s), later requests queue and go as one statement; the one the
+    database refuses gets its own 422."""
+    import httpx
+
+    server = start_api(api_submit_stall=30.0)
     holder = psycopg.connect(dsn)
     holder.execute("SELECT jobqueue.enqueue('x', '{}', idempotency_key => 'gate', producer_id => 'alice')")
     bodies = [{"job_type": "x", "idempotency_key": "gate"}] + [{"job_type": "x", "payload": {"n": n}} for n in range(4)]
@@ -183,7 +189,8 @@ def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(htt
     responses: list = [None] * len(bodies)
 
     def post(i: int) -> None:
-        responses[i] = http("alice").post("/jobs", json=bodies[i])
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['alice']}"}) as client:
+            responses[i] = client.post("/jobs", json=bodies[i])
 
     threads = [threading.Thread(target=post, args=(0,))]
     threads[0].start()
