@@ -85,7 +85,11 @@ class Backpressure:
         self.depths: dict[str, int] = {}
         self.queue_settings: dict[str, QueueSettings] = {}
         self._buckets: dict[str, TokenBucket] = {}
-        self._counted: tuple[float, int] | None = None  # (clock, job sequence) of the last count
+        # (clock, job sequence at the count before it) of the last count: growth is measured from
+        # one count further back, so jobs inserted but not yet committed when the last count ran
+        # (invisible to it, yet already in the sequence) are still counted as growth.
+        self._counted: tuple[float, int] | None = None
+        self._submitted_at_last_count = 0
 
     def limits(self, queue: str) -> tuple[int, int]:
         custom = self.queue_settings.get(queue)
@@ -103,7 +107,8 @@ class Backpressure:
         cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
         started = self._clock()
         self.depths = await self.client.runnable_counts(cap=cap)
-        self._counted = (started, submitted)
+        self._counted = (started, self._submitted_at_last_count)
+        self._submitted_at_last_count = submitted
 
     def count_needed(self, submitted: int) -> bool:
         """Could any queue have reached its soft limit since the last count? ``submitted`` is the
@@ -163,6 +168,17 @@ class Backpressure:
                 raise Overloaded(429, "rate_limited", "the queue is above its soft limit: producers are rate "
                                  f"limited to {self.settings.api_rate_limit:g} jobs/s; nothing was written", wait)
 
+    def reserve(self, producer_id: str, demands: list[Demand]) -> None:
+        """`admit`, and count the jobs at once: requests waiting for the database together must not
+        all be measured against the same depth."""
+        self.admit(producer_id, demands)
+        self.admitted(demands)
+
     def admitted(self, demands: list[Demand]) -> None:
         for demand in demands:
             self.depths[demand.queue] = self.depths.get(demand.queue, 0) + demand.jobs
+
+    def release(self, demands: list[Demand]) -> None:
+        """Take back a reservation whose jobs were not created (refused, or already there)."""
+        for demand in demands:
+            self.depths[demand.queue] = max(0, self.depths.get(demand.queue, 0) - demand.jobs)

@@ -8,7 +8,7 @@ did not exist); an admin key sees all. Submissions pass backpressure first, then
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Iterable
 
 from litestar import Controller, Request, get, post
 from litestar.openapi import ResponseSpec
@@ -22,7 +22,7 @@ from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobL
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.services import ServicesDep
 from jobqueue.client import NewJob
-from jobqueue.errors import JobNotFound, ValidationError
+from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobState
 
 AnyRequest = Request[Principal, Any, Any]
@@ -49,21 +49,36 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     accepted: list[NewJob] = []
 
     def admit(built: list[NewJob]) -> None:  # validated, nothing written yet: the queue may still refuse
-        services.backpressure.admit(user.producer_id, Backpressure.demands((job.queue, job.priority) for job in built))
+        services.backpressure.reserve(user.producer_id, _demands(built))
         accepted.extend(built)
 
     try:
         results = await services.client.submit(specs, admit=admit)
-    except ValidationError as exc:  # fields are named jobs[i].… by the client: as sent for a single job
-        raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
-    services.backpressure.admitted(Backpressure.demands(
-        (job.queue, job.priority) for job, (_, created) in zip(accepted, results) if created))
+    except Exception as exc:
+        services.backpressure.release(_demands(accepted))
+        if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
+            raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
+        raise
+    services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
+    return [SubmittedJob(job_id, state, created, JobLinks.of(job_id))
+            for (job_id, created), state in zip(results, await _states(services, results))]
+
+
+def _demands(jobs: Iterable[NewJob]) -> list:
+    return Backpressure.demands((job.queue, job.priority) for job in jobs)
+
+
+async def _states(services: ServicesDep, results: list[tuple[uuid.UUID, bool]]) -> list[str]:
+    """What to report per job: a created one is pending; one that already held its key is read.
+    The jobs are committed by now, so a failed read must not turn the answer into a 503 (a client
+    would resubmit): such a job held its key a moment ago, so it was live — pending."""
     existing = [job_id for job_id, created in results if not created]
-    states = await services.client.states(existing) if existing else {}
-    # A holder that finished and was pruned between the insert and this read is reported as the
-    # state it had to have to hold the key: live, so pending.
-    return [SubmittedJob(job_id, JobState.PENDING.value if created else states.get(job_id, JobState.PENDING).value,
-                         created, JobLinks.of(job_id)) for job_id, created in results]
+    try:
+        states = await services.client.states(existing) if existing else {}
+    except DatabaseUnavailable:
+        states = {}
+    return [JobState.PENDING.value if created else states.get(job_id, JobState.PENDING).value
+            for job_id, created in results]
 
 
 class JobsController(Controller):

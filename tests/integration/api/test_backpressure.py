@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import psycopg
 
 from jobqueue.api.backpressure import Backpressure, TokenBucket
 from jobqueue.client import AsyncClient
@@ -120,11 +121,14 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
             fill(conn, "deep", 6)
             await backpressure.refresh()
             seen.append(backpressure.depths.get("deep", 0))  # first refresh: counted
+            await backpressure.refresh()
+            seen.append(backpressure.depths.get("deep", 0))  # counted again: growth is measured from
+            # the count before the last one, and before the first there was none
             conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'deep'")
             fill(conn, "deep", 2)  # sequence +2: 6 + 2 < 10, the old depth stands
             await backpressure.refresh()
             seen.append(backpressure.depths.get("deep", 0))
-            fill(conn, "deep", 2)  # sequence +4 since the count: 6 + 4 reaches the soft limit
+            fill(conn, "deep", 2)  # sequence +4 since the counts: 6 + 4 reaches the soft limit
             await backpressure.refresh()
             seen.append(backpressure.depths.get("deep", 0))
             conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'deep'")
@@ -137,7 +141,7 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
         finally:
             await client.close()
 
-    assert asyncio.run(scenario()) == [6, 6, 4, 4, 0]
+    assert asyncio.run(scenario()) == [6, 6, 6, 4, 4, 0]
 
 
 def test_runnable_depth_counts_every_level_due_now_and_nothing_scheduled(dsn, conn):
@@ -153,3 +157,39 @@ def test_runnable_depth_counts_every_level_due_now_and_nothing_scheduled(dsn, co
             return await client.runnable_counts(cap=100)
 
     assert asyncio.run(counts()) == {"mix": 3, "other": 1}
+
+
+def test_jobs_uncommitted_during_a_count_are_still_growth_after_it(dsn, conn):
+    """The sequence moves at insert, the count sees commits: 8 jobs inserted before a count and
+    committed after it must still bring the next check to a count."""
+    now = [0.0]
+    settings = api_settings(dsn, api_soft_limit=10, api_hard_limit=20, api_depth_max_age=30.0)
+
+    async def scenario() -> list[int]:
+        async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
+            backpressure = Backpressure(client, settings, clock=lambda: now[0])
+            fill(conn, "open", 2)
+            await backpressure.refresh()
+            await backpressure.refresh()
+            with psycopg.connect(dsn) as producer:  # a producer's transaction, open across a count
+                fill(producer, "open", 8)
+                now[0] += 30.0
+                await backpressure.refresh()
+                during = backpressure.depths.get("open", 0)
+            await backpressure.refresh()
+            return [during, backpressure.depths.get("open", 0)]
+
+    assert asyncio.run(scenario()) == [2, 10]
+
+
+def test_submissions_the_database_refused_or_that_existed_do_not_use_up_the_limit(start_api, keys, conn):
+    server = start_api(api_soft_limit=3, api_hard_limit=3, api_depth_refresh=3600.0)
+    alice = client_for(server, keys["alice"])
+    refused = [alice.post("/jobs", json={"job_type": "x\u0000y", "queue": "tight"}).status_code for _ in range(3)]
+    first = alice.post("/jobs", json={"job_type": "x", "queue": "tight", "idempotency_key": "once"})
+    again = [alice.post("/jobs", json={"job_type": "x", "queue": "tight", "idempotency_key": "once"}).status_code
+             for _ in range(3)]
+    rest = [alice.post("/jobs", json={"job_type": "x", "queue": "tight"}).status_code for _ in range(3)]
+    assert (refused, first.status_code, again) == ([422] * 3, 201, [200] * 3)
+    assert rest == [201, 201, 503]
+    assert count(conn, "tight") == 3
