@@ -16,30 +16,49 @@ SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
 -- One probe of jobs_claim_idx per (level, queue) with the level fixed, so priority = level AND
 -- run_at <= now() bounds each scan on both sides. (One ordered scan over all levels could not
 -- stop at now() inside a level: it read every future job of each higher level before reaching a
--- lower one — 100,000 "high" jobs scheduled for next week cost each claim ~670 pages.) Levels
--- run in order in the nested loop and the outer LIMIT stops it, so a lower level is probed only
--- when the higher ones could not fill the claim. Within a level the per-queue probes (a LATERAL
--- each, for an ordered index scan per queue) are merged by (run_at, seq); that merge may lock
--- up to %(limit)s rows more than it hands on, which the statement's end releases.
+-- lower one — 100,000 "high" jobs scheduled for next week cost each claim ~670 pages.)
+-- Levels run in order: the LATERAL makes this a nested loop over generate_series, whose rows
+-- come in order, and the outer LIMIT stops it, so a lower level is probed only when the higher
+-- ones could not fill the claim (no ORDER BY is needed, and FOR UPDATE rules out parallel plans).
+-- One queue (the usual case): the probe feeds the LIMIT directly and locks only the rows it hands
+-- on. Several queues: each level's per-queue probes are merged by (run_at, seq), which takes them
+-- whole, so up to %(limit)s rows per queue may be locked without being claimed; the statement's
+-- end releases them. A one-time filter on cardinality(queues) runs only one of the two branches.
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
     CROSS JOIN LATERAL (
-        SELECT c.id, c.run_at, c.seq
-        FROM unnest(%(queues)s::text[]) AS q(name)
-        CROSS JOIN LATERAL (
-            SELECT j.id, j.run_at, j.seq
+        SELECT one.id FROM (
+            SELECT j.id
             FROM jobqueue.jobs j
-            WHERE j.state IN ('pending', 'failed')
-              AND j.queue = q.name
+            WHERE cardinality(%(queues)s::text[]) = 1
+              AND j.state IN ('pending', 'failed')
+              AND j.queue = (%(queues)s::text[])[1]
               AND j.priority = p.level
               AND j.run_at <= coalesce(%(now)s::timestamptz, now())
             ORDER BY j.run_at, j.seq
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
-        ) AS c
-        ORDER BY c.run_at, c.seq
-        LIMIT %(limit)s
+        ) AS one
+        UNION ALL
+        SELECT merged.id FROM (
+            SELECT c.id
+            FROM unnest(%(queues)s::text[]) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.run_at, j.seq
+                FROM jobqueue.jobs j
+                WHERE j.state IN ('pending', 'failed')
+                  AND j.queue = q.name
+                  AND j.priority = p.level
+                  AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                ORDER BY j.run_at, j.seq
+                LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            WHERE cardinality(%(queues)s::text[]) > 1
+            ORDER BY c.run_at, c.seq
+            LIMIT %(limit)s
+        ) AS merged
     ) AS c
     LIMIT %(limit)s
 ), claimed AS (

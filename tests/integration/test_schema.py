@@ -87,6 +87,22 @@ def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):
     assert buffers < 150, buffers
 
 
+def test_a_one_queue_claim_locks_only_the_rows_it_takes(dsn):
+    """Workers woken together skip each other's locked rows: a claim must not hold rows it does
+    not take (another worker would pass over them for lower-priority ones meanwhile)."""
+    with psycopg.connect(dsn, autocommit=True) as setup:
+        for level, n in ((0, 3), (1, 3), (2, 3), (3, 20)):
+            setup.execute("INSERT INTO jobqueue.jobs (job_type, priority) SELECT 'x', %s FROM generate_series(1, %s)",
+                          (level, n))
+    with psycopg.connect(dsn) as claimer, psycopg.connect(dsn) as other:
+        taken = claimer.execute(queries()["job_claim"], dict(CLAIM, queues=["default"], limit=10)).fetchall()
+        free = other.execute("SELECT count(*) FROM (SELECT id FROM jobqueue.jobs WHERE state = 'pending' "
+                             "FOR UPDATE SKIP LOCKED) AS s").fetchone()[0]
+        claimer.rollback()
+    assert [row[4] for row in taken] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+    assert free == 29 - 10
+
+
 def test_the_claim_probes_the_claim_index_and_updates_by_primary_key(dsn):
     with psycopg.connect(dsn) as conn:
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, state, finished_at)
