@@ -44,6 +44,8 @@ from jobqueue.worker.priorities import draw_slots
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
 
+ACK_DRAIN_SECONDS = 5.0
+
 log = logging.getLogger("jobqueue.worker")
 
 
@@ -324,7 +326,9 @@ class Worker:
                 log.info("released %s unfinished jobs back to the queue", released)
             except DatabaseUnavailable as exc:
                 log.warning("could not release jobs (%s); the sweeper will reclaim them when their lease ends", exc)
-        if not await self.acks.drain(timeout=max(5.0, grace)):
+        # Buffered acks flush in milliseconds when the database is there; when it is not, a few
+        # seconds of retries is all the stop can afford on top of the grace period it already spent.
+        if not await self.acks.drain(timeout=ACK_DRAIN_SECONDS):
             log.warning("some acks were not written; those jobs will be retried after their lease")
         await self.stats.close()
         if self.tracing is not None:

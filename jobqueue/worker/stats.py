@@ -79,13 +79,14 @@ class WorkerStats:
                 except DatabaseUnavailable as exc:
                     log.warning("stats flush failed (%s); kept for the next one", exc)
 
-    async def flush(self) -> None:
+    async def flush(self, timeout: float | None = None) -> None:
+        """Write the counters gathered since the last flush (``timeout``: the wait for a connection)."""
         self.sample()
         deltas, self._deltas = self._deltas, {}
         busy, elapsed = self._busy_slot_seconds, self._last_sample - self._window_start
         utilization = busy / (elapsed * self.concurrency) if elapsed > 0 else self.utilization
         try:
-            async with db.connection(self._pool) as conn:
+            async with db.connection(self._pool, timeout=timeout) as conn:
                 await db.run(conn, metrics_store.flush_worker_stats(
                     worker_id=self.worker_id, deltas=deltas, utilization=utilization, busy_seconds=busy))
         except DatabaseUnavailable:
@@ -99,14 +100,14 @@ class WorkerStats:
     async def close(self) -> None:
         """Last flush, then fold this worker's rows into the retired totals."""
         try:
-            await self.flush()
-            await self._retire(self.worker_id)
+            await self.flush(timeout=db.SHUTDOWN_WAIT)
+            await self._retire(self.worker_id, timeout=db.SHUTDOWN_WAIT)
         except DatabaseUnavailable as exc:
             log.warning("final stats flush failed (%s); these counts are lost", exc)
 
-    async def _retire(self, worker_id: str | None) -> None:
+    async def _retire(self, worker_id: str | None, timeout: float | None = None) -> None:
         try:
-            async with db.connection(self._pool) as conn:
+            async with db.connection(self._pool, timeout=timeout) as conn:
                 await db.run(conn, metrics_store.retire_worker_stats(
                     worker_id=worker_id, older_than_seconds=self.retire_after))
         except DatabaseUnavailable as exc:
