@@ -61,6 +61,7 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
 
 @pytest.mark.parametrize("kwargs, field", [
     (dict(job_type="x", payload={"f": object()}), "payload"),
+    (dict(job_type="x", payload={"f": "a\u0000b"}), "payload"),  # jsonb cannot hold NUL
     (dict(job_type="x", priority="urgent"), "priority"),
     (dict(job_type=""), "job_type"),
     (dict(job_type="x", delay=-1), "delay"),

@@ -101,6 +101,7 @@ INVALID = [
     ({"job_type": "x", "idempotency_key": ""}, "idempotency_key"),
     ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
     ({"job_type": "x\u0000y"}, "input"),
+    ({"job_type": "x", "payload": {"note": "a\u0000b"}}, "payload"),
     ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "input"),  # too big for its index
 ]
 
