@@ -98,6 +98,9 @@ class NewJob:
             raise invalid("max_attempts", f"must be an integer of at least 1 (got {max_attempts!r})")
         if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
             raise invalid("idempotency_key", "must be a non-empty string when given")
+        if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
+            # "" would share the idempotency scope of jobs enqueued without a producer
+            raise invalid("producer_id", "must be a non-empty string when given")
         return cls(job_type, payload_json, level.label, queue, run_at, delay, max_attempts,
                    idempotency_key, producer_id, traceparent)
 

@@ -67,6 +67,7 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     (dict(job_type="x", delay=-1), "delay"),
     (dict(job_type="x", max_attempts=0), "max_attempts"),
     (dict(job_type="x", run_at=datetime(2030, 1, 1)), "run_at"),
+    (dict(job_type="x", producer_id=""), "producer_id"),
 ])
 def test_python_bad_input_names_the_field_and_writes_nothing(dsn, conn, kwargs, field):
     with Client(dsn) as client:
