@@ -7,7 +7,6 @@ if your transaction commits (the NOTIFY that wakes workers is sent at that commi
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,11 +34,6 @@ _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
     "idempotency_key", "producer_id", "traceparent",
 })
-
-
-#: A NUL character as json.dumps writes it: \u0000 after an even number of backslashes (an odd
-#: number would make it the literal text "\u0000", which jsonb stores fine).
-_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +66,7 @@ class NewJob:
             payload_json = job_store.dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
             raise invalid("payload", f"must be JSON-serialisable ({exc})") from None
-        if "\\u0000" in payload_json and _ESCAPED_NUL.search(payload_json):
+        if job_store.holds_nul(payload_json):
             raise invalid("payload", "must not contain the NUL character (PostgreSQL's jsonb cannot store it)")
         try:
             level = Priority.parse(priority)

@@ -17,6 +17,7 @@ import signal
 import time
 
 from jobqueue.app import JobQueue
+from jobqueue.background import watch
 from jobqueue.config import Settings
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
@@ -51,9 +52,9 @@ class WorkerProcess:
     async def run(self) -> None:
         background = []
         if self.worker.settings.listen:
-            background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
+            background.append(watch(asyncio.create_task(self.notifier.run(), name="notifier"), self.request_stop))
         if self.maintenance is not None:
-            background.append(asyncio.create_task(self.maintenance.run(), name="maintenance"))
+            background.append(watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop))
         try:
             await self.worker.run()
         finally:

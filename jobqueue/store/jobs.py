@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Sequence
@@ -130,6 +131,16 @@ def cancel(job_id: uuid.UUID) -> Call[CancelOutcome]:
 def dumps(value: Any) -> str:
     """JSON for jsonb parameters; raises TypeError/ValueError for what JSON cannot hold."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+#: A NUL character as `dumps` writes it: \u0000 after an even number of backslashes (an odd
+#: number makes it the literal text "\u0000", which jsonb stores fine).
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def holds_nul(json_text: str) -> bool:
+    """Does this `dumps` output hold a NUL character? jsonb (like PostgreSQL text) cannot store one."""
+    return "\\u0000" in json_text and _ESCAPED_NUL.search(json_text) is not None
 
 
 # --- listing and dead-letter administration (REST API, admin tools) ---------------------------

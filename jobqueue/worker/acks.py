@@ -11,6 +11,7 @@ state/attempt guard — at-least-once, never lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import Callable
@@ -74,17 +75,36 @@ class AckBuffer:
     async def flush(self) -> None:
         while self._pending:
             batch = self._pending[: self.batch_size]
-            accepted = await self._write(batch)
+            try:
+                accepted = await self._write(batch)
+            except DatabaseUnavailable:
+                raise
+            except Exception:  # refused by the server: one outcome must not hold back the others
+                accepted = await self._write_each(batch)
             del self._pending[: len(batch)]
             if self._on_flushed:
                 self._on_flushed(batch, accepted)
         self._idle.set()
 
+    async def _write_each(self, batch: list[Outcome]) -> set[uuid.UUID]:
+        """The batch one outcome at a time; one still refused is dropped with its reason logged: its
+        lease then runs out and the sweeper hands the job out again (at-least-once)."""
+        accepted: set[uuid.UUID] = set()
+        for outcome in batch:
+            try:
+                accepted |= await self._write([outcome])
+            except DatabaseUnavailable:
+                raise
+            except Exception:
+                log.exception("job %s: the database refused its ack; dropped, the job runs again after its lease",
+                              outcome.job.id)
+        return accepted
+
     async def _write(self, batch: list[Outcome]) -> set[uuid.UUID]:
         done = [o for o in batch if o.kind == COMPLETED]
         failed = [o for o in batch if o.kind != COMPLETED]
         accepted: set[uuid.UUID] = set()
-        async with db.connection(self._pool) as conn:
+        async with db.connection(self._pool) as conn, _together(conn, done and failed):
             if done:
                 accepted.update(await db.run(conn, job_store.complete_many(
                     worker_id=self.worker_id,
@@ -99,6 +119,12 @@ class AckBuffer:
                     tracebacks=[o.traceback for o in failed]))
                 accepted.update(row[0] for row in rows)
         return accepted
+
+
+def _together(conn, both: object):
+    """One transaction when a batch writes completions and failures, so a retried batch never finds
+    half of itself already written (one statement alone is its own transaction already)."""
+    return conn.transaction() if both else contextlib.nullcontext()
 
 
 def _action(outcome: Outcome) -> str:

@@ -2,7 +2,8 @@
 
 Async handlers run on the event loop, sync ones in the worker's thread pool. A task timeout fails
 the attempt as retryable (a sync handler's thread cannot be killed: it runs on, and its late
-result is dropped). Classification: `PermanentError` and results that are not JSON go straight to
+result is dropped). Classification: `PermanentError` and results that are not JSON (or that hold
+a NUL character, which jsonb cannot store) go straight to
 the dead-letter queue; `Retry(after=…)` sets the delay; `JobCancelled` after a cancel request
 ends the job as cancelled; anything else is retryable with the task's backoff.
 """
@@ -21,7 +22,7 @@ from jobqueue.app import TaskDef
 from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
-from jobqueue.store.jobs import dumps
+from jobqueue.store.jobs import dumps, holds_nul
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
 
@@ -45,9 +46,14 @@ class Outcome:
 def _error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
     return Outcome(
         job=job, kind=kind, duration_ms=(time.perf_counter() - started) * 1000, retry_in=retry_in,
-        error_type=type(exc).__qualname__, message=str(exc) or type(exc).__name__,
-        traceback="".join(traceback.format_exception(exc)),
+        error_type=type(exc).__qualname__, message=_storable(str(exc) or type(exc).__name__),
+        traceback=_storable("".join(traceback.format_exception(exc))),
     )
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL: an error message quoting binary data must not stop the ack."""
+    return text.replace("\x00", "\\x00")
 
 
 async def execute(job: Job, task: TaskDef | None, threads: Executor,
@@ -57,7 +63,8 @@ async def execute(job: Job, task: TaskDef | None, threads: Executor,
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
         return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
     try:
-        if task.use_stored_result and stored_result is not None:
+        if task.use_stored_result and stored_result is not None and job.attempt > 1:
+            # Only a redelivery can find a stored result: an admin retry clears it, a first attempt has none.
             previous = await stored_result(job)
             if previous is not None:
                 return Outcome(job=job, kind=COMPLETED, duration_ms=0.0, result_json=previous)
@@ -86,6 +93,9 @@ async def execute(job: Job, task: TaskDef | None, threads: Executor,
         result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
         return _error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
+    if result_json is not None and holds_nul(result_json):
+        return _error_outcome(job, DEAD, started, PermanentError(
+            "handler result holds a NUL character, which PostgreSQL's jsonb cannot store"))
     return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,
                    result_json=result_json)
 

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 from jobqueue import db, tracing
+from jobqueue.background import watch
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated
@@ -162,14 +163,13 @@ class Worker:
 
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
-        background = [asyncio.create_task(self.acks.run(), name="acks"),
-                      asyncio.create_task(self.heartbeat.run(), name="heartbeat"),
-                      asyncio.create_task(self.stats.run(), name="stats")]
+        jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats")]
         if self.settings.worker_metrics_port:
             server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running))
-            background.append(asyncio.create_task(server.run(), name="metrics-server"))
+            jobs.append((server.run(), "metrics-server"))
         if self.owns_notifier and self.settings.listen:
-            background.append(asyncio.create_task(self.notifier.run(), name="notifier"))
+            jobs.append((self.notifier.run(), "notifier"))
+        background = [watch(asyncio.create_task(job, name=name), self.request_stop) for job, name in jobs]
         try:
             await self._register()
             await self._refresh_paused()

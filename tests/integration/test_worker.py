@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -151,6 +152,68 @@ def test_result_that_is_not_json_dead_letters(dsn, conn):
         wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
     assert "not JSON" in conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s",
                                       (job_id,)).fetchone()[0]
+
+
+def test_nul_characters_in_results_and_errors_do_not_stop_the_acks(dsn, conn):
+    """PostgreSQL cannot store NUL: such a result dead-letters, such an error message is stored
+    escaped, and the jobs after them are acked as usual (the ack writer once died on them)."""
+    bad_result, bad_error, good = (make_job(conn, job_type=t) for t in ("nul_result", "nul_error", "record"))
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: states(conn, [bad_result, bad_error, good]) ==
+                   {bad_result: "dead_letter", bad_error: "dead_letter", good: "completed"})
+    messages = dict(conn.execute("SELECT job_id, message FROM jobqueue.job_errors").fetchall())
+    assert "NUL" in messages[bad_result]
+    assert messages[bad_error] == "could not parse b'\\x00\x01'\\x00"  # NUL escaped, the rest kept
+
+
+def test_an_ack_the_database_refuses_is_dropped_alone(dsn, conn, caplog):
+    """Should the server refuse one outcome of a batch, the others are written one by one."""
+    from jobqueue import db
+    from jobqueue.worker.acks import AckBuffer
+    from jobqueue.worker.executor import COMPLETED, Outcome
+
+    ids = [make_job(conn, state="processing", locked_by="w") for _ in range(3)]
+    jobs = {job.id: job for job in _claimed_jobs(conn, ids)}
+
+    async def flush() -> set:
+        pool = db.async_pool(dsn, min_size=1, max_size=1)
+        await pool.open(wait=True)
+        accepted: set = set()
+        buffer = AckBuffer(pool, "w", on_flushed=lambda batch, ok: accepted.update(ok))
+        for n, job_id in enumerate(ids):  # the middle result bypasses the executor's NUL check
+            buffer.add(Outcome(job=jobs[job_id], kind=COMPLETED, duration_ms=1.0,
+                               result_json='{"x": "\\u0000"}' if n == 1 else '{"ok": true}'))
+        await buffer.flush()
+        await pool.close()
+        return accepted
+
+    with caplog.at_level("ERROR", logger="jobqueue.worker.acks"):
+        accepted = asyncio.run(flush())
+    assert accepted == {ids[0], ids[2]}
+    assert states(conn, ids) == {ids[0]: "completed", ids[1]: "processing", ids[2]: "completed"}
+    assert f"job {ids[1]}: the database refused its ack" in caplog.text
+
+
+def _claimed_jobs(conn, ids: list) -> list:
+    from jobqueue.models import Job
+
+    rows = conn.execute("SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, "
+                        "cancel_requested, created_at FROM jobqueue.jobs WHERE id = ANY(%s)", (ids,)).fetchall()
+    return [Job(*row) for row in rows]
+
+
+def test_a_background_task_that_dies_stops_the_worker_instead_of_running_on(dsn, conn, caplog):
+    async def broken() -> None:
+        raise RuntimeError("heartbeat broke")
+
+    worker = WorkerThread(apps.queue, test_settings(dsn))
+    worker.worker.heartbeat.run = broken  # e.g. what the NUL result did to the ack writer
+    with caplog.at_level("ERROR", logger="jobqueue.background"):
+        worker.start()
+        worker._thread.join(15)
+        assert not worker._thread.is_alive(), "the worker ran on without its heartbeat"
+    assert "background task heartbeat ended unexpectedly: RuntimeError('heartbeat broke')" in caplog.text
+    assert conn.execute("SELECT status FROM jobqueue.workers").fetchone() == ("stopped",)
 
 
 def test_sync_handler_runs_in_a_thread_and_stores_its_result(dsn, conn):

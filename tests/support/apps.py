@@ -77,6 +77,16 @@ async def unserialisable(job: Job):
     return {"when": object()}
 
 
+@queue.task("nul_result")
+async def nul_result(job: Job):
+    return {"bytes": "a\x00b"}  # jsonb cannot store NUL
+
+
+@queue.task("nul_error", max_attempts=1)
+async def nul_error(job: Job):
+    raise ValueError("could not parse b'\x00\x01'\x00")  # nor can text
+
+
 @queue.task("idempotent", use_stored_result=True)
 async def idempotent(job: Job):
     _record(job)
