@@ -303,8 +303,10 @@ class AsyncClient:
         job_id = _job_id(job_id)
         return _found(job_id, await self._run(job_store.get(job_id), connection))
 
-    async def cancel(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
-        return await self._run(job_store.cancel(_job_id(job_id)), connection)
+    async def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
+                     connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
+        """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
+        return await self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
 
     async def states(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobState]:
         """The state of each job, in one query; ids that do not exist are left out."""
@@ -453,8 +455,9 @@ class Client:
         job_id = _job_id(job_id)
         return _found(job_id, self._run(job_store.get(job_id), connection))
 
-    def cancel(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> CancelOutcome:
-        return self._run(job_store.cancel(_job_id(job_id)), connection)
+    def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
+               connection: psycopg.Connection | None = None) -> CancelOutcome:
+        return self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
 
     def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
         return _page(self._run(_list_call(limit, cursor, **filters), None), limit)

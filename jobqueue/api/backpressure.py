@@ -131,6 +131,8 @@ class Backpressure:
                 await self.refresh()
             except (DatabaseUnavailable, NotMigrated) as exc:
                 log.debug("queue depth refresh failed: %s", exc)
+            except Exception:  # anything else too: a dead refresher would leave depths only growing
+                log.exception("queue depth refresh failed; retrying")
             await asyncio.sleep(self.settings.api_depth_refresh)
 
     @staticmethod

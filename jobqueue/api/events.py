@@ -108,6 +108,7 @@ class EventHub:
         self._connect_timeout = connect_timeout
         self._subscriptions: set[Subscription] = set()
         self._listener: asyncio.Task | None = None
+        self._stopping: asyncio.Task | None = None  # a listener cancelled, still unregistering
         self._registered = asyncio.Event()
 
     async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None,
@@ -116,6 +117,9 @@ class EventHub:
         if the LISTEN connection or the registration cannot be made in time."""
         subscription = Subscription(queue, job_id, producer_id)
         self._subscriptions.add(subscription)
+        if self._stopping is not None:  # the last stream just closed: let that listener unregister first,
+            stopping, self._stopping = self._stopping, None  # or its cleanup would undo our registration
+            await asyncio.gather(stopping, return_exceptions=True)
         if self._listener is None or self._listener.done():
             self._registered.clear()
             self._listener = asyncio.create_task(self._listen(), name="api-events")
@@ -131,15 +135,16 @@ class EventHub:
         self._subscriptions.discard(subscription)
         if not self._subscriptions and self._listener is not None:
             self._listener.cancel()
-            self._listener = None
+            self._stopping, self._listener = self._listener, None
 
     async def stop(self) -> None:
         self._subscriptions.clear()
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._listener
-            self._listener = None
+        for task in (self._listener, self._stopping):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._listener = self._stopping = None
 
     async def _listen(self) -> None:
         """LISTEN, and keep this process registered (TTL ``LISTENER_TTL``) until cancelled."""
@@ -151,6 +156,8 @@ class EventHub:
                     self._registered.set()
                 except (DatabaseUnavailable, NotMigrated) as exc:
                     log.warning("cannot register for job events (%s); retrying", exc)
+                except Exception:
+                    log.exception("cannot register for job events; retrying")
                 await asyncio.sleep(LISTENER_TTL / 3 if self._registered.is_set() else 0.5)
         finally:
             notifier.cancel()

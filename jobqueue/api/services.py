@@ -18,6 +18,7 @@ from typing import TypeAlias
 from litestar.di import NamedDependency
 
 from jobqueue import migrate
+from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure
 from jobqueue.api.events import EventHub
@@ -42,7 +43,7 @@ class Services:
 
     async def start(self) -> None:
         await self.client.open()  # does not wait for the database: the API starts during an outage too
-        self._tasks = [asyncio.create_task(self.backpressure.run(), name="api-depths")]
+        self._tasks = [watch(asyncio.create_task(self.backpressure.run(), name="api-depths"))]
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -124,8 +124,9 @@ def stored_result(job_id: uuid.UUID) -> Call[str | None]:
     return Call("job_stored_result", {"id": job_id}, _first_value)
 
 
-def cancel(job_id: uuid.UUID) -> Call[CancelOutcome]:
-    return Call("job_cancel", {"id": job_id}, lambda rows: CancelOutcome(rows[0][0]))
+def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:
+    """Cancel; with ``producer_id``, another producer's job is ``not_found``."""
+    return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
 def dumps(value: Any) -> str:

@@ -264,7 +264,12 @@ SELECT j.id, j.state FROM jobqueue.jobs j WHERE j.id = ANY(%(ids)s::uuid[]);
 SELECT result::text FROM jobqueue.job_results WHERE job_id = %(id)s AND outcome = 'completed';
 
 -- name: job_cancel
-SELECT jobqueue.cancel(%(id)s::uuid) AS outcome;
+-- Cancel as seen by %(producer_id)s: another producer's job does not exist for it (NULL: any job,
+-- for admins and Python callers). One round trip, ownership checked in the same statement.
+SELECT coalesce((SELECT jobqueue.cancel(j.id) FROM jobqueue.jobs j
+                 WHERE j.id = %(id)s::uuid
+                   AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)),
+                'not_found') AS outcome;
 
 -- name: job_list
 -- Newest first (keyset on seq: %(before)s is the last seq of the previous page), with optional

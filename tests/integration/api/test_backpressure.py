@@ -193,3 +193,34 @@ def test_submissions_the_database_refused_or_that_existed_do_not_use_up_the_limi
     assert (refused, first.status_code, again) == ([422] * 3, 201, [200] * 3)
     assert rest == [201, 201, 503]
     assert count(conn, "tight") == 3
+
+
+def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):
+    """A refresher that died would leave the depths only growing (every job admitted is added):
+    after enough submissions every POST /jobs would be a 503 until a restart."""
+    settings = api_settings(dsn, api_depth_refresh=0.05)
+
+    async def scenario() -> int:
+        async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
+            counts, calls = client.runnable_counts, []
+
+            async def flaky(*, cap: int) -> dict[str, int]:
+                calls.append(cap)
+                if len(calls) == 1:
+                    raise RuntimeError("a bug in a decoder")
+                return await counts(cap=cap)
+
+            client.runnable_counts = flaky
+            backpressure = Backpressure(client, settings)
+            refresher = asyncio.create_task(backpressure.run())
+            for _ in range(100):
+                if backpressure.depths.get("steady"):
+                    break
+                await asyncio.sleep(0.05)
+            refresher.cancel()
+            return backpressure.depths.get("steady", 0)
+
+    fill(conn, "steady", 3)
+    with caplog.at_level("ERROR", logger="jobqueue.api.backpressure"):
+        assert asyncio.run(scenario()) == 3
+    assert "queue depth refresh failed" in caplog.text

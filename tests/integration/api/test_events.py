@@ -228,3 +228,28 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
 
     assert asyncio.run(scenario()) == ["subscribed", "stream.overflow"]
     assert listeners(conn) == 0
+
+
+def test_a_stream_opened_as_the_last_one_closes_still_gets_events(dsn, conn):
+    """Closing the last stream stops the hub's listener, which unregisters on its way out; a new
+    stream at that moment must not lose its registration to that cleanup (a page reload)."""
+    async def scenario() -> tuple[list[str], int]:
+        async with AsyncClient(dsn, pool_size=2) as client:
+            hub = EventHub(client, dsn)
+            unregister = client.unregister_event_listener
+
+            async def slow_unregister(listener_id: str) -> None:  # a database a little slow to answer
+                await asyncio.sleep(0.2)
+                await unregister(listener_id)
+
+            client.unregister_event_listener = slow_unregister
+            hub.unsubscribe(await hub.subscribe(queue=None, job_id=None, producer_id=None))
+            again = await hub.subscribe(queue=None, job_id=None, producer_id=None)
+            await asyncio.sleep(0.5)  # any cleanup of the old listener is over by now
+            registered = conn.execute("SELECT count(*) FROM jobqueue.event_listeners WHERE expires_at > now()").fetchone()[0]
+            await client.enqueue("x")
+            event = await asyncio.wait_for(again.inbox.get(), 5)
+            await hub.stop()
+            return [event.event], registered
+
+    assert asyncio.run(scenario()) == (["job.queued"], 1)
