@@ -231,7 +231,7 @@ class AsyncClient:
     """Async producer/admin client over a small autocommit pool (open it, or use ``async with``)."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0,
+                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
                  coalesce_stall_after: float = 0.1) -> None:
         """``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
@@ -242,7 +242,8 @@ class AsyncClient:
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
-        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client",
+        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
+                                   name="jobqueue-client",
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
         self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
                                           max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
@@ -402,11 +403,12 @@ class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int = 5, pool_timeout: float = 10.0) -> None:
+                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
-        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size, name="jobqueue-client-sync",
+        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
+                                  name="jobqueue-client-sync",
                                   timeout=pool_timeout)
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))

@@ -34,6 +34,17 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ValueError(f"{name} must be a number (got {raw!r})") from None
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off (got {env[name]!r})")
+
+
 def parse_weights(raw: str) -> tuple[int, int, int, int]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -54,8 +65,8 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     values: dict = {name: _int(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in ints.items()}
     values.update({name: _float(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in floats.items()})
     values["api_host"] = env.get("JOBQUEUE_API_HOST") or defaults.api_host
-    values["api_shed_low"] = env.get("JOBQUEUE_API_SHED_LOW", "0") not in ("0", "false", "no", "")
-    values["api_settle_gc"] = env.get("JOBQUEUE_API_SETTLE_GC", "0") not in ("0", "false", "no", "")
+    values["api_shed_low"] = _bool(env, "JOBQUEUE_API_SHED_LOW", defaults.api_shed_low)
+    values["api_settle_gc"] = _bool(env, "JOBQUEUE_API_SETTLE_GC", defaults.api_settle_gc)
     return values
 
 
@@ -83,8 +94,7 @@ class Settings:
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
     listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
-    pool_min_size: int = 1
-    pool_max_size: int = 10
+    pool_max_size: int = 10  # JOBQUEUE_POOL_SIZE: connections of a Client/AsyncClient pool
     # REST API (jobqueue.api): serving, database timeouts, backpressure, request limits.
     api_host: str = "127.0.0.1"
     api_port: int = 8000
@@ -163,8 +173,8 @@ class Settings:
             retention_cancelled_days=_float(env, "JOBQUEUE_RETENTION_CANCELLED_DAYS", defaults.retention_cancelled_days),
             retention_dead_letter_days=_float(env, "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",
                                               defaults.retention_dead_letter_days),
-            run_maintenance=env.get("JOBQUEUE_MAINTENANCE", "1") not in ("0", "false", "no"),
-            listen=env.get("JOBQUEUE_LISTEN", "1") not in ("0", "false", "no"),
+            run_maintenance=_bool(env, "JOBQUEUE_MAINTENANCE", defaults.run_maintenance),
+            listen=_bool(env, "JOBQUEUE_LISTEN", defaults.listen),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
             **_api_settings(env, defaults),
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),

@@ -23,8 +23,6 @@ from jobqueue.sql import query
 
 T = TypeVar("T")
 
-AnyConnection = psycopg.Connection | psycopg.AsyncConnection
-
 
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
@@ -48,20 +46,15 @@ def translated_errors() -> Iterator[None]:
         message = exc.diag.message_primary or str(exc)
         prefix = f"jobqueue: {field_name}: "
         raise ValidationError(field_name, message.removeprefix(prefix)) from None
-    except (pg_errors.InvalidTextRepresentation, pg_errors.InvalidDatetimeFormat,
-            pg_errors.DatetimeFieldOverflow, pg_errors.NumericValueOutOfRange) as exc:
-        raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except pg_errors.UniqueViolation as exc:
         raise Conflict(exc.diag.message_primary or str(exc)) from None
-    except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
+    except psycopg.DataError as exc:  # bad text for a type, a number out of range, a NUL character
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except pg_errors.ProgramLimitExceeded as exc:  # e.g. an idempotency key too long for its index
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
         raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
-    except pg_errors.AdminShutdown as exc:  # pragma: no cover - subclass of OperationalError on most versions
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
         raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
 
 

@@ -44,10 +44,6 @@ class JobState(str, enum.Enum):
     DEAD_LETTER = "dead_letter"
     CANCELLED = "cancelled"
 
-    @property
-    def is_live(self) -> bool:
-        return self in (JobState.PENDING, JobState.PROCESSING, JobState.FAILED)
-
 
 @dataclass(frozen=True, slots=True)
 class AttemptError:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import psycopg
 
 from jobqueue.api.serve import wait_ready
 from jobqueue import db
+from jobqueue.devdb import free_port
 from jobqueue.bench import percentile, process_log, stop_process
 from jobqueue.client import Client
 from jobqueue.config import Settings
@@ -43,12 +43,6 @@ def add_api_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=32, help="api: concurrent HTTP connections (default 32)")
     parser.add_argument("--api-workers", type=int, default=1, help="api: uvicorn processes to start (default 1)")
     parser.add_argument("--url", help="api: benchmark an API already running there instead of starting one")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start_api(settings: Settings, port: int, workers: int) -> subprocess.Popen:
@@ -168,7 +162,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     queue = f"bench-api-{uuid.uuid4().hex[:8]}"
     with Client(settings=settings, pool_size=1) as admin:
         key, key_info = admin.create_api_key(queue)
-    port = _free_port()
+    port = free_port()
     server = None if args.url else _start_api(settings, port, args.api_workers)
     url = args.url or f"http://127.0.0.1:{port}"
     conns: list[Connection] = []

@@ -18,6 +18,3 @@ def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float,
 def resign(*, name: str, leader_id: str) -> Call[bool]:
     return Call("leader_resign", {"name": name, "leader_id": leader_id}, lambda rows: bool(rows))
 
-
-def current(*, name: str, now: datetime | None = None) -> Call[str | None]:
-    return Call("leader_current", {"name": name, "now": now}, lambda rows: rows[0][0] if rows else None)

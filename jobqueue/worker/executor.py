@@ -38,10 +38,6 @@ class Outcome:
     message: str = ""
     traceback: str | None = None
 
-    @property
-    def failed(self) -> bool:
-        return self.kind != COMPLETED
-
 
 def _error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
     return Outcome(

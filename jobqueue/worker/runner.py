@@ -56,15 +56,14 @@ def new_worker_id() -> str:
 
 class Worker:
     def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier) -> None:
         self.app = app
         self.settings = settings
         self.worker_id = worker_id or new_worker_id()
         self.queues = list(settings.queues)
         self.concurrency = settings.concurrency
         self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=f"worker-{self.worker_id}")
-        self.notifier = notifier or Notifier(settings.dsn)
-        self.owns_notifier = notifier is None
+        self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
         self.heartbeat = Heartbeat(
@@ -167,8 +166,6 @@ class Worker:
         if self.settings.worker_metrics_port:
             server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running))
             jobs.append((server.run(), "metrics-server"))
-        if self.owns_notifier and self.settings.listen:
-            jobs.append((self.notifier.run(), "notifier"))
         background = [watch(asyncio.create_task(job, name=name), self.request_stop) for job, name in jobs]
         try:
             await self._register()

@@ -29,7 +29,3 @@ WITH gone AS (
     DELETE FROM jobqueue.leaders WHERE name = %(name)s AND leader_id = %(leader_id)s RETURNING name
 )
 SELECT pg_notify('jobqueue_leader', name) FROM gone;
-
--- name: leader_current
-SELECT leader_id, elected_at, expires_at FROM jobqueue.leaders
-WHERE name = %(name)s AND expires_at >= coalesce(%(now)s::timestamptz, now());

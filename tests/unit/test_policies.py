@@ -75,6 +75,24 @@ def test_settings_from_env_and_errors():
         Settings(concurrency=0)
 
 
+def test_switches_read_one_way_and_refuse_what_they_do_not_know():
+    assert Settings.from_env({"JOBQUEUE_LISTEN": "Off", "JOBQUEUE_API_SHED_LOW": "yes"}).listen is False
+    assert Settings.from_env({"JOBQUEUE_API_SHED_LOW": "TRUE"}).api_shed_low is True
+    defaults = Settings.from_env({"JOBQUEUE_MAINTENANCE": "", "JOBQUEUE_API_SHED_LOW": " "})
+    assert defaults.run_maintenance is True and defaults.api_shed_low is False
+    with pytest.raises(ValueError, match="JOBQUEUE_MAINTENANCE"):
+        Settings.from_env({"JOBQUEUE_MAINTENANCE": "disabled"})  # was silently "on"
+
+
+def test_the_client_pool_size_comes_from_jobqueue_pool_size():
+    from jobqueue.client import AsyncClient, Client
+
+    settings = Settings.from_env({"JOBQUEUE_DSN": "postgresql://x/y", "JOBQUEUE_POOL_SIZE": "3"})
+    assert Client(settings=settings)._pool.max_size == 3
+    assert AsyncClient(settings=settings)._pool.max_size == 3
+    assert Client(settings=settings, pool_size=1)._pool.max_size == 1
+
+
 def test_named_queries_parse_and_refuse_duplicates():
     parsed = parse_named_queries("-- name: a\nSELECT 1;\n\n-- name: b\n-- a comment\nSELECT 2;\n")
     assert parsed == {"a": "SELECT 1", "b": "-- a comment\nSELECT 2"}
