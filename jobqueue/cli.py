@@ -26,8 +26,8 @@ from typing import Sequence
 from jobqueue import migrate
 from jobqueue.config import Settings, parse_weights
 from jobqueue.errors import JobQueueError
+from jobqueue.oneshot import open_client
 
-CLI_DB_TIMEOUT = 5.0  # seconds a one-shot command waits for the database before saying it is unavailable
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -96,8 +96,6 @@ def _cmd_downgrade(args: argparse.Namespace) -> int:
 
 
 def _cmd_enqueue(args: argparse.Namespace) -> int:
-    from jobqueue.client import Client
-
     try:
         payload = json.loads(args.payload) if args.payload else None
     except json.JSONDecodeError as exc:
@@ -106,23 +104,19 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     options = {k: v for k, v in dict(priority=args.priority, queue=args.queue, delay=args.delay,
                                      max_attempts=args.max_attempts, idempotency_key=args.idempotency_key).items()
                if v is not None}
-    with Client(settings=_settings(args), pool_timeout=CLI_DB_TIMEOUT) as client:
+    with open_client(_settings(args)) as client:
         print(client.enqueue(args.job_type, payload, **options))
     return 0
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from jobqueue.client import Client
-
-    with Client(settings=_settings(args), pool_timeout=CLI_DB_TIMEOUT) as client:
+    with open_client(_settings(args)) as client:
         _print_json(dataclasses.asdict(client.get(args.job_id)))
     return 0
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from jobqueue.client import Client
-
-    with Client(settings=_settings(args), pool_timeout=CLI_DB_TIMEOUT) as client:
+    with open_client(_settings(args)) as client:
         outcome = client.cancel(args.job_id)
     print(outcome.value)
     return 0 if outcome.changed else 1

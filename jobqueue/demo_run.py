@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from jobqueue.client import Client
+from jobqueue.oneshot import open_client
 from jobqueue.config import Settings
 from jobqueue.models import JobState
 
@@ -26,7 +26,7 @@ def demo_jobs(count: int) -> list[dict]:
 
 
 def run_demo(settings: Settings, *, count: int = 5, timeout: float = 30.0) -> int:
-    with Client(settings=settings, producer_id="demo") as client:
+    with open_client(settings, producer_id="demo") as client:
         ids = client.enqueue_many(demo_jobs(count))
         print(f"enqueued {len(ids)} demo jobs; waiting for the worker…")
         deadline = time.monotonic() + timeout

@@ -1,32 +1,55 @@
-"""Schema migrations through Alembic, configured in code (no alembic.ini at the top level)."""
+"""Schema migrations through Alembic, configured in code (no alembic.ini at the top level).
+
+A database that cannot be reached is `DatabaseUnavailable` here too (Alembic would raise
+SQLAlchemy's wrapper of the driver's error), within `CONNECT_TIMEOUT` seconds.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-
 import psycopg
+from sqlalchemy.exc import DBAPIError
 
+from jobqueue import db
+from jobqueue.errors import NotMigrated
 from jobqueue.paths import resource_dir
+from jobqueue.store import meta as meta_store
 
 VERSION_TABLE = "jobqueue_alembic_version"
+CONNECT_TIMEOUT = 5  # seconds; a migration is a one-shot command
 
 
 def alembic_config(dsn: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(resource_dir("migrations")))
     config.attributes["dsn"] = dsn
+    config.attributes["connect_timeout"] = CONNECT_TIMEOUT
     return config
 
 
+@contextlib.contextmanager
+def _database_errors() -> Iterator[None]:
+    """The driver's error under SQLAlchemy's wrapper, translated as every other statement's is."""
+    try:
+        yield
+    except DBAPIError as exc:
+        with db.translated_errors():
+            raise exc.orig from None
+
+
 def upgrade(dsn: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(dsn), revision)
+    with _database_errors():
+        command.upgrade(alembic_config(dsn), revision)
 
 
 def downgrade(dsn: str, revision: str = "base") -> None:
-    command.downgrade(alembic_config(dsn), revision)
+    with _database_errors():
+        command.downgrade(alembic_config(dsn), revision)
 
 
 def head_revision() -> str:
@@ -35,12 +58,13 @@ def head_revision() -> str:
 
 def current_revision(dsn: str) -> str | None:
     """The revision the database is at, or None when jobqueue was never migrated there."""
-    with psycopg.connect(dsn) as conn:
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"public.{VERSION_TABLE}",)).fetchone()[0]
-        if not exists:
+    with db.translated_errors():
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    with conn:
+        try:
+            return db.run_sync(conn, meta_store.schema_revision())
+        except NotMigrated:
             return None
-        row = conn.execute(f"SELECT version_num FROM public.{VERSION_TABLE}").fetchone()  # constant name
-        return row[0] if row else None
 
 
 def is_up_to_date(dsn: str) -> bool:

@@ -55,9 +55,9 @@ def add_schedule_commands(parser: argparse.ArgumentParser, settings: Callable[[a
     actions = parser.add_subparsers(dest="action", required=True)
 
     def run(args: argparse.Namespace, use: Callable) -> int:
-        from jobqueue.client import Client
+        from jobqueue.oneshot import open_client
 
-        with Client(settings=settings(args)) as client:
+        with open_client(settings(args)) as client:
             return use(client.schedules.with_source("cli"))
 
     def add(args: argparse.Namespace) -> int:

@@ -9,14 +9,15 @@ from sqlalchemy import create_engine, pool
 
 import psycopg
 
-VERSION_TABLE = "jobqueue_alembic_version"
+from jobqueue.migrate import VERSION_TABLE
 
 
 def run_migrations_online() -> None:
     dsn = context.config.attributes["dsn"]
+    connect_timeout = context.config.attributes["connect_timeout"]
     engine = create_engine(
         "postgresql+psycopg://",
-        creator=lambda: psycopg.connect(dsn),
+        creator=lambda: psycopg.connect(dsn, connect_timeout=connect_timeout),
         poolclass=pool.NullPool,
     )
     with engine.connect() as connection:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobqueue.client import Client
+from jobqueue.oneshot import open_client
 from jobqueue.config import Settings
 
 
@@ -27,7 +27,7 @@ def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
-    with Client(settings=settings, pool_size=1) as client:
+    with open_client(settings, pool_size=1) as client:
         if args.apikey_action == "create":
             key, info = client.create_api_key(args.producer, role="admin" if args.admin else "producer")
             print(key)

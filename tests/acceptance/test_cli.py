@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
+
+import pytest
 
 from tests.support.workers import WorkerThread, test_settings
 
@@ -38,10 +41,14 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(dsn, conn):
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
 
 
-def test_unreachable_database_is_reported_not_a_traceback():
-    result = jobqueue("enqueue", "echo", dsn="postgresql://postgres@127.0.0.1:1/nothing?connect_timeout=1")
-    assert result.returncode == 2
+@pytest.mark.parametrize("command", [("enqueue", "echo"), ("migrate",), ("downgrade", "base"), ("schedule", "list"),
+                                     ("apikey", "list"), ("demo", "--count", "1")])
+def test_unreachable_database_is_reported_not_a_traceback(command):
+    started = time.monotonic()
+    result = jobqueue(*command, dsn="postgresql://postgres@127.0.0.1:1/nothing?connect_timeout=1")
+    assert result.returncode == 2, result.stderr
     assert "database unavailable" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - started < 15  # the command's own 5 s limit, not the library's 10 s wait
 
 
 def test_demo_command_shows_jobs_finishing(dsn):

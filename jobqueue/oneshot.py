@@ -1,0 +1,18 @@
+"""The client a one-shot command opens (`jobqueue enqueue|get|cancel|schedule|apikey|demo`).
+
+A command should say "database unavailable" within a few seconds instead of waiting the
+library's 10 s for a pooled connection, and every command should do so alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobqueue.client import Client
+from jobqueue.config import Settings
+
+CLI_DB_TIMEOUT = 5.0  # seconds a one-shot command waits for the database before saying it is unavailable
+
+
+def open_client(settings: Settings, **options: Any) -> Client:
+    return Client(settings=settings, pool_timeout=CLI_DB_TIMEOUT, **options)
