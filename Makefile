@@ -30,21 +30,27 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# JOBQUEUE_DSN, or the local durable cluster in .pgdata started for it; a cluster that cannot
+# start stops the recipe here (an empty DSN would silently mean the default 127.0.0.1:5432).
+USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}" && [ -n "$$dsn" ] \
+	|| { echo "no database: the local PostgreSQL did not start (see .pgdata/server.log)" >&2; exit 1; }; \
+	export JOBQUEUE_DSN="$$dsn"
+
 # Starts the local durable cluster in .pgdata (unless JOBQUEUE_DSN is set) and prints its DSN.
 db: install
-	@if [ -n "$$JOBQUEUE_DSN" ]; then echo "$$JOBQUEUE_DSN"; else $(BIN)/python -m jobqueue.devdb start; fi
+	@$(USE_DB); echo "$$JOBQUEUE_DSN"
 
 db-stop:
 	$(BIN)/python -m jobqueue.devdb stop
 
 migrate: install
-	@export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; $(BIN)/jobqueue migrate
+	@$(USE_DB); $(BIN)/jobqueue migrate
 
 # Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> worker (with maintenance) on the demo
 # app -> a few demo jobs shown completing -> keeps serving until Ctrl-C (ONCE=1: stop after the demo).
 run: install
 	@set -euo pipefail; \
-	export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; \
+	$(USE_DB); \
 	echo "database: $$JOBQUEUE_DSN"; \
 	$(BIN)/jobqueue migrate; \
 	$(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 & WORKER=$$!; \
@@ -67,7 +73,7 @@ test: install
 
 # The benchmark on a durable local cluster (or JOBQUEUE_DSN).
 bench: install
-	@export JOBQUEUE_DSN="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}"; \
+	@$(USE_DB); \
 	$(BIN)/jobqueue migrate >/dev/null; \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 

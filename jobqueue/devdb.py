@@ -136,13 +136,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dbname.replace("_", "").isalnum():
         parser.error("--dbname must be letters, digits and underscores")
     cluster = LocalCluster(args.datadir, args.port, fast=args.fast)
-    if args.action == "start":
-        cluster.start()
-        print(cluster.ensure_database(args.dbname))
-    elif args.action == "stop":
-        cluster.stop()
-    else:
-        print(cluster.dsn(args.dbname))
+    try:
+        if args.action == "start":
+            cluster.start()
+            print(cluster.ensure_database(args.dbname))
+        elif args.action == "stop":
+            cluster.stop()
+        else:
+            print(cluster.dsn(args.dbname))
+    except subprocess.CalledProcessError as exc:  # initdb/pg_ctl said why on stderr
+        detail = (exc.stderr or b"").decode(errors="replace").strip() if isinstance(exc.stderr, bytes) else exc.stderr
+        print(f"devdb: {' '.join(map(str, exc.cmd))} failed: {detail or exc} (log: {args.datadir}/server.log)",
+              file=sys.stderr)
+        return 1
+    except (psycopg.OperationalError, OSError, KeyError) as exc:
+        print(f"devdb: {exc} (log: {args.datadir}/server.log)", file=sys.stderr)
+        return 1
     return 0
 
 

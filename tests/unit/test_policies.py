@@ -132,3 +132,14 @@ def test_import_contracts_hold():
     result = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=root,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_devdb_reports_a_cluster_that_cannot_start_instead_of_a_traceback(tmp_path, capsys):
+    """`make run`/`make bench` stop on this exit status (an empty DSN would mean 127.0.0.1:5432)."""
+    from jobqueue import devdb
+
+    not_a_directory = tmp_path / "pgdata"
+    not_a_directory.write_text("a file where the cluster should be")
+    assert devdb.main(["start", "--datadir", str(not_a_directory), "--port", str(devdb.free_port())]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("devdb: ") and "server.log" in error
