@@ -81,6 +81,12 @@ def run_worker_process(app_path: str, settings: Settings) -> None:
     asyncio.run(serve(load_app(app_path), settings))
 
 
+#: More restarts than this within the window is a crash loop: the supervisor stops and exits 1,
+#: as a single worker process failing the same way would, so an orchestrator sees it.
+CRASH_LOOP_RESTARTS = 5
+CRASH_LOOP_WINDOW = 60.0
+
+
 def supervise(app_path: str, settings: Settings) -> int:
     """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
     if settings.processes == 1:
@@ -113,11 +119,21 @@ def supervise(app_path: str, settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    restarts: list[float] = []
     while True:
         for index, child in enumerate(children):
             child.join(timeout=0.2)
             if child.is_alive() or stopping:
                 continue
+            now = time.monotonic()
+            restarts = [at for at in restarts if now - at < CRASH_LOOP_WINDOW] + [now]
+            if len(restarts) > CRASH_LOOP_RESTARTS:  # a bad DSN or schema: restarting cannot help
+                log.error("worker processes exited %d times within %.0f s (last: %s with %s); giving up",
+                          len(restarts), CRASH_LOOP_WINDOW, child.pid, child.exitcode)
+                forward(signal.SIGTERM, None)
+                for other in children:
+                    other.join()
+                return 1
             log.warning("worker process %s exited with %s; restarting it", child.pid, child.exitcode)
             time.sleep(1.0)
             children[index] = start_child(index)

@@ -119,3 +119,16 @@ def test_supervisor_restarts_a_crashed_worker_process(dsn, conn):
     finally:
         output = terminate(supervisor)
     assert "restarting it" in output
+
+
+@pytest.mark.slow
+def test_supervisor_gives_up_on_children_that_can_never_start(dsn):
+    """A crash loop (here: the app fails to import in every child) ends with exit status 1, as
+    one process failing the same way would, instead of restarting forever."""
+    supervisor = spawn_worker(dsn, "tests.support.crashing_app:queue", "--processes", "2")
+    try:
+        status = supervisor.wait(timeout=60)
+    finally:
+        output = terminate(supervisor)
+    assert status == 1
+    assert output.count("restarting it") == 5 and "giving up" in output
