@@ -37,6 +37,29 @@ class Call(Generic[T]):
         return query(self.name)
 
 
+# Decoders shared by the store's Calls (rows → value), for the shapes most statements answer in.
+
+def no_result(rows: list[tuple]) -> None:
+    return None
+
+
+def scalar(rows: list[tuple]) -> Any:
+    """The one value of a statement that always returns one row."""
+    return rows[0][0]
+
+
+def scalar_or_none(rows: list[tuple]) -> Any:
+    return rows[0][0] if rows else None
+
+
+def column(rows: list[tuple]) -> list:
+    return [row[0] for row in rows]
+
+
+def any_row(rows: list[tuple]) -> bool:
+    return bool(rows)
+
+
 @contextlib.contextmanager
 def translated_errors() -> Iterator[None]:
     try:

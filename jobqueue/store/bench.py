@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from jobqueue.db import Call
+from jobqueue.db import Call, no_result, scalar
 
 
 def server_settings() -> Call[tuple[str, str]]:
@@ -13,7 +13,7 @@ def server_settings() -> Call[tuple[str, str]]:
 
 
 def completed_count(queue: str) -> Call[int]:
-    return Call("bench_completed_count", {"queue": queue}, lambda rows: rows[0][0])
+    return Call("bench_completed_count", {"queue": queue}, scalar)
 
 
 def drain_span(queue: str) -> Call[tuple[datetime | None, datetime | None]]:
@@ -29,12 +29,12 @@ def claimed_at(ids: list[uuid.UUID]) -> Call[list[tuple[uuid.UUID, datetime]]]:
 
 
 def delete_queue(queue: str) -> Call[None]:
-    return Call("bench_delete_queue", {"queue": queue}, lambda rows: None)
+    return Call("bench_delete_queue", {"queue": queue}, no_result)
 
 
 def hold_snapshot() -> Call[None]:
-    return Call("bench_hold_snapshot", {}, lambda rows: None)
+    return Call("bench_hold_snapshot", {}, no_result)
 
 
 def vacuum() -> Call[None]:
-    return Call("bench_vacuum", {}, lambda rows: None)
+    return Call("bench_vacuum", {}, no_result)

@@ -8,12 +8,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from jobqueue.db import Call
+from jobqueue.db import Call, column, scalar_or_none
 from jobqueue.models import AttemptError, CancelOutcome, Job, JobInfo, JobState, JobSummary, Priority, RetryOutcome
-
-
-def _first_value(rows: list[tuple]) -> Any:
-    return rows[0][0] if rows else None
 
 
 def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
@@ -23,7 +19,7 @@ def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime
         "job_type": job_type, "payload": payload_json, "priority": priority, "run_at": run_at,
         "delay": delay, "queue": queue, "max_attempts": max_attempts,
         "idempotency_key": idempotency_key, "producer_id": producer_id, "traceparent": traceparent,
-    }, _first_value)
+    }, scalar_or_none)
 
 
 def enqueue_many(jobs_json: str) -> Call[list[tuple[uuid.UUID, bool]]]:
@@ -57,7 +53,7 @@ def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
     return Call("job_complete_many", {
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results,
         "durations": durations,
-    }, lambda rows: [r[0] for r in rows])
+    }, column)
 
 
 def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
@@ -71,7 +67,7 @@ def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], acti
 
 
 def release_many(*, worker_id: str, ids: list[uuid.UUID]) -> Call[int]:
-    return Call("job_release_many", {"worker_id": worker_id, "ids": ids}, _first_value)
+    return Call("job_release_many", {"worker_id": worker_id, "ids": ids}, scalar_or_none)
 
 
 def extend_leases(*, worker_id: str, ids: list[uuid.UUID], lease_seconds: float,
@@ -87,7 +83,7 @@ def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[l
 
 
 def next_run_at(*, queues: Sequence[str], now: datetime | None = None) -> Call[datetime | None]:
-    return Call("job_next_run_at", {"queues": list(queues), "now": now}, _first_value)
+    return Call("job_next_run_at", {"queues": list(queues), "now": now}, scalar_or_none)
 
 
 _INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",
@@ -121,7 +117,7 @@ def states(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobState]]:
 
 def stored_result(job_id: uuid.UUID) -> Call[str | None]:
     """The JSON text of a result stored for this job (by an earlier delivery), or None."""
-    return Call("job_stored_result", {"id": job_id}, _first_value)
+    return Call("job_stored_result", {"id": job_id}, scalar_or_none)
 
 
 def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.db import Call
+from jobqueue.db import Call, any_row
 
 
 def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float,
@@ -16,5 +16,5 @@ def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float,
 
 
 def resign(*, name: str, leader_id: str) -> Call[bool]:
-    return Call("leader_resign", {"name": name, "leader_id": leader_id}, lambda rows: bool(rows))
+    return Call("leader_resign", {"name": name, "leader_id": leader_id}, any_row)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jobqueue.db import Call
+from jobqueue.db import Call, scalar_or_none
 
 
 def schema_revision() -> Call[str | None]:
-    return Call("schema_revision", {}, lambda rows: rows[0][0] if rows else None)
+    return Call("schema_revision", {}, scalar_or_none)

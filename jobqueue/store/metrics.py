@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db import Call
+from jobqueue.db import Call, no_result
 
 DURATION_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 RETIRED_WORKER = "(retired)"
@@ -124,14 +124,14 @@ def flush_worker_stats(*, worker_id: str, deltas: dict[tuple[str, str], TypeDelt
     return Call("worker_stats_flush", {
         "worker_id": worker_id, "rows": json.dumps(rows), "utilization": utilization,
         "busy_seconds": busy_seconds, "now": now,
-    }, lambda rows: None)
+    }, no_result)
 
 
 def retire_worker_stats(*, worker_id: str | None, older_than_seconds: float,
                         now: datetime | None = None) -> Call[None]:
     return Call("worker_stats_retire", {
         "worker_id": worker_id, "older_than_seconds": older_than_seconds, "now": now,
-    }, lambda rows: None)
+    }, no_result)
 
 
 def bucket_index(duration_ms: float, bounds: Sequence[float] = DURATION_BUCKETS_MS) -> int:

@@ -3,22 +3,22 @@ static statements that rebuild each (index names are never spliced into SQL)."""
 
 from __future__ import annotations
 
-from jobqueue.db import Call
+from jobqueue.db import Call, column, no_result
 
 LIVE_STATE_INDEXES = ("jobs_claim_idx", "jobs_lease_idx", "jobs_idempotency_idx", "jobs_retry_wait_idx")
 
 
 def bloated(*, factor: float, min_pages: int) -> Call[list[str]]:
-    return Call("reindex_bloated", {"factor": factor, "min_pages": min_pages}, lambda rows: [r[0] for r in rows])
+    return Call("reindex_bloated", {"factor": factor, "min_pages": min_pages}, column)
 
 
 def drop_leftovers(index: str) -> list[Call[None]]:
     """Drop what a failed rebuild of ``index`` left behind (``<index>_ccnew``, ``<index>_ccold``)."""
-    return [Call(f"reindex_drop_{_known(index)}_{suffix}", {}, lambda rows: None) for suffix in ("ccnew", "ccold")]
+    return [Call(f"reindex_drop_{_known(index)}_{suffix}", {}, no_result) for suffix in ("ccnew", "ccold")]
 
 
 def rebuild(index: str) -> Call[None]:
-    return Call(f"reindex_{_known(index)}", {}, lambda rows: None)
+    return Call(f"reindex_{_known(index)}", {}, no_result)
 
 
 def _known(index: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.db import Call
+from jobqueue.db import Call, scalar
 
 FINISHED_STATES = ("completed", "cancelled", "dead_letter")
 
@@ -16,4 +16,4 @@ def prune_jobs(*, state: str, keep_seconds: float, limit: int, now: datetime | N
         raise ValueError(f"only finished jobs are pruned, not {state!r}")
     return Call("retention_prune_jobs", {
         "state": state, "keep_seconds": keep_seconds, "limit": limit, "now": now,
-    }, lambda rows: rows[0][0])
+    }, scalar)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db import Call
+from jobqueue.db import Call, any_row, column, scalar, scalar_or_none
 from jobqueue.errors import Conflict, ScheduleNotFound
 from jobqueue.schedules import Schedule, ScheduleSpec
 
@@ -65,7 +65,7 @@ def sync(specs: Sequence[ScheduleSpec], *, now: datetime) -> Call[list[str]]:
         "max_attempts": [s.max_attempts for s in specs], "enabled": [s.enabled for s in specs],
         "misfire_policies": [s.misfire_policy for s in specs], "misfire_limits": [s.misfire_limit for s in specs],
         "next_fire_ats": [s.schedule().next_after(now) for s in specs],
-    }, lambda rows: [r[0] for r in rows])
+    }, column)
 
 
 def list_all() -> Call[list[Schedule]]:
@@ -100,7 +100,7 @@ def due(*, now: datetime | None, limit: int) -> Call[list[DueSchedule]]:
 
 
 def next_due() -> Call[datetime | None]:
-    return Call("schedule_next_due", {}, lambda rows: rows[0][0] if rows else None)
+    return Call("schedule_next_due", {}, scalar_or_none)
 
 
 def fire(schedule: DueSchedule, *, ticks: Sequence[datetime], next_fire_at: datetime,
@@ -116,8 +116,8 @@ def fire(schedule: DueSchedule, *, ticks: Sequence[datetime], next_fire_at: date
 def set_error(schedule: DueSchedule, error: str) -> Call[bool]:
     return Call("schedule_set_error", {
         "id": schedule.id, "cron": schedule.cron, "timezone": schedule.timezone, "error": error,
-    }, lambda rows: bool(rows))
+    }, any_row)
 
 
 def prune_fires(*, before: datetime, limit: int) -> Call[int]:
-    return Call("schedule_fires_prune", {"before": before, "limit": limit}, lambda rows: rows[0][0])
+    return Call("schedule_fires_prune", {"before": before, "limit": limit}, scalar)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db import Call
+from jobqueue.db import Call, any_row, no_result
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +31,17 @@ def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], conc
     return Call("worker_register", {
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
         "heartbeat_interval": heartbeat_interval,
-    }, lambda rows: None)
+    }, no_result)
 
 
 def heartbeat(*, worker_id: str, status: str, processed: int, failed: int) -> Call[bool]:
     return Call("worker_heartbeat", {
         "id": worker_id, "status": status, "processed": processed, "failed": failed,
-    }, lambda rows: bool(rows))
+    }, any_row)
 
 
 def deregister(*, worker_id: str) -> Call[None]:
-    return Call("worker_deregister", {"id": worker_id}, lambda rows: None)
+    return Call("worker_deregister", {"id": worker_id}, no_result)
 
 
 def list_all() -> Call[list[WorkerInfo]]:
@@ -60,4 +60,4 @@ def forget(*, forget_after: float, now: datetime | None = None) -> Call[int]:
 def sync_task_defaults(max_attempts_by_type: dict[str, int]) -> Call[None]:
     return Call("task_defaults_sync", {
         "job_types": list(max_attempts_by_type), "max_attempts": list(max_attempts_by_type.values()),
-    }, lambda rows: None)
+    }, no_result)
