@@ -13,11 +13,7 @@ import pytest
 
 from jobqueue import AsyncClient, Client, ValidationError
 from jobqueue.models import JobState, Priority
-from tests.support.factories import job_row
-
-
-def count_jobs(conn) -> int:
-    return conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0]
+from tests.support.factories import count_jobs, job_row
 
 
 def test_sql_enqueue_returns_id_and_stores_fields(conn):

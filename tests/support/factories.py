@@ -40,3 +40,9 @@ def make_job(conn: psycopg.Connection, *, state: str = "pending", job_type: str 
 def job_row(conn: psycopg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         return cur.execute("SELECT * FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()
+
+
+def count_jobs(conn: psycopg.Connection, queue: str | None = None) -> int:
+    """Jobs in the table (of ``queue`` when given): what "nothing was written" tests count."""
+    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE %(queue)s::text IS NULL OR queue = %(queue)s",
+                        {"queue": queue}).fetchone()[0]

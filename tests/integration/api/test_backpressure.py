@@ -11,15 +11,12 @@ import psycopg
 from jobqueue.api.backpressure import Backpressure, TokenBucket
 from jobqueue.client import AsyncClient
 from tests.integration.api.conftest import api_settings
+from tests.support.factories import count_jobs
 from tests.support.waiting import wait_until
 
 
 def fill(conn, queue: str, n: int) -> None:
     conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', %s FROM generate_series(1, %s)", (queue, n))
-
-
-def count(conn, queue: str) -> int:
-    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = %s", (queue,)).fetchone()[0]
 
 
 def client_for(server, key: str) -> httpx.Client:
@@ -42,11 +39,11 @@ def test_soft_limit_rate_limits_each_producer_with_429(start_api, keys, conn):
     alice, bob = client_for(server, keys["alice"]), client_for(server, keys["bob"])
     wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code == 429,
                message="depth refresh")
-    before = count(conn, "busy")
+    before = count_jobs(conn, "busy")
     refused = alice.post("/jobs", json={"job_type": "x", "queue": "busy"})
     assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
     assert int(refused.headers["Retry-After"]) >= 1
-    assert count(conn, "busy") == before
+    assert count_jobs(conn, "busy") == before
     assert [bob.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code for _ in range(4)] == [201, 201, 201, 429]
     assert alice.post("/jobs", json={"job_type": "x", "queue": "calm"}).status_code == 201  # other queues unaffected
 
@@ -57,11 +54,11 @@ def test_hard_limit_refuses_with_503_and_writes_nothing(start_api, keys, conn):
     alice = client_for(server, keys["alice"])
     wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 503,
                message="depth refresh")
-    before = count(conn, "full")
+    before = count_jobs(conn, "full")
     response = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "queue": "full"}]})
     assert response.status_code == 503 and response.json()["error"] == "queue_full"
     assert response.headers["Retry-After"] == "2"
-    assert count(conn, "full") == before
+    assert count_jobs(conn, "full") == before
     conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'full'")
     wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 201,
                message="recovery below the limit")
@@ -72,7 +69,7 @@ def test_admitted_jobs_count_at_once_between_refreshes(start_api, keys, conn):
     alice = client_for(server, keys["alice"])
     statuses = [alice.post("/jobs", json={"job_type": "x", "queue": "burst"}).status_code for _ in range(6)]
     assert statuses == [201, 201, 201, 201, 503, 503]
-    assert count(conn, "burst") == 4
+    assert count_jobs(conn, "burst") == 4
 
 
 def test_low_priority_jobs_are_shed_above_the_soft_limit(start_api, keys, conn):
@@ -192,7 +189,7 @@ def test_submissions_the_database_refused_or_that_existed_do_not_use_up_the_limi
     rest = [alice.post("/jobs", json={"job_type": "x", "queue": "tight"}).status_code for _ in range(3)]
     assert (refused, first.status_code, again) == ([422] * 3, 201, [200] * 3)
     assert rest == [201, 201, 503]
-    assert count(conn, "tight") == 3
+    assert count_jobs(conn, "tight") == 3
 
 
 def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):

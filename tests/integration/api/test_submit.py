@@ -9,12 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from tests.support.factories import job_row
+from tests.support.factories import count_jobs, job_row
 from tests.support.waiting import wait_until
-
-
-def count_jobs(conn) -> int:
-    return conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0]
 
 
 def test_submit_creates_a_pending_job_with_links(http, conn):
