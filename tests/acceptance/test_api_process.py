@@ -4,12 +4,13 @@ HTTP and run by a real worker, a revoked key refused, a clean stop on SIGTERM.""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
 import httpx
 
+from jobqueue.api.serve import wait_ready
+from jobqueue.devdb import free_port
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
 
@@ -19,19 +20,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def jobqueue(dsn: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
                           env=dict(os.environ, JOBQUEUE_DSN=dsn), capture_output=True, text=True, cwd=ROOT, timeout=60)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz").status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def test_api_process_serves_submissions_that_a_worker_runs(dsn):
@@ -51,7 +39,7 @@ def test_api_process_serves_submissions_that_a_worker_runs(dsn):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     worker = spawn_worker(dsn, "tests.support.apps:queue")
     try:
-        wait_until(lambda: ready(url), timeout=30, interval=0.1, message="API ready")
+        assert wait_ready(url, timeout=30), "API ready"
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as client:
             submitted = client.post("/jobs", json={"job_type": "record", "payload": {"n": 3}})
             assert submitted.status_code == 201, submitted.text
