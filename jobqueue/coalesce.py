@@ -32,7 +32,7 @@ import uuid
 from collections import deque
 from typing import Awaitable, Callable, Sequence
 
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, NotMigrated
 
 Results = list[tuple[uuid.UUID, bool]]
 #: Runs one statement for the given jobs and returns (id, created) per job, in order.
@@ -184,14 +184,9 @@ class SubmitCoalescer:
 
 def is_outage(exc: BaseException) -> bool:
     """Did the statement fail because the database could not be reached or went away (so retrying
-    each caller alone would fail the same), rather than because the server refused it (SQLSTATE
-    other than connection exceptions, class 08, and shutdowns, 57P0x)?"""
-    if isinstance(exc, NotMigrated):
-        return True
-    if not isinstance(exc, DatabaseUnavailable):
-        return False
-    sqlstate = getattr(exc.__cause__, "sqlstate", None)
-    return sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
+    each caller alone would fail the same), rather than because the server refused it (a
+    validation, a deadlock or timeout: `DatabaseBusy`)?"""
+    return isinstance(exc, (DatabaseUnavailable, NotMigrated)) and not isinstance(exc, DatabaseBusy)
 
 
 def _settle(entry: _Waiting, *, result: Results | None = None, exception: BaseException | None = None) -> None:

@@ -18,7 +18,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobqueue.errors import Conflict, DatabaseUnavailable, NotMigrated, ValidationError
+from jobqueue.errors import Conflict, DatabaseBusy, DatabaseUnavailable, NotMigrated, ValidationError
 from jobqueue.sql import query
 
 T = TypeVar("T")
@@ -77,6 +77,9 @@ def translated_errors() -> Iterator[None]:
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
         raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
+    except (pg_errors.TransactionRollback, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
+            pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
+        raise DatabaseBusy(f"database busy: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
         raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
 

@@ -32,6 +32,12 @@ class DatabaseUnavailable(JobQueueError):
     """The database could not be reached; the operation did not happen (nothing was committed)."""
 
 
+class DatabaseBusy(DatabaseUnavailable):
+    """The server is up but gave this statement up for now — a deadlock, a lock or statement
+    timeout — and nothing was committed. Retrying later works as for an outage (so it is one to
+    callers that only retry), but another statement may well succeed right now."""
+
+
 class Conflict(JobQueueError):
     """The change collides with the current state (e.g. an idempotency key a live job now holds)."""
 

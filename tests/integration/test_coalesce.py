@@ -11,6 +11,7 @@ import pytest
 
 from jobqueue import AsyncClient, ValidationError
 from jobqueue.coalesce import SubmitCoalescer, is_outage
+from jobqueue.db import translated_errors
 from jobqueue.errors import DatabaseUnavailable
 
 
@@ -218,10 +219,12 @@ def test_coalescer_settings_are_checked(options):
 def test_outages_are_told_from_refusals():
     """Only a lost or unreachable database fails a whole group; what the server refused (deadlock,
     lock timeout, a limit) is replayed caller by caller."""
-    def unavailable(cause: Exception) -> DatabaseUnavailable:
-        exc = DatabaseUnavailable("database unavailable")
-        exc.__cause__ = cause
-        return exc
+    def unavailable(cause: Exception) -> Exception:  # what db.run raises for the driver's error
+        try:
+            with translated_errors():
+                raise cause
+        except Exception as translated:
+            return translated
 
     assert is_outage(unavailable(psycopg.OperationalError("connection refused")))  # no SQLSTATE: no server
     assert is_outage(unavailable(psycopg.errors.ConnectionFailure("gone")))
