@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
 from jobqueue import db
+from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Priority
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
@@ -84,8 +85,12 @@ class Collector:
     A snapshot is reused for ``ttl`` seconds (default 2, `JOBQUEUE_METRICS_TTL`) — or ten times
     as long as it took to collect, when that is longer: a large backlog not yet vacuumed makes the
     index walks visit the heap, and collecting must never take more than a tenth of the time.
-    Callers arriving during a collection wait for it instead of starting their own.
+    Callers arriving during a collection wait for it instead of starting their own, and share its
+    failure too: during an outage, K scrapers queued behind one collection get its 503 at once
+    rather than waiting K database timeouts one after another.
     """
+
+    FAILURE_TTL = 1.0  # seconds a failed collection answers for, before the next one is tried
 
     def __init__(self, source: Callable[[], Awaitable[Snapshot]], *, ttl: float = 2.0) -> None:
         self.ttl = ttl
@@ -93,6 +98,7 @@ class Collector:
         self._lock = asyncio.Lock()
         self._cached: Snapshot | None = None
         self._cached_until = 0.0
+        self._failure: tuple[float, DatabaseUnavailable] | None = None
 
     def _fresh(self) -> Snapshot | None:
         return self._cached if time.monotonic() < self._cached_until else None
@@ -105,7 +111,14 @@ class Collector:
             cached = self._fresh()
             if cached is not None:
                 return cached
-            self._cached = await self._source()
+            if self._failure is not None and time.monotonic() - self._failure[0] < self.FAILURE_TTL:
+                raise self._failure[1]
+            try:
+                self._cached = await self._source()
+            except DatabaseUnavailable as exc:
+                self._failure = (time.monotonic(), exc)
+                raise
+            self._failure = None
             self._cached_until = time.monotonic() + max(self.ttl, 10 * self._cached.collect_seconds)
             return self._cached
 

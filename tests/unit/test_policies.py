@@ -143,3 +143,26 @@ def test_devdb_reports_a_cluster_that_cannot_start_instead_of_a_traceback(tmp_pa
     assert devdb.main(["start", "--datadir", str(not_a_directory), "--port", str(devdb.free_port())]) == 1
     error = capsys.readouterr().err
     assert error.startswith("devdb: ") and "server.log" in error
+
+
+def test_callers_queued_behind_a_failed_metrics_collection_share_its_failure():
+    """During an outage K scrapers must not wait K database timeouts one after another."""
+    import asyncio
+
+    from jobqueue.errors import DatabaseUnavailable
+    from jobqueue.metrics import Collector
+
+    calls = []
+
+    async def unreachable():
+        calls.append(1)
+        await asyncio.sleep(0.05)  # the pool's wait for a connection, shortened
+        raise DatabaseUnavailable("database unavailable: connection refused")
+
+    async def scrapes() -> list:
+        collector = Collector(unreachable)
+        return await asyncio.gather(*(collector.snapshot() for _ in range(5)), return_exceptions=True)
+
+    outcomes = asyncio.run(scrapes())
+    assert all(isinstance(outcome, DatabaseUnavailable) for outcome in outcomes)
+    assert len(calls) == 1

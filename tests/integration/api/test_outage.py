@@ -62,6 +62,10 @@ def test_database_down_503_quickly_then_recovers_by_itself(own_cluster):
                 assert client.get("/healthz").status_code == 200
                 assert client.get("/jobs").status_code == 503
                 assert client.get("/events").status_code == 503  # cannot LISTEN: said at once, not an empty stream
+                started = time.monotonic()
+                assert client.get("/metrics").status_code == 503  # scrapers get an answer, not a 500
+                assert client.get("/dashboard/overview").status_code == 503
+                assert time.monotonic() - started < 7  # the second shares the first's failure
             finally:
                 cluster.start()
             wait_until(lambda: client.get("/readyz").status_code == 200, timeout=30, interval=0.2,
