@@ -5,11 +5,13 @@ Every worker process has a row in ``jobqueue.workers`` that it heartbeats (every
 lease; it records that interval as ``heartbeat_interval``). A worker that misses ``missed_beats``
 beats in a row — killed, hung, cut off — is marked ``lost``; if it comes back, its next heartbeat
 makes it ``running`` again. Its jobs need nothing from here: their leases run out and the sweeper
-returns them to the queue. Rows ``lost`` or ``stopped`` (clean shutdown) for longer than
+returns them to the queue. Its /metrics rows (``jobqueue.worker_stats``), silent for
+``retire_stats_after``, are folded into the '(retired)' row, so totals only ever grow. Rows ``lost`` or ``stopped`` (clean shutdown) for longer than
 ``forget_after`` are deleted, so the registry shows recent history without growing forever.
 
 Options (defaults): ``interval`` 10 s (in the runner: the sweep interval, `JOBQUEUE_SWEEP_INTERVAL`,
-as both notice dead workers), ``missed_beats`` 3, ``forget_after`` 1 day, ``clock``.
+as both notice dead workers), ``missed_beats`` 3, ``forget_after`` 1 day, ``retire_stats_after`` 1 hour,
+``clock``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.maintenance.base import Service
+from jobqueue.store import metrics as metrics_store
 from jobqueue.store import workers as worker_store
 
 log = logging.getLogger("jobqueue.reaper")
@@ -28,17 +31,21 @@ class Reaper(Service):
     name = "reaper"
 
     def __init__(self, pool, *, interval: float = 10.0, missed_beats: float = 3.0, forget_after: float = 86_400.0,
-                 clock: Clock | None = None) -> None:
+                 retire_stats_after: float = metrics_store.STALE_STATS_SECONDS, clock: Clock | None = None) -> None:
         super().__init__(interval=interval, clock=clock)
         self._pool = pool
         self.missed_beats = missed_beats
         self.forget_after = forget_after
+        self.retire_stats_after = retire_stats_after
 
     async def run_once(self) -> int:
         now = self.clock.now()
         async with db.connection(self._pool) as conn:
             lost = await db.run(conn, worker_store.mark_lost(missed_beats=self.missed_beats, now=now))
             forgotten = await db.run(conn, worker_store.forget(forget_after=self.forget_after, now=now))
+            # A crashed worker never folds its /metrics rows into '(retired)' itself.
+            await db.run(conn, metrics_store.retire_worker_stats(
+                worker_id=None, older_than_seconds=self.retire_stats_after, now=now))
         for worker_id, last_heartbeat in lost:
             log.warning("worker %s lost: no heartbeat since %s", worker_id, last_heartbeat.isoformat())
         return len(lost) + forgotten

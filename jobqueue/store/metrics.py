@@ -127,7 +127,11 @@ def flush_worker_stats(*, worker_id: str, deltas: dict[tuple[str, str], TypeDelt
     }, no_result)
 
 
-def retire_worker_stats(*, worker_id: str | None, older_than_seconds: float,
+#: Rows of a worker silent this long are a crashed worker's: folded into '(retired)'.
+STALE_STATS_SECONDS = 3600.0
+
+
+def retire_worker_stats(*, worker_id: str | None, older_than_seconds: float = STALE_STATS_SECONDS,
                         now: datetime | None = None) -> Call[None]:
     return Call("worker_stats_retire", {
         "worker_id": worker_id, "older_than_seconds": older_than_seconds, "now": now,

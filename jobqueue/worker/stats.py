@@ -7,10 +7,10 @@ slots are busy (`occupancy()`, every `sample_interval`) and, every `interval` (d
 `JOBQUEUE_STATS_INTERVAL`), adds the counted deltas to this worker's rows of
 `jobqueue.worker_stats` and sets its utilization (busy slot-time over slot-time of the interval)
 in the registry. A failed flush keeps the deltas for the next one. `close()` flushes and folds
-this worker's rows into the '(retired)' row; at start, rows of workers silent for
-`retire_after` seconds (crashed ones) are folded the same way, so totals only ever grow.
+this worker's rows into the '(retired)' row (the leader's reaper does the same for crashed
+workers' rows), so totals only ever grow.
 
-Options and defaults: interval 2 s, sample_interval 0.1 s, retire_after 3600 s.
+Options and defaults: interval 2 s, sample_interval 0.1 s.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ log = logging.getLogger("jobqueue.worker.stats")
 
 class WorkerStats:
     def __init__(self, pool, worker_id: str, concurrency: int, *, occupancy: Callable[[], int],
-                 interval: float = 5.0, sample_interval: float = 0.1, retire_after: float = 3600.0,
+                 interval: float = 5.0, sample_interval: float = 0.1,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.concurrency = concurrency
         self.interval = interval
         self.sample_interval = min(sample_interval, interval)
-        self.retire_after = retire_after
         self._occupancy = occupancy
         self._clock = clock
         self._deltas: dict[tuple[str, str], TypeDelta] = {}
@@ -67,7 +66,6 @@ class WorkerStats:
         self._last_sample = now
 
     async def run(self) -> None:
-        await self._retire(None)
         next_flush = self._clock() + self.interval
         while True:
             await asyncio.sleep(self.sample_interval)
@@ -101,17 +99,10 @@ class WorkerStats:
         """Last flush, then fold this worker's rows into the retired totals."""
         try:
             await self.flush(timeout=db.SHUTDOWN_WAIT)
-            await self._retire(self.worker_id, timeout=db.SHUTDOWN_WAIT)
+            async with db.connection(self._pool, timeout=db.SHUTDOWN_WAIT) as conn:
+                await db.run(conn, metrics_store.retire_worker_stats(worker_id=self.worker_id))
         except DatabaseUnavailable as exc:
             log.warning("final stats flush failed (%s); these counts are lost", exc)
-
-    async def _retire(self, worker_id: str | None, timeout: float | None = None) -> None:
-        try:
-            async with db.connection(self._pool, timeout=timeout) as conn:
-                await db.run(conn, metrics_store.retire_worker_stats(
-                    worker_id=worker_id, older_than_seconds=self.retire_after))
-        except DatabaseUnavailable as exc:
-            log.warning("could not fold stale worker stats (%s)", exc)
 
     def totals(self) -> list[TypeTotals]:
         """Everything this worker counted since it started (flushed or not), per queue and job type."""

@@ -99,3 +99,14 @@ def test_the_reaper_uses_its_clock(dsn, conn):
     add_worker(conn, "w", silent_for=0)
     assert reap(dsn, datetime.now(UTC) + timedelta(seconds=29)) == 0
     assert reap(dsn, datetime.now(UTC) + timedelta(seconds=31)) == 1
+
+
+def test_the_reaper_folds_the_metrics_rows_of_crashed_workers(dsn, conn):
+    """A crashed worker never folds its own /metrics rows; the leader's reaper does, keeping totals."""
+    now = datetime.now(timezone.utc)
+    conn.execute("""INSERT INTO jobqueue.worker_stats (worker_id, queue, job_type, processed, failed, duration_buckets, updated_at)
+                    VALUES ('crashed', 'q', 't', 7, 1, '{7}', %(now)s - interval '2 hours'),
+                           ('alive', 'q', 't', 3, 0, '{3}', %(now)s)""", {"now": now})
+    reap(dsn, now)
+    rows = dict(conn.execute("SELECT worker_id, processed FROM jobqueue.worker_stats").fetchall())
+    assert rows == {"(retired)": 7, "alive": 3}

@@ -114,7 +114,7 @@ def test_flush_adds_deltas_and_utilization_and_retire_keeps_totals(conn, dsn):
     assert totals[("q", "t")].processed == 6 and totals[("q", "t")].buckets[0] == 2
 
 
-def test_stale_rows_of_crashed_workers_are_folded_at_start(conn, dsn):
+def test_stale_rows_of_crashed_workers_are_folded(conn, dsn):
     conn.execute("""INSERT INTO jobqueue.worker_stats (worker_id, queue, job_type, processed, failed, duration_buckets, updated_at)
                     VALUES ('crashed', 'q', 't', 7, 1, '{7}', now() - interval '2 hours'),
                            ('alive', 'q', 't', 3, 0, '{3}', now())""")
