@@ -19,7 +19,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.client import Client
 from jobqueue.devdb import free_port
-from tests.acceptance.test_api_process import ready
+from jobqueue.api.serve import wait_ready
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
@@ -47,7 +47,7 @@ def stack(dsn):
     with Client(dsn, pool_size=2) as client:
         admin_key = client.create_api_key("ops", role="admin")[0]
         try:
-            wait_until(lambda: ready(url), timeout=30, interval=0.1, message="API ready")
+            assert wait_ready(url, timeout=30), "API ready"
             yield url, admin_key, client
         finally:
             worker_output = terminate(worker)
