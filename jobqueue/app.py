@@ -35,8 +35,7 @@ class TaskDef:
     handler: Callable[..., Any]
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     backoff: Backoff = field(default_factory=Backoff)
-    timeout: float | None = None
-    use_stored_result: bool = False
+    timeout: float | None = None  # seconds per attempt; None: the worker's processing TTL (900 s)
     is_async: bool = False
 
 
@@ -47,13 +46,12 @@ class JobQueue:
         self.schedules: dict[str, ScheduleSpec] = {}
 
     def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-             backoff: Backoff | None = None, timeout: float | None = None,
-             use_stored_result: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             backoff: Backoff | None = None, timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
 
-        ``use_stored_result``: when a duplicate delivery finds a result already stored for the job
-        (an earlier delivery finished but lost its lease), return that result instead of running
-        the handler's side effects again.
+        ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
+        without one the worker's processing TTL applies (``JOBQUEUE_PROCESSING_TTL``, 15 minutes).
+        Past it the attempt fails as a retryable `JobTimeout`.
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -68,8 +66,7 @@ class JobQueue:
                 raise ValueError(f"task {task_name!r} is registered twice")
             self.tasks[task_name] = TaskDef(
                 name=task_name, handler=handler, max_attempts=max_attempts,
-                backoff=backoff or Backoff(), timeout=timeout, use_stored_result=use_stored_result,
-                is_async=inspect.iscoroutinefunction(handler),
+                backoff=backoff or Backoff(), timeout=timeout, is_async=inspect.iscoroutinefunction(handler),
             )
             return handler
 

@@ -85,6 +85,11 @@ class Settings:
     ack_batch_size: int = 200
     sweep_interval: float = 5.0
     run_maintenance: bool = True
+    # Guarantees per attempt (jobqueue.worker): every attempt has a deadline; what a worker may hold.
+    processing_ttl: float = 900.0  # an attempt's deadline when neither the job nor its task sets a timeout
+    max_unacked: int = 0  # finished-but-unwritten outcomes before the worker stops claiming (0: 2 x max(concurrency, ack batch))
+    max_stuck_handlers: int = 0  # handlers past their deadline still running before a restart (0: concurrency)
+    max_result_bytes: int = 64 * 1024 * 1024  # a larger handler result dead-letters instead of reaching PostgreSQL
     # Leader-only maintenance (jobqueue.maintenance): election, cron, retention.
     leader_ttl: float = 15.0  # seconds a leader lease lasts; a dead leader is replaced within it
     misfire_grace: float = 60.0  # a cron tick later than this counts as missed (misfire policy)
@@ -133,6 +138,10 @@ class Settings:
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
+        if self.processing_ttl <= 0:
+            raise ValueError("the processing TTL must be positive")
+        if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
+            raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
         if self.reindex_interval < 0:
             raise ValueError("the reindex interval must not be negative (0 turns the reindexer off)")
         if self.leader_ttl <= 0 or self.misfire_grace < 0 or self.prune_interval <= 0:
@@ -165,6 +174,10 @@ class Settings:
             ack_flush_interval=_float(env, "JOBQUEUE_ACK_FLUSH_MS", defaults.ack_flush_interval * 1000) / 1000,
             ack_batch_size=_int(env, "JOBQUEUE_ACK_BATCH", defaults.ack_batch_size),
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
+            processing_ttl=_float(env, "JOBQUEUE_PROCESSING_TTL", defaults.processing_ttl),
+            max_unacked=_int(env, "JOBQUEUE_MAX_UNACKED", defaults.max_unacked),
+            max_stuck_handlers=_int(env, "JOBQUEUE_MAX_STUCK_HANDLERS", defaults.max_stuck_handlers),
+            max_result_bytes=_int(env, "JOBQUEUE_MAX_RESULT_BYTES", defaults.max_result_bytes),
             leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),
             misfire_grace=_float(env, "JOBQUEUE_MISFIRE_GRACE", defaults.misfire_grace),
             prune_interval=_float(env, "JOBQUEUE_PRUNE_INTERVAL", defaults.prune_interval),
@@ -183,6 +196,14 @@ class Settings:
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
         )
+
+    @property
+    def unacked_bound(self) -> int:
+        return self.max_unacked or 2 * max(self.concurrency, self.ack_batch_size)
+
+    @property
+    def stuck_handler_bound(self) -> int:
+        return self.max_stuck_handlers or self.concurrency
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)

@@ -21,9 +21,12 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   jobs_scheduled{queue,priority}             gauge    waiting for a future run_at (delays, retries)
   jobs_retrying{queue,priority}              gauge    in state failed (waiting for a retry)
   jobs_processing{queue,priority}            gauge    held by a worker
+  processing_age_seconds{queue,priority}     gauge    how long the oldest running attempt has run
+  processing_overdue_seconds{queue,priority} gauge    how far the most overdue attempt is past its deadline
   worker_processing_time_ms{queue,job_type}  histogram  handler time per attempt
   worker_utilization{worker}                 gauge    busy share of each live worker's slots
   worker_count                               gauge    live workers (heartbeat within stale_seconds)
+  worker_stuck_handlers{worker}              gauge    handlers past their deadline still holding a thread
   queue_paused{queue}                        gauge    1 while the queue is paused
   metrics_collect_seconds                    gauge    how long the last collection took
 
@@ -180,7 +183,7 @@ def _attempt_families(text: _Text, totals: list[TypeTotals], bounds: tuple[float
 
 
 def render_worker(*, worker_id: str, totals: list[TypeTotals], utilization: float, running: int,
-                  concurrency: int) -> str:
+                  concurrency: int, stuck_handlers: int = 0) -> str:
     """One worker process's own figures (`jobqueue-worker --metrics-port`): its attempts since it
     started, under the same names as the fleet's, plus its slots."""
     text = _Text()
@@ -191,6 +194,8 @@ def render_worker(*, worker_id: str, totals: list[TypeTotals], utilization: floa
     text.family("jobqueue_worker_running_jobs", "gauge", "Jobs this worker is running now.", [(labels, running)])
     text.family("jobqueue_worker_slots", "gauge", "Jobs this worker runs at once at most (its concurrency).",
                 [(labels, concurrency)])
+    text.family("jobqueue_worker_stuck_handlers", "gauge", "Handlers past their deadline that still hold a thread.",
+                [(labels, stuck_handlers)])
     return "\n".join(text.lines) + "\n"
 
 
@@ -212,6 +217,11 @@ def render(snapshot: Snapshot) -> str:
                 [(labels, q.retrying) for labels, q in per_priority])
     text.family("jobqueue_jobs_processing", "gauge", "Jobs held by a worker.",
                 [(labels, q.processing) for labels, q in per_priority])
+    text.family("jobqueue_processing_age_seconds", "gauge", "How long the oldest running attempt has run (0: none).",
+                [(labels, round(q.processing_age_seconds, 3)) for labels, q in per_priority])
+    text.family("jobqueue_processing_overdue_seconds", "gauge",
+                "How far the most overdue running attempt is past its deadline (0: none is).",
+                [(labels, round(q.overdue_seconds, 3)) for labels, q in per_priority])
     known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
@@ -221,6 +231,9 @@ def render(snapshot: Snapshot) -> str:
                 [(dict(worker=w.id), round(float(w.utilization), 4)) for w in live])
     text.family("jobqueue_worker_count", "gauge", "Live workers (running or stopping, heartbeat recent).",
                 [({}, len(live))])
+    text.family("jobqueue_worker_stuck_handlers", "gauge",
+                "Handlers past their deadline that still hold a thread, per live worker.",
+                [(dict(worker=w.id), w.stuck_handlers) for w in live])
     text.family("jobqueue_metrics_collect_seconds", "gauge", "Time the last collection from the database took.",
                 [({}, round(snapshot.collect_seconds, 6))])
     return "\n".join(text.lines) + "\n"
@@ -234,7 +247,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
 
     def queue_row(name: str) -> dict[str, Any]:
         return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
-                                        "dead": 0, "oldest_age_seconds": 0.0,
+                                        "dead": 0, "oldest_age_seconds": 0.0, "processing_age_seconds": 0.0,
                                         "depth_by_priority": {p.label: 0 for p in Priority}})
 
     for q in snapshot.queues:
@@ -245,6 +258,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         row["processing"] += q.processing
         row["depth_by_priority"][Priority(q.priority).label] += q.runnable
         row["oldest_age_seconds"] = max(row["oldest_age_seconds"], round(q.oldest_age_seconds, 3))
+        row["processing_age_seconds"] = max(row["processing_age_seconds"], round(q.processing_age_seconds, 3))
     for d in snapshot.dead:
         queue_row(d.queue)["dead"] += d.dead
     for name in snapshot.paused:
@@ -279,6 +293,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
                      "concurrency": w.concurrency, "status": w.status if w.alive or w.status == "stopped" else "lost",
                      "alive": w.alive, "utilization": round(float(w.utilization), 4),
                      "jobs_processed": w.jobs_processed, "jobs_failed": w.jobs_failed,
+                     "stuck_handlers": w.stuck_handlers,
                      "started_at": w.started_at.isoformat(),
                      "heartbeat_age_seconds": round(max((snapshot.measured_at - w.last_heartbeat).total_seconds(), 0.0), 1)}
                     for w in snapshot.workers],

@@ -82,6 +82,8 @@ class JobInfo:
     final_error: Any = None
     duration_ms: float | None = None
     errors: list[AttemptError] = field(default_factory=list)
+    deadline_at: datetime | None = None  # when the running attempt must be finished
+    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error or expired
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -108,14 +110,16 @@ class Job:
 
     `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
     and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
+    `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
+    worker fails the attempt as a `JobTimeout` when it runs out.
     """
 
     __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
-                 "traceparent", "cancel_requested", "created_at")
+                 "traceparent", "cancel_requested", "created_at", "timeout")
 
     def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
                  attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
-                 created_at: datetime) -> None:
+                 created_at: datetime, timeout: float | None = None) -> None:
         self.id = id
         self.queue = queue
         self.job_type = job_type
@@ -126,6 +130,12 @@ class Job:
         self.traceparent = traceparent
         self.cancel_requested = cancel_requested
         self.created_at = created_at
+        self.timeout = timeout
+
+    @property
+    def key(self) -> tuple[uuid.UUID, int]:
+        """(id, attempt): one attempt of this job, as the worker tracks, heartbeats and acks it."""
+        return (self.id, self.attempt)
 
     @property
     def is_last_attempt(self) -> bool:

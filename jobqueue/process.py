@@ -4,6 +4,11 @@ One process = one asyncio loop with a `Worker` (claim loop), the maintenance ser
 sweeper, …) and one shared LISTEN connection. `--processes N` starts N such processes (spawned,
 so each has its own interpreter and connections) and forwards SIGTERM/SIGINT to them; a child
 that dies unexpectedly is restarted after a short pause, its jobs recovered by lease expiry.
+
+A worker whose sync handlers are stuck past their deadline asks to be started afresh (the only way
+to get threads back): it stops gracefully, then a lone process re-executes itself in place and a
+supervised child exits with `RESTART_EXIT_CODE`, which its supervisor answers with a new child.
+A process stopping while handlers are still stuck exits without waiting for their threads.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import time
 
 from jobqueue.app import JobQueue
@@ -63,22 +69,47 @@ class WorkerProcess:
             await asyncio.gather(*background, return_exceptions=True)
 
 
-async def serve(app: JobQueue, settings: Settings) -> None:
-    """Run one worker process until SIGTERM/SIGINT, then shut down gracefully."""
+#: A worker process asking to be started afresh (EX_TEMPFAIL): its supervisor starts a new one
+#: without counting it as a crash.
+RESTART_EXIT_CODE = 75
+
+
+async def serve(app: JobQueue, settings: Settings) -> Worker:
+    """Run one worker process until SIGTERM/SIGINT (or a restart request), then shut down gracefully."""
     process = WorkerProcess(app, settings)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, process.request_stop)
     await process.run()
+    return process.worker
 
 
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
 
 
-def run_worker_process(app_path: str, settings: Settings) -> None:
+def run_worker_process(app_path: str, settings: Settings, *, restart_in_place: bool = False) -> None:
     configure_logging()
-    asyncio.run(serve(load_app(app_path), settings))
+    worker = asyncio.run(serve(load_app(app_path), settings))
+    if worker.restart_requested and restart_in_place:
+        log.warning("starting this worker process afresh (stuck handlers hold %d threads)", worker.threads.stuck)
+        _flush_output()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    code = RESTART_EXIT_CODE if worker.restart_requested else 0
+    if worker.threads.stuck:
+        # Their threads may never return; interpreter shutdown must not wait for them or run
+        # finalizers under them. Everything of ours is written and closed by now.
+        log.warning("exiting with %d handlers still stuck past their deadline", worker.threads.stuck)
+        _flush_output()
+        os._exit(code)
+    if code:
+        sys.exit(code)
+
+
+def _flush_output() -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 #: More restarts than this within the window is a crash loop: the supervisor stops and exits 1,
@@ -90,7 +121,7 @@ CRASH_LOOP_WINDOW = 60.0
 def supervise(app_path: str, settings: Settings) -> int:
     """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
     if settings.processes == 1:
-        run_worker_process(app_path, settings)
+        run_worker_process(app_path, settings, restart_in_place=True)
         return 0
     configure_logging()
     load_app(app_path)  # fail fast, in the parent, on a bad --app
@@ -124,6 +155,10 @@ def supervise(app_path: str, settings: Settings) -> int:
         for index, child in enumerate(children):
             child.join(timeout=0.2)
             if child.is_alive() or stopping:
+                continue
+            if child.exitcode == RESTART_EXIT_CODE:  # asked for it: stuck handlers, not a crash
+                log.warning("worker process %s asked to be started afresh; starting a new one", child.pid)
+                children[index] = start_child(index)
                 continue
             now = time.monotonic()
             restarts = [at for at in restarts if now - at < CRASH_LOOP_WINDOW] + [now]

@@ -564,7 +564,10 @@ CREATE TABLE jobqueue.jobs (
     producer_id text,
     traceparent text,
     locked_by text,
+    deadline_at timestamp with time zone,
+    dead_reason text,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
+    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
     CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
     CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
@@ -573,6 +576,10 @@ CREATE TABLE jobqueue.jobs (
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
 
 COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
+
+COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
+
+COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error or expired.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -587,7 +594,8 @@ CREATE VIEW jobqueue.dead_letters AS
     j.payload,
     e.error_type AS last_error_type,
     e.message AS last_error,
-    e.traceback AS last_traceback
+    e.traceback AS last_traceback,
+    j.dead_reason
    FROM (jobqueue.jobs j
      LEFT JOIN LATERAL ( SELECT job_errors.error_type,
             job_errors.message,
@@ -598,7 +606,7 @@ CREATE VIEW jobqueue.dead_letters AS
          LIMIT 1) e ON (true))
   WHERE (j.state = 'dead_letter'::text);
 
-COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error.';
+COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error and why they died.';
 
 CREATE TABLE jobqueue.event_listeners (
     listener_id text NOT NULL,
@@ -765,12 +773,15 @@ CREATE TABLE jobqueue.workers (
     heartbeat_interval real DEFAULT 10 NOT NULL,
     utilization real DEFAULT 0 NOT NULL,
     busy_seconds double precision DEFAULT 0 NOT NULL,
+    stuck_handlers integer DEFAULT 0 NOT NULL,
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
 
 COMMENT ON TABLE jobqueue.workers IS 'Worker registry: one row per worker process, heartbeated.';
 
 COMMENT ON COLUMN jobqueue.workers.heartbeat_interval IS 'Seconds between this worker''s heartbeats; three missed beats mark it lost.';
+
+COMMENT ON COLUMN jobqueue.workers.stuck_handlers IS 'Handlers past their deadline that are still running (sync handlers keep their thread); the worker restarts itself when they would starve it.';
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);

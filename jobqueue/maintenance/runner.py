@@ -2,9 +2,10 @@
 
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
-the leader's services work: the sweeper (expired leases), the scheduler (cron), the pruner
-(retention), the reaper (lost workers) and the reindexer (bloated live-state indexes). Becoming
-leader wakes them all at once; a ``jobqueue_schedules`` NOTIFY wakes the scheduler.
+the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers)
+and the reindexer (bloated live-state indexes). The sweeper (expired leases) runs in every such
+process, so recovery never waits for an election. Becoming leader wakes them all at once; a
+``jobqueue_schedules`` NOTIFY wakes the scheduler.
 """
 
 from __future__ import annotations

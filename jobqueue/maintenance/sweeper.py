@@ -1,9 +1,16 @@
-"""`Sweeper`: returns jobs whose lease expired to the queue (leader only).
+"""`Sweeper`: returns jobs whose lease expired to the queue (every maintenance process, not only the leader).
 
-A worker that dies or hangs stops heartbeating, so its jobs' `locked_until` passes. Each tick
-the sweeper moves such jobs back to `pending` (or to `dead_letter` when that was their last
-attempt), records the lost attempt as a `LeaseExpired` error, and NOTIFYs idle workers. Work is
-bounded per statement (`batch_size`) so a mass expiry never holds long locks.
+A worker that dies or hangs stops heartbeating, so its jobs' `locked_until` passes; a handler that
+runs past its attempt's deadline stops having its lease extended, so it passes too. Each tick the
+sweeper moves such jobs back to `pending` (to `dead_letter` when that was their last attempt, to
+`cancelled` when their cancel was requested), records the lost attempt as a `LeaseExpired` or
+`JobTimeout` error, and NOTIFYs idle workers. Work is bounded per statement (`batch_size`) so a
+mass expiry never holds long locks.
+
+It runs in every process that runs maintenance, not only on the elected leader: a sweep is one
+probe of the lease index and concurrent sweepers skip each other's rows (SKIP LOCKED), so running
+it everywhere costs little — and a crashed worker's jobs come back within lease + interval, never
+waiting for a new leader to be elected when the crashed worker was the leader.
 
 Options: ``interval`` seconds between sweeps (default 5, `JOBQUEUE_SWEEP_INTERVAL`),
 ``batch_size`` jobs per statement (default 1000).
@@ -22,6 +29,7 @@ log = logging.getLogger("jobqueue.sweeper")
 
 class Sweeper(Service):
     name = "sweeper"
+    leader_only = False
 
     def __init__(self, pool, *, interval: float = 5.0, batch_size: int = 1000) -> None:
         super().__init__(interval=interval)

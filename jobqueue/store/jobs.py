@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
@@ -30,21 +31,35 @@ def _decode_jobs(rows: list[tuple]) -> list[Job]:
     return [Job(*row) for row in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """How a claim sets each attempt's deadline: ``timeouts_json`` (seconds by job type, a JSON
+    object: the tasks' own timeouts), else ``default`` seconds (the worker's processing TTL). The
+    lease never outlives the deadline by more than ``grace`` seconds."""
+
+    timeouts_json: str = "{}"
+    default: float = 900.0
+    grace: float = 5.0
+
+    def params(self) -> dict[str, Any]:
+        return {"timeouts": self.timeouts_json, "default_timeout": self.default, "deadline_grace": self.grace}
+
+
 def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
-          now: datetime | None = None) -> Call[list[Job]]:
+          deadlines: Deadlines = Deadlines(), now: datetime | None = None) -> Call[list[Job]]:
     return Call("job_claim", {
         "worker_id": worker_id, "queues": list(queues), "limit": limit,
-        "lease_seconds": lease_seconds, "now": now,
+        "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
     }, _decode_jobs)
 
 
 def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lease_seconds: float,
-                   now: datetime | None = None) -> Call[list[Job]]:
+                   deadlines: Deadlines = Deadlines(), now: datetime | None = None) -> Call[list[Job]]:
     """slots: (queue, priority level, how many) triples."""
     return Call("job_claim_weighted", {
         "worker_id": worker_id,
         "queues": [s[0] for s in slots], "priorities": [s[1] for s in slots],
-        "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now,
+        "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
     }, _decode_jobs)
 
 
@@ -66,15 +81,29 @@ def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], acti
     }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
 
 
-def release_many(*, worker_id: str, ids: list[uuid.UUID]) -> Call[int]:
-    return Call("job_release_many", {"worker_id": worker_id, "ids": ids}, scalar_or_none)
+#: One attempt of a job: what a worker holds, heartbeats, acks and releases (a job reclaimed from
+#: it and claimed by it again is two attempts, never confused).
+Attempt = tuple[uuid.UUID, int]
 
 
-def extend_leases(*, worker_id: str, ids: list[uuid.UUID], lease_seconds: float,
-                  now: datetime | None = None) -> Call[dict[uuid.UUID, bool]]:
+def release_many(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[int]:
+    """Back to pending, the attempt not counted (cancelled instead when a cancel was requested)."""
+    return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
+                                     "attempts": [a[1] for a in attempts]}, scalar_or_none)
+
+
+def held_by(worker_id: str) -> Call[set[Attempt]]:
+    """The attempts the database says ``worker_id`` holds."""
+    return Call("job_held_by", {"worker_id": worker_id}, lambda rows: {(r[0], r[1]) for r in rows})
+
+
+def extend_leases(*, worker_id: str, attempts: Sequence[Attempt], lease_seconds: float, deadline_grace: float,
+                  now: datetime | None = None) -> Call[dict[Attempt, bool]]:
+    """Extends the leases of the attempts still held; returns them with their cancel flags."""
     return Call("job_extend_leases", {
-        "worker_id": worker_id, "ids": ids, "lease_seconds": lease_seconds, "now": now,
-    }, lambda rows: {r[0]: r[1] for r in rows})
+        "worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts],
+        "lease_seconds": lease_seconds, "deadline_grace": deadline_grace, "now": now,
+    }, lambda rows: {(r[0], r[1]): r[2] for r in rows})
 
 
 def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[list[tuple[uuid.UUID, str, str]]]:
@@ -89,7 +118,7 @@ def next_run_at(*, queues: Sequence[str], now: datetime | None = None) -> Call[d
 _INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",
                 "run_at", "created_at", "updated_at", "started_at", "finished_at", "idempotency_key",
                 "producer_id", "traceparent", "cancel_requested", "locked_by", "locked_until",
-                "result", "final_error", "duration_ms", "errors")
+                "result", "final_error", "duration_ms", "errors", "deadline_at", "dead_reason")
 
 
 def _decode_info(rows: list[tuple]) -> JobInfo | None:
@@ -113,11 +142,6 @@ def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
 
 def states(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobState]]:
     return Call("job_states", {"ids": ids}, lambda rows: {r[0]: JobState(r[1]) for r in rows})
-
-
-def stored_result(job_id: uuid.UUID) -> Call[str | None]:
-    """The JSON text of a result stored for this job (by an earlier delivery), or None."""
-    return Call("job_stored_result", {"id": job_id}, scalar_or_none)
 
 
 def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:

@@ -28,6 +28,8 @@ class QueueCounts:
     retrying: int
     processing: int
     oldest_age_seconds: float
+    processing_age_seconds: float = 0.0  # how long the oldest running attempt has run (0: none)
+    overdue_seconds: float = 0.0  # how far the most overdue running attempt is past its deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class WorkerRow:
     busy_seconds: float
     started_at: datetime
     last_heartbeat: datetime
+    stuck_handlers: int
     alive: bool
 
 
@@ -78,9 +81,13 @@ class TypeDelta:
 
 def _decode_queue_counts(rows: list[tuple]) -> list[QueueCounts]:
     counts = []
-    for queue, priority, runnable, scheduled, retrying, processing, oldest_run_at, measured_at in rows:
+    for (queue, priority, runnable, scheduled, retrying, processing, oldest_started_at, overdue_seconds,
+         oldest_run_at, measured_at) in rows:
         age = max((measured_at - oldest_run_at).total_seconds(), 0.0) if oldest_run_at is not None else 0.0
-        counts.append(QueueCounts(queue, priority, runnable, scheduled, retrying, processing, age))
+        running_for = (max((measured_at - oldest_started_at).total_seconds(), 0.0)
+                       if oldest_started_at is not None else 0.0)
+        counts.append(QueueCounts(queue, priority, runnable, scheduled, retrying, processing, age, running_for,
+                                  overdue_seconds or 0.0))
     return counts
 
 

@@ -24,6 +24,7 @@ class WorkerInfo:
     started_at: datetime
     last_heartbeat: datetime
     heartbeat_interval: float
+    stuck_handlers: int = 0  # handlers past their deadline still holding a thread
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
@@ -34,9 +35,10 @@ def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], conc
     }, no_result)
 
 
-def heartbeat(*, worker_id: str, status: str, processed: int, failed: int) -> Call[bool]:
+def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0) -> Call[bool]:
     return Call("worker_heartbeat", {
         "id": worker_id, "status": status, "processed": processed, "failed": failed,
+        "stuck_handlers": stuck_handlers,
     }, any_row)
 
 

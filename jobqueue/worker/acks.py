@@ -1,11 +1,17 @@
 """Batched acknowledgements: outcomes are buffered and written a batch per statement.
 
 Completions go out as one `job_complete_many`, failures as one `job_fail_many`, when the buffer
-reaches its batch size or a few milliseconds after its first entry (River's batch completer and
-graphile-worker's batched completion are the precedent: a round trip per job costs more than the
-job). When the database is unreachable the outcomes stay buffered and are retried; if a lease
-runs out meanwhile, the sweeper hands the job to someone else and our late ack is refused by its
-state/attempt guard — at-least-once, never lost.
+reaches its batch size (or ``MAX_BATCH_BYTES`` of results and errors) or a few milliseconds after
+its first entry (River's batch completer and graphile-worker's batched completion are the
+precedent: a round trip per job costs more than the job). When the database is unreachable the
+outcomes stay buffered and are retried; if a lease runs out meanwhile, the sweeper hands the job to
+someone else and our late ack is refused by its attempt guard — at-least-once, never lost. The
+worker stops claiming while `backlog` is above its bound, so an outage cannot pile up thousands of
+finished-but-unrecorded jobs in memory.
+
+An outcome the server refuses for what it holds (not for an outage) is written on its own; a
+completion whose result the server refuses becomes a dead letter carrying the server's reason —
+once, instead of the job running again and again after its lease.
 """
 
 from __future__ import annotations
@@ -19,9 +25,13 @@ from typing import Callable
 from jobqueue import db
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
+from jobqueue.store.jobs import Attempt
 from jobqueue.worker.executor import CANCELLED, COMPLETED, DEAD, Outcome
 
 log = logging.getLogger("jobqueue.worker.acks")
+
+#: An ack statement carries at most this much result/error text (PostgreSQL's messages stop at 1 GB).
+MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 
 class AckBuffer:
@@ -35,6 +45,7 @@ class AckBuffer:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self.flushed = asyncio.Event()  # set after every write: a worker waiting for room looks again
         self._on_flushed = on_flushed
 
     def add(self, outcome: Outcome) -> None:
@@ -43,8 +54,13 @@ class AckBuffer:
         if len(self._pending) == 1 or len(self._pending) >= self.batch_size:
             self._wake.set()
 
-    def pending_ids(self) -> list[uuid.UUID]:
-        return [o.job.id for o in self._pending]
+    @property
+    def backlog(self) -> int:
+        """Outcomes finished but not written yet."""
+        return len(self._pending)
+
+    def pending_attempts(self) -> list[Attempt]:
+        return [o.job.key for o in self._pending]
 
     async def run(self) -> None:
         """Flush until cancelled; a failed flush keeps its outcomes and retries with backoff."""
@@ -74,7 +90,7 @@ class AckBuffer:
 
     async def flush(self) -> None:
         while self._pending:
-            batch = self._pending[: self.batch_size]
+            batch = self._next_batch()
             try:
                 accepted = await self._write(batch)
             except DatabaseUnavailable:
@@ -82,17 +98,37 @@ class AckBuffer:
             except Exception:  # refused by the server: one outcome must not hold back the others
                 accepted = await self._write_each(batch)
             del self._pending[: len(batch)]
+            self.flushed.set()
             if self._on_flushed:
                 self._on_flushed(batch, accepted)
         self._idle.set()
 
+    def _next_batch(self) -> list[Outcome]:
+        size = 0
+        for count, outcome in enumerate(self._pending[: self.batch_size]):
+            size += outcome.size
+            if size > MAX_BATCH_BYTES and count > 0:
+                return self._pending[:count]
+        return self._pending[: self.batch_size]
+
     async def _write_each(self, batch: list[Outcome]) -> set[uuid.UUID]:
-        """The batch one outcome at a time; one still refused is dropped with its reason logged: its
-        lease then runs out and the sweeper hands the job out again (at-least-once)."""
+        """The batch one outcome at a time. One the server still refuses is written as what it
+        became: a completion whose result PostgreSQL cannot store is a dead letter with the
+        server's reason; a failure whose error text it refuses is written with a short message. If
+        even that is refused, it is dropped with its reason logged: its lease then runs out and the
+        sweeper hands the job out again (at-least-once)."""
         accepted: set[uuid.UUID] = set()
         for outcome in batch:
             try:
                 accepted |= await self._write([outcome])
+                continue
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:
+                refused = exc
+            log.warning("job %s: the database refused its outcome (%s); recording that instead", outcome.job.id, refused)
+            try:
+                accepted |= await self._write([_refused(outcome, refused)])
             except DatabaseUnavailable:
                 raise
             except Exception:
@@ -119,6 +155,17 @@ class AckBuffer:
                     tracebacks=[o.traceback for o in failed]))
                 accepted.update(row[0] for row in rows)
         return accepted
+
+
+def _refused(outcome: Outcome, reason: Exception) -> Outcome:
+    """What to record when the server refused ``outcome`` itself (its result or error text)."""
+    text = str(reason).replace("\x00", "\\x00")[:2000]
+    if outcome.kind == COMPLETED:
+        return Outcome(job=outcome.job, kind=DEAD, duration_ms=outcome.duration_ms, error_type="ResultRefused",
+                       message=f"PostgreSQL refused the handler's result: {text}")
+    return Outcome(job=outcome.job, kind=outcome.kind, duration_ms=outcome.duration_ms, retry_in=outcome.retry_in,
+                   error_type=outcome.error_type[:200] or "Error",
+                   message=f"(the original error text was refused by PostgreSQL: {text})")
 
 
 def _together(conn, both: object):

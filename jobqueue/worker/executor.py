@@ -1,30 +1,38 @@
-"""Runs one job's handler and turns whatever happened into an `Outcome` for the ack buffer.
+"""Runs one attempt of a job's handler and turns whatever happened into an `Outcome` for the acks.
 
-Async handlers run on the event loop, sync ones in the worker's thread pool. A task timeout fails
-the attempt as retryable (a sync handler's thread cannot be killed: it runs on, and its late
-result is dropped). Classification: `PermanentError` and results that are not JSON (or that hold
-a NUL character, which jsonb cannot store) go straight to
-the dead-letter queue; `Retry(after=…)` sets the delay; `JobCancelled` after a cancel request
-ends the job as cancelled; anything else is retryable with the task's backoff.
+Async handlers run on the event loop, sync ones on the worker's `HandlerThreads`. Every attempt
+has a deadline (`Job.timeout`, set by the claim: the job's own timeout, else its task's, else the
+worker's processing TTL): past it the attempt fails as a retryable `JobTimeout`. An async handler
+is cancelled then; a sync handler's thread cannot be, so it is reported stuck and its late result
+dropped.
+
+Classification: `PermanentError`, results that are not JSON, hold a NUL character (which jsonb
+cannot store) or are larger than ``max_result_bytes`` go straight to the dead-letter queue;
+`Retry(after=…)` sets the delay; `JobCancelled` after a cancel request ends the job as cancelled;
+an `asyncio.CancelledError` the handler raises itself (not the worker stopping) fails the attempt
+like any other error; anything else is retryable with the task's backoff. A job claimed just as
+its cancel was requested is not run at all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 import traceback
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
 
 from jobqueue.app import TaskDef
 from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
 from jobqueue.store.jobs import dumps, holds_nul
+from jobqueue.worker.threads import HandlerThreads
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
+
+#: Results above this size are refused (dead-lettered with the reason) rather than sent to
+#: PostgreSQL, whose jsonb stops at 255 MB and whose messages stop at 1 GB for a whole ack batch.
+DEFAULT_MAX_RESULT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -38,8 +46,13 @@ class Outcome:
     message: str = ""
     traceback: str | None = None
 
+    @property
+    def size(self) -> int:
+        """Roughly what this outcome adds to an ack statement, in bytes."""
+        return len(self.result_json or "") + len(self.message) + len(self.traceback or "")
 
-def _error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
+
+def error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
     return Outcome(
         job=job, kind=kind, duration_ms=(time.perf_counter() - started) * 1000, retry_in=retry_in,
         error_type=type(exc).__qualname__, message=_storable(str(exc) or type(exc).__name__),
@@ -52,46 +65,67 @@ def _storable(text: str) -> str:
     return text.replace("\x00", "\\x00")
 
 
-async def execute(job: Job, task: TaskDef | None, threads: Executor,
-                  stored_result: Callable[[Job], Awaitable[Any]] | None = None) -> Outcome:
+class HandlerCancelled(Exception):
+    """The handler raised `asyncio.CancelledError` although nobody stopped the worker."""
+
+
+async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, *,
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Outcome:
     started = time.perf_counter()
+    if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
+        return error_outcome(job, CANCELLED, started, JobCancelled(f"job {job.id} was cancelled before it started"))
     if task is None:
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
-        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
+        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
+    timeout = job.timeout if job.timeout is not None else task.timeout
     try:
-        if task.use_stored_result and stored_result is not None and job.attempt > 1:
-            # Only a redelivery can find a stored result: an admin retry clears it, a first attempt has none.
-            previous = await stored_result(job)
-            if previous is not None:
-                return Outcome(job=job, kind=COMPLETED, duration_ms=0.0, result_json=previous)
-        if task.is_async:
-            call = task.handler(job)
-        else:
-            # The handler's thread sees the caller's context (the job's span), as asyncio.to_thread does.
-            call = asyncio.get_running_loop().run_in_executor(
-                threads, contextvars.copy_context().run, task.handler, job)
-        result = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
-    except asyncio.TimeoutError:
-        exc = JobTimeout(f"handler ran longer than its {task.timeout} s timeout")
-        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+        async with asyncio.timeout(timeout):
+            if task.is_async:
+                result = await task.handler(job)
+            else:
+                result = await _in_thread(threads, task, job)
+    except TimeoutError:
+        exc = JobTimeout(f"handler ran past its deadline ({timeout:g} s)")
+        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
     except PermanentError as exc:
-        return _error_outcome(job, DEAD, started, exc)
+        return error_outcome(job, DEAD, started, exc)
     except Retry as exc:
         delay = exc.after if exc.after is not None else _backoff_for(task, job)
-        return _error_outcome(job, RETRY, started, exc, retry_in=delay)
+        return error_outcome(job, RETRY, started, exc, retry_in=delay)
     except JobCancelled as exc:
-        return _error_outcome(job, CANCELLED, started, exc)
-    except asyncio.CancelledError:
-        raise
+        return error_outcome(job, CANCELLED, started, exc)
+    except asyncio.CancelledError as exc:
+        if asyncio.current_task().cancelling():  # the worker is stopping: the attempt is released
+            raise
+        cancelled = HandlerCancelled(f"the handler raised asyncio.CancelledError ({exc or 'no message'})")
+        cancelled.__cause__ = exc
+        return error_outcome(job, RETRY, started, cancelled, retry_in=_backoff_for(task, job))
     except Exception as exc:
-        return _error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+    return _completed(job, result, started, max_result_bytes)
+
+
+async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
+    future = threads.submit(task.handler, job)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        threads.mark_stuck(future)  # past the deadline (or stopping): the thread runs on regardless
+        raise
+
+
+def _completed(job: Job, result: object, started: float, max_result_bytes: int) -> Outcome:
     try:
         result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
-        return _error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
+        return error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
     if result_json is not None and holds_nul(result_json):
-        return _error_outcome(job, DEAD, started, PermanentError(
+        return error_outcome(job, DEAD, started, PermanentError(
             "handler result holds a NUL character, which PostgreSQL's jsonb cannot store"))
+    if result_json is not None and len(result_json) > max_result_bytes:
+        return error_outcome(job, DEAD, started, PermanentError(
+            f"handler result is {len(result_json):,} bytes of JSON, more than the {max_result_bytes:,} "
+            "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
     return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,
                    result_json=result_json)
 

@@ -20,11 +20,13 @@ log = logging.getLogger("jobqueue.worker.metrics")
 
 
 class MetricsServer:
-    def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int], host: str = "0.0.0.0") -> None:
+    def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int],
+                 stuck_handlers: Callable[[], int] = lambda: 0, host: str = "0.0.0.0") -> None:
         self.stats = stats
         self.port = port
         self.host = host
         self._running = running
+        self._stuck_handlers = stuck_handlers
 
     async def run(self) -> None:
         try:
@@ -39,7 +41,7 @@ class MetricsServer:
     def body(self) -> str:
         return render_worker(worker_id=self.stats.worker_id, totals=self.stats.totals(),
                              utilization=self.stats.utilization, running=self._running(),
-                             concurrency=self.stats.concurrency)
+                             concurrency=self.stats.concurrency, stuck_handlers=self._stuck_handlers())
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -12,18 +12,30 @@ How a worker spends its time:
   `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
 - `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
   release the rest back to `pending` at once, flush acks, mark the registry row stopped.
+
+What it guards against:
+- Each attempt is tracked as (job id, attempt): a job reclaimed from this worker and claimed by it
+  again is two attempts, in the running table, the heartbeat and the acks alike.
+- It stops claiming while more finished outcomes than ``max_unacked`` wait to be written (acks
+  failing must not pile finished jobs up in memory, all to be run again after a crash).
+- A claim that fails in an unknown way (the connection dropped, maybe after the commit) is
+  reconciled before the next one: attempts the database says it holds but it never saw are
+  released without counting the attempt. Any other claim error is logged and retried with
+  backoff; only a missing schema ends the worker.
+- Sync handlers past their deadline keep their thread; when `HandlerThreads.starving`, the worker
+  stops claiming and stops with `restart_requested` set, so its process is started afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
 import socket
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 from jobqueue import db, tracing
@@ -37,6 +49,7 @@ from jobqueue.store import jobs as job_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
+from jobqueue.store.jobs import Attempt, Deadlines
 from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, execute
 from jobqueue.worker.heartbeat import Heartbeat
@@ -44,6 +57,7 @@ from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.priorities import draw_slots
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
+from jobqueue.worker.threads import HandlerThreads
 
 ACK_DRAIN_SECONDS = 5.0
 
@@ -66,22 +80,29 @@ class Worker:
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
+        self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
-            held_ids=self._held_ids, on_cancel_requested=self._mark_cancel_requested,
+            held=self._held, on_cancel_requested=self._mark_cancel_requested,
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
-            status=lambda: "stopping" if self._stopping.is_set() else "running")
-        self.running: dict[uuid.UUID, tuple[Job, asyncio.Task]] = {}
+            status=lambda: "stopping" if self._stopping.is_set() else "running",
+            stuck_handlers=lambda: self.threads.stuck)
+        self.deadlines = Deadlines(
+            timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace)
+        self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
         self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
                                  occupancy=lambda: len(self.running))
         self.tracing = tracing.from_env(service_name="jobqueue-worker")
         self.processed = 0
         self.failed = 0
-        self._threads = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="jobqueue-handler")
+        #: set when stuck handlers would starve this worker: its process should be started afresh
+        self.restart_requested = False
+        self._claim_uncertain = False  # the last claim failed in a way that may have committed
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._released: set[uuid.UUID] = set()
+        self._released: set[Attempt] = set()
         self._next_wake_at: float | None = None
         self._rng = random.Random()
         self._paused: set[str] = set()
@@ -125,6 +146,9 @@ class Worker:
                 paused = await db.run(conn, queue_store.paused_among(self.queues))
         except (DatabaseUnavailable, NotMigrated):
             return  # keep the last known set; the next idle wait tries again
+        except Exception:
+            log.exception("reading the paused queues failed; keeping the last known set")
+            return
         if paused != self._paused:
             log.info("paused queues: %s", ", ".join(sorted(paused)) or "none")
             resumed = bool(self._paused - paused)
@@ -142,21 +166,23 @@ class Worker:
             pass
 
     def _mark_cancel_requested(self, job_id: uuid.UUID) -> None:
-        entry = self.running.get(job_id)
-        if entry is not None:
-            entry[0].cancel_requested = True
+        for job, _ in self.running.values():
+            if job.id == job_id:
+                job.cancel_requested = True
 
-    def _lease_lost(self, job_id: uuid.UUID) -> None:
-        if job_id in self.running:
-            log.warning("job %s: lease lost (reclaimed by the sweeper); its ack will be refused", job_id)
+    def _lease_lost(self, attempt: Attempt) -> None:
+        if attempt in self.running:
+            log.warning("job %s attempt %d: lease lost (reclaimed by the sweeper); its outcome is written only if "
+                        "no newer attempt has started by then", *attempt)
 
-    def _held_ids(self) -> list[uuid.UUID]:
-        return list(self.running) + self.acks.pending_ids()
+    def _held(self) -> list[Attempt]:
+        return list(self.running) + self.acks.pending_attempts()
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
         for outcome in batch:
             if outcome.job.id not in accepted:
-                log.info("job %s: ack refused (no longer held by this worker)", outcome.job.id)
+                log.info("job %s attempt %d: outcome refused (a newer attempt started, or the job was finished "
+                         "otherwise)", *outcome.job.key)
 
     # --- main loop ----------------------------------------------------------------------------
 
@@ -164,7 +190,8 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats")]
         if self.settings.worker_metrics_port:
-            server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running))
+            server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running),
+                                   stuck_handlers=lambda: self.threads.stuck)
             jobs.append((server.run(), "metrics-server"))
         background = [watch(asyncio.create_task(job, name=name), self.request_stop) for job, name in jobs]
         try:
@@ -182,7 +209,6 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            self._threads.shutdown(wait=False, cancel_futures=True)
             await self.pool.close()
 
     async def _wait_for_listen(self) -> None:
@@ -212,12 +238,23 @@ class Worker:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
+            if self.acks.backlog >= self.settings.unacked_bound:
+                await self._wait_for_acks()
+                continue
             self._wake.clear()
             try:
+                if self._claim_uncertain:
+                    await self._reconcile()
                 jobs = await self._claim(free)
                 backoff = 0.1
-            except DatabaseUnavailable as exc:
-                log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+            except NotMigrated:
+                raise  # a bad configuration: restarting cannot help, the operator must migrate
+            except Exception as exc:  # an outage, a statement the server refused, a lost reply
+                self._claim_uncertain = True
+                if isinstance(exc, DatabaseUnavailable):
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+                else:
+                    log.exception("claim failed; retrying in %.1fs", backoff)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.settings.poll_interval)
                 continue
@@ -225,6 +262,30 @@ class Worker:
                 self._start(job)
             if len(jobs) < free:
                 await self._idle_wait()
+
+    async def _wait_for_acks(self) -> None:
+        """Too many finished outcomes are not written yet: claim again once some are."""
+        log.warning("%d finished jobs wait for their acks to be written; not claiming until they are",
+                    self.acks.backlog)
+        while self.acks.backlog >= self.settings.unacked_bound and not self.stopping:
+            self.acks.flushed.clear()
+            try:
+                await asyncio.wait_for(self.acks.flushed.wait(), timeout=1.0)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _reconcile(self) -> None:
+        """After a claim whose outcome is unknown: attempts the database says this worker holds but
+        that it never saw were claimed by the lost statement. They never started, so they go back
+        to the queue with the attempt not counted (instead of waiting out their lease, then coming
+        back with a LeaseExpired error and one attempt fewer)."""
+        async with db.connection(self.pool) as conn:
+            held = await db.run(conn, job_store.held_by(self.worker_id))
+            unknown = held - set(self._held())
+            if unknown:
+                released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=list(unknown)))
+                log.warning("released %s jobs claimed by a statement whose reply was lost", released)
+        self._claim_uncertain = False
 
     async def _claim(self, free: int) -> list[Job]:
         lease = self.settings.lease_seconds
@@ -235,13 +296,14 @@ class Worker:
             if self.settings.priority_mode == "weighted":
                 slots = draw_slots(free, self.settings.priority_weights, queues, self._rng)
                 jobs = await db.run(conn, job_store.claim_weighted(
-                    worker_id=self.worker_id, slots=slots, lease_seconds=lease))
+                    worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines))
                 if len(jobs) < free:
                     jobs += await db.run(conn, job_store.claim(
-                        worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease))
+                        worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
+                        deadlines=self.deadlines))
                 return jobs
             return await db.run(conn, job_store.claim(
-                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=lease))
+                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=lease, deadlines=self.deadlines))
 
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
@@ -252,6 +314,9 @@ class Worker:
             async with db.connection(self.pool) as conn:
                 next_run = await db.run(conn, job_store.next_run_at(queues=self._claimable()))
         except DatabaseUnavailable:
+            next_run = None
+        except Exception:
+            log.exception("looking up the next scheduled job failed; polling instead")
             next_run = None
         if next_run is not None:
             timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
@@ -268,12 +333,12 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         task = asyncio.create_task(self._run_job(job))
-        self.running[job.id] = (job, task)
+        self.running[job.key] = (job, task)
 
     async def _run_job(self, job: Job) -> None:
         try:
             outcome = await traced(self.tracing, job, execute(
-                job, self.app.tasks.get(job.job_type), self._threads, self._stored_result))
+                job, self.app.tasks.get(job.job_type), self.threads, max_result_bytes=self.settings.max_result_bytes))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself
@@ -281,9 +346,9 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
-            self.running.pop(job.id, None)
+            self.running.pop(job.key, None)
             self._slot_freed.set()
-        if job.id in self._released:
+        if job.key in self._released:
             return
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
@@ -297,11 +362,11 @@ class Worker:
                     self._wake.set()
         self.stats.record(outcome)
         self.acks.add(outcome)
-
-    async def _stored_result(self, job: Job) -> str | None:
-        async with db.connection(self.pool) as conn:
-            return await db.run(conn, job_store.stored_result(job.id))
-
+        if self.threads.starving and not self.restart_requested:
+            log.error("%d sync handlers are stuck past their deadline (limit %d): this worker stops claiming "
+                      "and restarts its process to get its threads back", self.threads.stuck, self.threads.max_stuck)
+            self.restart_requested = True
+            self.request_stop()
 
     # --- shutdown -------------------------------------------------------------------------------
 
@@ -313,13 +378,13 @@ class Worker:
             await asyncio.wait(tasks, timeout=grace)
         leftover = list(self.running.items())
         if leftover:
-            ids = [job_id for job_id, _ in leftover]
-            self._released.update(ids)
+            attempts = [attempt for attempt, _ in leftover]
+            self._released.update(attempts)
             for _, (_, task) in leftover:
                 task.cancel()
             try:
                 async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
-                    released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, ids=ids))
+                    released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=attempts))
                 log.info("released %s unfinished jobs back to the queue", released)
             except DatabaseUnavailable as exc:
                 log.warning("could not release jobs (%s); the sweeper will reclaim them when their lease ends", exc)

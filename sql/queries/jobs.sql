@@ -62,18 +62,25 @@ WITH next AS (
     ) AS c
     LIMIT %(limit)s
 ), claimed AS (
+    -- The attempt's deadline: the job type's timeout as this worker knows it (%(timeouts)s, a JSON
+    -- object of seconds by job type), else the worker's processing TTL. The lease never runs past
+    -- the deadline by more than %(deadline_grace)s seconds, however often the heartbeat extends it.
     UPDATE jobqueue.jobs AS j
     SET state = 'processing',
         attempts = j.attempts + 1,
         locked_by = %(worker_id)s,
-        locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
+        locked_until = coalesce(%(now)s::timestamptz, now()) + least(
+            make_interval(secs => %(lease_seconds)s),
+            coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
 )
-SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at
+SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
+       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout
 FROM claimed
 ORDER BY priority, run_at, seq;
 
@@ -95,25 +102,35 @@ WITH next AS (
         FOR UPDATE SKIP LOCKED
     ) AS c
 ), claimed AS (
+    -- The attempt's deadline: the job type's timeout as this worker knows it (%(timeouts)s, a JSON
+    -- object of seconds by job type), else the worker's processing TTL. The lease never runs past
+    -- the deadline by more than %(deadline_grace)s seconds, however often the heartbeat extends it.
     UPDATE jobqueue.jobs AS j
     SET state = 'processing',
         attempts = j.attempts + 1,
         locked_by = %(worker_id)s,
-        locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
+        locked_until = coalesce(%(now)s::timestamptz, now()) + least(
+            make_interval(secs => %(lease_seconds)s),
+            coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
 )
-SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at
+SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
+       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout
 FROM claimed
 ORDER BY priority, run_at, seq;
 
 -- name: job_complete_many
--- Batched ack. Guarded by state and attempt: a worker whose lease was reclaimed cannot complete
--- a job now held by someone else. The result is stored put-if-absent even then, so a duplicate
--- delivery can find it (handlers that opt in return it instead of running again).
+-- Batched ack. Guarded by attempt: the attempt that finishes the job is the one this worker holds
+-- (processing, same attempt, locked by it), or — when its lease ran out and the sweeper put the job
+-- back — an attempt whose job is still waiting and that no newer attempt has replaced (pending,
+-- same attempt, nobody holding it): a late success is then accepted instead of running the job
+-- again. Once another worker has started a newer attempt, or the job was finished otherwise (dead-
+-- lettered, cancelled), the late success is refused and writes nothing, result included.
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(results)s::text[],
                          %(durations)s::double precision[]) AS t(id, attempt, result, duration_ms)
@@ -124,38 +141,51 @@ WITH input AS (
     -- the planner rescan the whole batch for every processing row (180 ms per ack at 20k rows).
     -- id = ANY is primary-key probes (or one pass with a hashed array), whatever the estimates.
     WHERE j.id = ANY(%(ids)s::uuid[])
-      AND j.state = 'processing'
       AND j.attempts = (%(attempts)s::integer[])[array_position(%(ids)s::uuid[], j.id)]
+      AND ((j.state = 'processing' AND j.locked_by = %(worker_id)s)
+           OR (j.state = 'pending' AND j.locked_by IS NULL))
     RETURNING j.id
 ), stored AS (
+    -- The result belongs to the attempt that finished the job: written only for jobs this
+    -- statement completed (put-if-absent by job id).
     INSERT INTO jobqueue.job_results (job_id, outcome, result, duration_ms, worker_id)
     SELECT i.id, 'completed', i.result::jsonb, i.duration_ms, %(worker_id)s FROM input i
+    WHERE i.id IN (SELECT id FROM done)
     ON CONFLICT (job_id) DO NOTHING
 )
 SELECT id FROM done;
 
 -- name: job_fail_many
 -- Batched failure. actions[i] is 'retry', 'dead' (a permanent error) or 'cancel' (the handler
--- honoured a cancel request). The database has the last word: a retry with no attempts left is
--- dead-lettered; retry_in is the backoff the worker drew for this job.
+-- honoured a cancel request). The database has the last word, read from the row as it is when
+-- the update locks it: a job whose cancel was requested ends cancelled whatever the failure (no
+-- new attempt of it ever starts); a retry with no attempts left is dead-lettered; retry_in is the
+-- backoff the worker drew for this job. Guarded like the completion: only the attempt this worker
+-- holds can fail its job.
 WITH input AS (
-    SELECT t.*, CASE WHEN t.action = 'cancel' THEN 'cancelled'
-                     WHEN t.action = 'dead' OR j.attempts >= j.max_attempts THEN 'dead_letter'
-                     ELSE 'failed' END AS new_state
+    SELECT t.*
     FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(actions)s::text[],
                 %(retry_in)s::double precision[], %(error_types)s::text[], %(messages)s::text[],
                 %(tracebacks)s::text[])
         AS t(id, attempt, action, retry_in, error_type, message, traceback)
-    JOIN jobqueue.jobs j ON j.id = t.id
 ), failed AS (
+    -- cancel_requested is read in SET, from the row version this update locked: a cancel that
+    -- committed after this statement began is still honoured.
     UPDATE jobqueue.jobs AS j
-    SET state = i.new_state,
-        run_at = CASE WHEN i.new_state = 'failed' THEN now() + make_interval(secs => i.retry_in) ELSE j.run_at END,
-        finished_at = CASE WHEN i.new_state = 'failed' THEN NULL ELSE now() END,
-        locked_by = NULL, locked_until = NULL, updated_at = now()
+    SET state = CASE WHEN i.action = 'cancel' OR j.cancel_requested THEN 'cancelled'
+                     WHEN i.action = 'dead' OR j.attempts >= j.max_attempts THEN 'dead_letter'
+                     ELSE 'failed' END,
+        dead_reason = CASE WHEN i.action = 'cancel' OR j.cancel_requested THEN NULL
+                           WHEN i.action = 'dead' THEN 'permanent_error'
+                           WHEN j.attempts >= j.max_attempts THEN 'attempts_exhausted' END,
+        run_at = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
+                      THEN now() + make_interval(secs => i.retry_in) ELSE j.run_at END,
+        finished_at = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
+                           THEN NULL ELSE now() END,
+        locked_by = NULL, locked_until = NULL, deadline_at = NULL, updated_at = now()
     FROM input i
     WHERE j.id = ANY(ARRAY(SELECT id FROM input))
-      AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt
+      AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt AND j.locked_by = %(worker_id)s
     RETURNING j.id, j.state, j.run_at
 ), errors AS (
     INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback, worker_id)
@@ -172,53 +202,78 @@ WITH input AS (
 SELECT id, state, run_at FROM failed;
 
 -- name: job_release_many
--- Graceful shutdown: jobs this worker will not finish go back to the queue at once, the
--- interrupted attempt not counted, and idle workers are woken.
+-- Jobs this worker holds but will not finish go back to the queue at once, the interrupted attempt
+-- not counted, and idle workers are woken: at graceful shutdown, and after a claim whose reply was
+-- lost (rows it committed but the worker never saw). A job whose cancel was requested ends
+-- cancelled instead: no new attempt of it ever starts. Pairs (id, attempt) name the attempts.
 WITH released AS (
     UPDATE jobqueue.jobs AS j
-    SET state = 'pending', attempts = greatest(j.attempts - 1, 0), locked_by = NULL, locked_until = NULL,
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+        finished_at = CASE WHEN j.cancel_requested THEN now() END,
+        attempts = greatest(j.attempts - 1, 0), locked_by = NULL, locked_until = NULL, deadline_at = NULL,
         started_at = NULL, updated_at = now()
-    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.state = 'processing' AND j.locked_by = %(worker_id)s
-    RETURNING j.id, j.queue
+    FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[]) AS r(id, attempt)
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = r.id AND j.attempts = r.attempt
+      AND j.state = 'processing' AND j.locked_by = %(worker_id)s
+    RETURNING j.id, j.queue, j.state
 ), woken AS (
-    SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM released) AS q
+    SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM released WHERE state = 'pending') AS q
 )
 SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM woken) AS notified;
 
+-- name: job_held_by
+-- The attempts %(worker_id)s holds according to the database: after a claim whose outcome is
+-- unknown (its reply was lost), the worker compares them with the ones it knows about.
+SELECT j.id, j.attempts FROM jobqueue.jobs j
+WHERE j.locked_by = %(worker_id)s AND j.state = 'processing' AND j.locked_until IS NOT NULL;
+
 -- name: job_extend_leases
--- Heartbeat for running jobs; returns the ones this worker still holds and their cancel flag.
-UPDATE jobqueue.jobs
-SET locked_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
-WHERE id = ANY(%(ids)s::uuid[]) AND state = 'processing' AND locked_by = %(worker_id)s
-RETURNING id, cancel_requested;
+-- Heartbeat for running attempts (id, attempt); returns the ones this worker still holds and their
+-- cancel flag. A lease is never extended past the attempt's deadline plus %(deadline_grace)s.
+UPDATE jobqueue.jobs AS j
+SET locked_until = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+                         j.deadline_at + make_interval(secs => %(deadline_grace)s))
+FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[]) AS h(id, attempt)
+WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = h.id AND j.attempts = h.attempt
+  AND j.state = 'processing' AND j.locked_by = %(worker_id)s
+RETURNING j.id, j.attempts, j.cancel_requested;
 
 -- name: job_reclaim_expired
--- The sweeper: processing jobs whose lease ran out go back to pending (or to dead_letter when
--- out of attempts); the lost attempt is recorded as an error, and idle workers are woken.
+-- The sweeper: processing jobs whose lease ran out go back to pending (or to dead_letter when out
+-- of attempts, or to cancelled when their cancel was requested); the lost attempt is recorded as
+-- an error — a JobTimeout when the lease ran to the attempt's deadline (the worker kept it alive
+-- but never reported), else LeaseExpired (the worker stopped heartbeating) — and idle workers are
+-- woken.
 WITH expired AS (
-    SELECT id, locked_by FROM jobqueue.jobs
+    SELECT id, locked_by, locked_until >= deadline_at AS overran FROM jobqueue.jobs
     WHERE state = 'processing' AND locked_until < coalesce(%(now)s::timestamptz, now())
     ORDER BY locked_until
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), reclaimed AS (
     UPDATE jobqueue.jobs AS j
-    SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'pending' END,
-        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-        locked_by = NULL, locked_until = NULL, updated_at = now()
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'pending' END,
+        dead_reason = CASE WHEN NOT j.cancel_requested AND j.attempts >= j.max_attempts THEN 'attempts_exhausted' END,
+        finished_at = CASE WHEN j.cancel_requested OR j.attempts >= j.max_attempts THEN now() END,
+        locked_by = NULL, locked_until = NULL, deadline_at = NULL, updated_at = now()
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.queue, j.state, j.attempts, e.locked_by AS lost_by
+    RETURNING j.id, j.queue, j.state, j.attempts, e.locked_by AS lost_by, coalesce(e.overran, false) AS overran
+), lost AS (
+    SELECT r.*, CASE WHEN r.overran THEN 'JobTimeout' ELSE 'LeaseExpired' END AS error_type,
+           CASE WHEN r.overran THEN format('attempt ran past its deadline; worker %%s did not report it', r.lost_by)
+                ELSE format('lease expired: worker %%s stopped heartbeating', r.lost_by) END AS message
+    FROM reclaimed r
 ), errors AS (
     INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, worker_id)
-    SELECT r.id, r.attempts, 'LeaseExpired',
-           format('lease expired: worker %%s stopped heartbeating', r.lost_by), r.lost_by
-    FROM reclaimed r
+    SELECT l.id, l.attempts, l.error_type, l.message, l.lost_by
+    FROM lost l
     ON CONFLICT (job_id, attempt) DO NOTHING
 ), finals AS (
     INSERT INTO jobqueue.job_results (job_id, outcome, error, worker_id)
-    SELECT r.id, 'dead_letter', jsonb_build_object('type', 'LeaseExpired', 'message', 'lease expired on the last attempt'), r.lost_by
-    FROM reclaimed r WHERE r.state = 'dead_letter'
+    SELECT l.id, 'dead_letter', jsonb_build_object('type', l.error_type, 'message', l.message), l.lost_by
+    FROM lost l WHERE l.state = 'dead_letter'
     ON CONFLICT (job_id) DO NOTHING
 ), woken AS (
     SELECT pg_notify('jobqueue_jobs', q.queue)
@@ -249,7 +304,8 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'attempt', e.attempt, 'error_type', e.error_type, 'message', e.message,
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
-        FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors
+        FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
+       j.deadline_at, j.dead_reason
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s;
@@ -258,10 +314,6 @@ WHERE j.id = %(id)s;
 -- The state of each given job (missing ids are left out): what a submission answers for jobs that
 -- already held their idempotency keys, in one probe of the primary key.
 SELECT j.id, j.state FROM jobqueue.jobs j WHERE j.id = ANY(%(ids)s::uuid[]);
-
--- name: job_stored_result
--- For tasks with use_stored_result: what an earlier delivery of this job completed with.
-SELECT result::text FROM jobqueue.job_results WHERE job_id = %(id)s AND outcome = 'completed';
 
 -- name: job_cancel
 -- Cancel as seen by %(producer_id)s: another producer's job does not exist for it (NULL: any job,
@@ -301,7 +353,7 @@ WITH target AS (
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
-        finished_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+        finished_at = NULL, dead_reason = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM target t
     WHERE j.id = t.id AND t.state = 'dead_letter'
       AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
@@ -339,7 +391,7 @@ WITH batch AS (
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
-        finished_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+        finished_at = NULL, dead_reason = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM eligible e
     WHERE j.id = e.id
     RETURNING j.id, j.queue

@@ -6,7 +6,8 @@
 -- name: metrics_queue_counts
 -- Per queue and priority: runnable now (pending, or failed whose retry time has come), scheduled
 -- (run_at still ahead: delayed jobs and retries not yet due), waiting for a retry (state failed),
--- processing, and the oldest runnable job's run_at. Queues are found by a skip scan of
+-- processing (with the start of the oldest running attempt and how far the most overdue one is
+-- past its deadline), and the oldest runnable job's run_at. Queues are found by a skip scan of
 -- jobs_claim_idx (one index probe per distinct queue), plus queues with processing jobs and
 -- queues that running workers serve.
 WITH RECURSIVE live_queues AS (
@@ -18,7 +19,8 @@ WITH RECURSIVE live_queues AS (
     FROM live_queues l
     WHERE l.queue IS NOT NULL
 ), processing AS (
-    SELECT j.queue, j.priority, count(*) AS n
+    SELECT j.queue, j.priority, count(*) AS n, min(j.started_at) AS oldest_started_at,
+           max(coalesce(%(now)s::timestamptz, now()) - j.deadline_at) AS overdue
     FROM jobqueue.jobs j
     WHERE j.locked_until IS NOT NULL AND j.state = 'processing'
     GROUP BY j.queue, j.priority
@@ -44,7 +46,8 @@ SELECT q.queue, p.level AS priority,
             SELECT 1 FROM jobqueue.jobs j
             WHERE j.state = 'failed' AND j.queue = q.queue AND j.priority = p.level
             LIMIT %(cap)s) c) AS retrying,
-       coalesce((SELECT pr.n FROM processing pr WHERE pr.queue = q.queue AND pr.priority = p.level), 0) AS processing,
+       coalesce(pr.n, 0) AS processing, pr.oldest_started_at,
+       greatest(extract(epoch FROM pr.overdue), 0)::float8 AS overdue_seconds,
        (SELECT j.run_at FROM jobqueue.jobs j
         WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue AND j.priority = p.level
           AND j.run_at <= coalesce(%(now)s::timestamptz, now())
@@ -52,6 +55,7 @@ SELECT q.queue, p.level AS priority,
        coalesce(%(now)s::timestamptz, now()) AS measured_at
 FROM queues q
 CROSS JOIN generate_series(0, 3) AS p(level)
+LEFT JOIN processing pr ON pr.queue = q.queue AND pr.priority = p.level
 ORDER BY q.queue, p.level;
 
 -- name: metrics_dead_letters
@@ -79,7 +83,7 @@ ORDER BY s.queue, s.job_type;
 -- Registered workers seen in the last hour (older stopped rows are history), newest first;
 -- alive = running or stopping with a heartbeat within %(stale_seconds)s.
 SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.status, w.jobs_processed, w.jobs_failed,
-       w.utilization, w.busy_seconds, w.started_at, w.last_heartbeat,
+       w.utilization, w.busy_seconds, w.started_at, w.last_heartbeat, w.stuck_handlers,
        (w.status IN ('running', 'stopping')
         AND w.last_heartbeat >= coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(stale_seconds)s)) AS alive
 FROM jobqueue.workers w

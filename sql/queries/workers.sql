@@ -10,7 +10,7 @@ SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurre
 
 -- name: worker_heartbeat
 UPDATE jobqueue.workers
-SET last_heartbeat = now(), status = %(status)s,
+SET last_heartbeat = now(), status = %(status)s, stuck_handlers = %(stuck_handlers)s,
     jobs_processed = jobs_processed + %(processed)s, jobs_failed = jobs_failed + %(failed)s
 WHERE id = %(id)s
 RETURNING id;
@@ -21,7 +21,7 @@ UPDATE jobqueue.workers SET status = 'stopped', last_heartbeat = now() WHERE id 
 -- name: worker_list
 -- The registry as `GET /workers` and `jobqueue workers` show it: live workers first, then by start.
 SELECT id, host, pid, queues, concurrency, status, jobs_processed, jobs_failed, started_at, last_heartbeat,
-       heartbeat_interval
+       heartbeat_interval, stuck_handlers
 FROM jobqueue.workers
 ORDER BY status IN ('running', 'stopping') DESC, started_at DESC, id;
 

@@ -10,6 +10,7 @@ import psycopg
 
 from jobqueue import migrate
 from jobqueue.sql import queries
+from jobqueue.store.jobs import Deadlines
 from tests.support.schema import SCHEMA_FILE, dump
 
 
@@ -60,7 +61,8 @@ def _plan(conn, name: str, params: dict) -> str:
     return json.dumps(plan)
 
 
-CLAIM = {"queues": ["default", "other"], "limit": 4, "worker_id": "w", "lease_seconds": 30, "now": None}
+CLAIM = {"queues": ["default", "other"], "limit": 4, "worker_id": "w", "lease_seconds": 30, "now": None,
+         **Deadlines().params()}
 
 
 def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):

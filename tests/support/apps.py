@@ -87,12 +87,6 @@ async def nul_error(job: Job):
     raise ValueError("could not parse b'\x00\x01'\x00")  # nor can text
 
 
-@queue.task("idempotent", use_stored_result=True)
-async def idempotent(job: Job):
-    _record(job)
-    return {"computed_on_attempt": job.attempt}
-
-
 @queue.task("cut_connections")
 def cut_connections(job: Job):
     """Terminates every other session of its database (but the test's observer) just before it

@@ -11,6 +11,7 @@ import uuid
 import httpx
 import psycopg
 
+from jobqueue.store.jobs import Deadlines
 from jobqueue.api.controllers.events import event_stream
 from jobqueue.api.events import MAX_BACKLOG, EventHub, decode
 from jobqueue.client import AsyncClient, Client
@@ -167,7 +168,8 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
 
         with psycopg.connect(dsn, autocommit=True) as worker:
             claimed = worker.execute(query("job_claim"), {"queues": ["bulk"], "limit": 200, "worker_id": "w",
-                                                           "lease_seconds": 30, "now": None}).fetchall()
+                                                           "lease_seconds": 30, "now": None,
+                                                           **Deadlines().params()}).fetchall()
             assert len(claimed) == 200
             started = _notifications(listener)
             assert len(started) == 1  # one statement, one NOTIFY, 200 ids
