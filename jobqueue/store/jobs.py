@@ -111,8 +111,9 @@ def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[l
                 lambda rows: [(r[0], r[1], r[2]) for r in rows])
 
 
-def next_run_at(*, queues: Sequence[str], now: datetime | None = None) -> Call[datetime | None]:
-    return Call("job_next_run_at", {"queues": list(queues), "now": now}, scalar_or_none)
+def next_run_at(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[datetime | None]:
+    """The earliest run_at after ``since`` seconds ago (when the caller's last claim began)."""
+    return Call("job_next_run_at", {"queues": list(queues), "since": since, "now": now}, scalar_or_none)
 
 
 _INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",

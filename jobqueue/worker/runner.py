@@ -104,6 +104,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
         self._next_wake_at: float | None = None
+        self._last_claim_at = time.monotonic()
         self._rng = random.Random()
         self._paused: set[str] = set()
         self._paused_refresh: asyncio.Task | None = None
@@ -292,6 +293,7 @@ class Worker:
         queues = self._claimable()
         if not queues:
             return []
+        self._last_claim_at = time.monotonic()
         async with db.connection(self.pool) as conn:
             if self.settings.priority_mode == "weighted":
                 slots = draw_slots(free, self.settings.priority_weights, queues, self._rng)
@@ -312,7 +314,8 @@ class Worker:
             await self._refresh_paused()  # no jobqueue_control NOTIFY can reach us: look it up
         try:
             async with db.connection(self.pool) as conn:
-                next_run = await db.run(conn, job_store.next_run_at(queues=self._claimable()))
+                next_run = await db.run(conn, job_store.next_run_at(
+                    queues=self._claimable(), since=time.monotonic() - self._last_claim_at + 0.001))
         except DatabaseUnavailable:
             next_run = None
         except Exception:
@@ -320,9 +323,15 @@ class Worker:
             next_run = None
         if next_run is not None:
             timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
-        if self._next_wake_at is not None:
-            timeout = min(timeout, max(self._next_wake_at - time.monotonic(), 0.0))
-            self._next_wake_at = None
+        if self._next_wake_at is not None:  # a retry this worker scheduled itself
+            remaining = self._next_wake_at - time.monotonic()
+            if remaining > 0:
+                timeout = min(timeout, remaining)
+            elif self.acks.backlog:  # due, but its ack (which sets its run_at) is not written yet
+                timeout = min(timeout, 0.01)
+            else:  # due and written: one more claim, then next_run_at knows of it if still ahead
+                self._next_wake_at = None
+                timeout = 0.0
         await self._sleep(timeout)
 
     async def _sleep(self, timeout: float) -> None:

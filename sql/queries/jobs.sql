@@ -282,14 +282,17 @@ WITH expired AS (
 SELECT r.id, r.state, r.lost_by, (SELECT count(*) FROM woken) AS notified FROM reclaimed r;
 
 -- name: job_next_run_at
--- The earliest future run_at among the given queues: an idle worker sleeps until then (or a NOTIFY).
+-- The earliest run_at among the given queues after the last claim began (%(since)s seconds ago):
+-- an idle worker sleeps until then (or a NOTIFY). A job that fell due after that claim read the
+-- queue is included (the worker claims again at once); one due before it, which the claim skipped
+-- because someone holds it locked, is not (the worker would spin on it).
 SELECT min(n.run_at) AS run_at
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN generate_series(0, 3) AS p(level)
 CROSS JOIN LATERAL (
     SELECT j.run_at FROM jobqueue.jobs j
     WHERE j.state IN ('pending', 'failed') AND j.queue = q.name AND j.priority = p.level
-      AND j.run_at > coalesce(%(now)s::timestamptz, now())
+      AND j.run_at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(since)s)
     ORDER BY j.run_at
     LIMIT 1
 ) AS n;

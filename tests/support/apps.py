@@ -98,3 +98,59 @@ def cut_connections(job: Job):
                      "AND pid <> pg_backend_pid() AND application_name <> 'test-observer'")
     _record(job)
     return {"cut": True}
+
+
+@queue.task("ignores_cancel_then_fails", max_attempts=3, backoff=fast)
+async def ignores_cancel_then_fails(job: Job):
+    """Runs until its cancel is requested, then fails with an ordinary (retryable) error."""
+    _record(job)
+    for _ in range(500):
+        if job.cancel_requested:
+            break
+        await asyncio.sleep(0.01)
+    raise ValueError("failed after the cancel request, without honouring it")
+
+
+@queue.task("ignores_cancel", max_attempts=3, backoff=fast)
+async def ignores_cancel(job: Job):
+    """Sleeps for payload seconds whatever happens (a handler that never checks for cancel)."""
+    _record(job)
+    await asyncio.sleep(float((job.payload or {}).get("seconds", 30)))
+
+
+@queue.task("raises_cancelled", max_attempts=3, backoff=fast)
+async def raises_cancelled(job: Job):
+    """Attempt 1 raises asyncio.CancelledError itself (as code awaiting a cancelled future does)."""
+    _record(job)
+    if job.attempt == 1:
+        raise asyncio.CancelledError("an inner operation was cancelled")
+    return {"attempt": job.attempt}
+
+
+@queue.task("hangs", max_attempts=2, backoff=fast)
+async def hangs(job: Job):
+    """Never returns by itself (no task timeout: the worker's processing TTL is its deadline)."""
+    _record(job)
+    await asyncio.Event().wait()
+
+
+@queue.task("fails_fast", max_attempts=2, backoff=Backoff(base=0.5, multiplier=1.0, max=0.5, jitter=0.0))
+async def fails_fast(job: Job):
+    _record(job)
+    if job.attempt == 1:
+        raise ValueError("first attempt fails")
+    return {"attempt": job.attempt}
+
+
+@queue.task("big_result")
+async def big_result(job: Job):
+    return {"blob": "x" * int((job.payload or {}).get("bytes", 10_000))}
+
+
+_forever = threading.Event()  # never set: a sync handler waiting on it blocks for good
+
+
+@queue.task("blocks_forever", timeout=0.5, max_attempts=1)
+def blocks_forever(job: Job):
+    _record(job)
+    _forever.wait()

@@ -151,3 +151,17 @@ def test_readyz_says_whether_the_schema_is_migrated(http, conn):
     response = http(None).get("/readyz")
     assert response.status_code == 503 and response.json()["error"] == "not_migrated"
     assert response.headers["Retry-After"] == "2"
+
+
+def test_cancel_over_rest_of_a_running_job_is_honoured_when_its_attempt_fails(dsn, conn, http):
+    """No new attempt starts once cancel is requested, whichever interface asked."""
+    apps.runs.clear()
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        submitted = http("alice").post("/jobs", json={"job_type": "ignores_cancel_then_fails"})
+        job_id = submitted.json()["id"]
+        wait_until(lambda: len(apps.runs) == 1)
+        cancelled = http("alice").post(f"/jobs/{job_id}/cancel")
+        assert cancelled.status_code == 202 and cancelled.json()["outcome"] == "cancel_requested"
+        wait_until(lambda: http("alice").get(f"/jobs/{job_id}").json()["state"] == "cancelled", timeout=10)
+    assert len(apps.runs) == 1
+    assert http("alice").get(f"/jobs/{job_id}").json()["attempts"] == 1

@@ -1,0 +1,168 @@
+"""A deadline on every attempt: the task's timeout, else the worker's processing TTL. The lease
+never outlives it; a hung attempt is failed as a timeout by its worker, or by the sweeper when the
+worker cannot. Retries a worker scheduled itself run on time, not at the next poll."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from jobqueue import db
+from jobqueue.store import jobs as job_store
+from jobqueue.store.jobs import Deadlines
+from tests.support import apps
+from tests.support.factories import job_row, make_job
+from tests.support.waiting import wait_until
+from tests.support.workers import WorkerThread, test_settings
+
+
+@pytest.fixture(autouse=True)
+def _clear_runs():
+    apps.runs.clear()
+    yield
+    apps.runs.clear()
+
+
+def errors_of(conn, job_id) -> list[tuple[str, str]]:
+    return conn.execute("SELECT error_type, message FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt",
+                        (job_id,)).fetchall()
+
+
+def test_a_handler_without_a_timeout_gets_the_processing_ttl(dsn, conn):
+    """Before, a hung handler without a task timeout held its job in processing forever."""
+    job_id = make_job(conn, job_type="hangs", max_attempts=2)
+    with WorkerThread(apps.queue, test_settings(dsn, processing_ttl=0.5)):
+        wait_until(lambda: job_row(conn, job_id)["state"] == "processing")
+        held = job_row(conn, job_id)
+        assert held["deadline_at"] is not None
+        assert timedelta(0) < held["deadline_at"] - held["started_at"] <= timedelta(seconds=0.6)
+        wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter", timeout=10)
+    errors = errors_of(conn, job_id)
+    assert [e[0] for e in errors] == ["JobTimeout", "JobTimeout"]
+    assert "deadline (0.5 s)" in errors[0][1]
+    row = job_row(conn, job_id)
+    assert row["dead_reason"] == "attempts_exhausted" and row["deadline_at"] is None
+
+
+def test_the_claim_sets_the_deadline_from_the_task_timeout_else_the_default(dsn, conn):
+    with_timeout, without = make_job(conn, job_type="timed"), make_job(conn, job_type="untimed")
+    deadlines = Deadlines(timeouts_json='{"timed": 2.5}', default=600.0, grace=4.0)
+    claimed = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=2, lease_seconds=30,
+                                                deadlines=deadlines))
+    by_type = {job.job_type: job for job in claimed}
+    assert by_type["timed"].timeout == pytest.approx(2.5, abs=0.01)
+    assert by_type["untimed"].timeout == pytest.approx(600.0, abs=0.01)
+    timed, untimed = job_row(conn, with_timeout), job_row(conn, without)
+    # the lease is the shorter of the lease and the deadline plus its grace
+    assert timed["locked_until"] - timed["deadline_at"] == pytest.approx(timedelta(seconds=4.0), abs=timedelta(seconds=0.01))
+    assert untimed["locked_until"] - untimed["started_at"] <= timedelta(seconds=30.01)
+
+
+def test_the_heartbeat_never_extends_a_lease_past_the_deadline(dsn, conn):
+    job_id = make_job(conn, job_type="timed")
+    deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=2.0)
+    [job] = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
+                                              deadlines=deadlines))
+    later = datetime.now(timezone.utc) + timedelta(seconds=20)
+    held = db.run_sync(conn, job_store.extend_leases(worker_id="w", attempts=[job.key], lease_seconds=30,
+                                                     deadline_grace=2.0, now=later))
+    assert held == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
+    row = job_row(conn, job_id)
+    assert row["locked_until"] == row["deadline_at"] + timedelta(seconds=2.0)  # not later + 30 s
+
+
+def test_the_sweeper_fails_an_attempt_that_overran_its_deadline_as_a_timeout(dsn, conn):
+    """The worker kept the lease alive up to the deadline but never reported: a wedged worker."""
+    job_id = make_job(conn, job_type="timed", max_attempts=1)
+    deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
+    db.run_sync(conn, job_store.claim(worker_id="wedged", queues=["default"], limit=1, lease_seconds=30,
+                                      deadlines=deadlines))
+    rows = db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=3)))
+    assert [(r[0], r[1]) for r in rows] == [(job_id, "dead_letter")]
+    [(error_type, message)] = errors_of(conn, job_id)
+    assert error_type == "JobTimeout" and "past its deadline; worker wedged did not report it" in message
+    assert conn.execute("SELECT error->>'type' FROM jobqueue.job_results WHERE job_id = %s",
+                        (job_id,)).fetchone() == ("JobTimeout",)
+
+
+def test_a_lease_that_ran_out_before_the_deadline_is_a_lost_lease(dsn, conn):
+    job_id = make_job(conn, job_type="untimed")
+    db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=5,
+                                      deadlines=Deadlines(default=600.0)))
+    db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=6)))
+    assert [e[0] for e in errors_of(conn, job_id)] == ["LeaseExpired"]
+    assert job_row(conn, job_id)["state"] == "pending"
+
+
+def test_a_retry_the_worker_scheduled_itself_runs_when_due_not_at_the_next_poll(dsn, conn):
+    """Before, a quick failure on an idle worker was retried at the next 5 s poll, not when its
+    backoff ended. The backoff here is 0.5 s, the poll interval 30 s."""
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=30.0)):
+        job_id = conn.execute("SELECT jobqueue.enqueue('fails_fast')").fetchone()[0]
+        wait_until(lambda: job_row(conn, job_id)["state"] == "completed", timeout=10)
+    failed_at = conn.execute("SELECT failed_at FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchone()[0]
+    started = job_row(conn, job_id)["started_at"]
+    assert timedelta(seconds=0.45) <= started - failed_at <= timedelta(seconds=1.5)
+
+
+def test_a_retry_woken_for_while_another_job_runs_is_not_missed(dsn, conn):
+    """The wake-up for a retry must survive the claim loop being busy with another job's slot."""
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=30.0, concurrency=1)):
+        first = conn.execute("SELECT jobqueue.enqueue('fails_fast')").fetchone()[0]
+        conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 0.2}')")
+        wait_until(lambda: job_row(conn, first)["state"] == "completed", timeout=10)
+    failed_at = conn.execute("SELECT failed_at FROM jobqueue.job_errors WHERE job_id = %s", (first,)).fetchone()[0]
+    assert job_row(conn, first)["started_at"] - failed_at <= timedelta(seconds=1.5)
+
+
+def test_a_result_above_the_size_limit_dead_letters_with_the_reason(dsn, conn):
+    job_id = make_job(conn, job_type="big_result", payload={"bytes": 5000})
+    small = make_job(conn, job_type="big_result", payload={"bytes": 10})
+    with WorkerThread(apps.queue, test_settings(dsn, max_result_bytes=1000)):
+        wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter" and job_row(conn, small)["state"] == "completed")
+    [(error_type, message)] = errors_of(conn, job_id)
+    assert error_type == "PermanentError" and "more than the 1,000 allowed (JOBQUEUE_MAX_RESULT_BYTES)" in message
+    assert job_row(conn, job_id)["attempts"] == 1
+
+
+def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
+    from jobqueue import metrics
+
+    long_running = make_job(conn, job_type="timed")
+    deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
+    db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
+                                      deadlines=deadlines))
+    conn.execute("UPDATE jobqueue.jobs SET started_at = now() - interval '700 seconds', "
+                 "deadline_at = now() - interval '90 seconds' WHERE id = %s", (long_running,))
+
+    async def snapshot():
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            return await metrics.collect(aconn, cap=1000, stale_seconds=60)
+
+    import asyncio
+
+    text = metrics.render(asyncio.run(snapshot()))
+    age = next(line for line in text.splitlines()
+               if line.startswith('jobqueue_processing_age_seconds{queue="default",priority="normal"}'))
+    overdue = next(line for line in text.splitlines()
+                   if line.startswith('jobqueue_processing_overdue_seconds{queue="default",priority="normal"}'))
+    assert 699 < float(age.split()[-1]) < 760
+    assert 89 < float(overdue.split()[-1]) < 150
+
+
+def test_the_registry_counts_stuck_handlers(dsn, conn):
+    """A sync handler blocked past its deadline keeps its thread: the worker reports it (and its
+    other jobs go on, on the spare threads)."""
+    blocked = make_job(conn, job_type="blocks_forever", max_attempts=1)
+    with WorkerThread(apps.queue, test_settings(dsn, concurrency=2, lease_seconds=0.9)) as worker:
+        wait_until(lambda: job_row(conn, blocked)["state"] == "dead_letter", timeout=10)
+        assert worker.worker.threads.stuck == 1
+        others = [make_job(conn, job_type="record_sync") for _ in range(6)]
+        wait_until(lambda: all(job_row(conn, j)["state"] == "completed" for j in others), timeout=10)
+        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+                   timeout=5, message="the heartbeat to report the stuck handler")
+        assert not worker.worker.restart_requested  # 1 stuck < 2 (the default bound: concurrency)
+    assert [e[0] for e in errors_of(conn, blocked)] == ["JobTimeout"]
