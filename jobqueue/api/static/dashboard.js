@@ -299,6 +299,7 @@
         el("td", { className: "num" }, fmtInt(q.scheduled)),
         el("td", { className: "num" }, fmtInt(q.retrying)),
         el("td", { className: "num" }, fmtInt(q.processing)),
+        el("td", { className: q.processing_age_seconds > 900 ? "bad" : "" }, q.processing ? fmtAge(q.processing_age_seconds) : "–"),
         el("td", { className: "num" }, fmtInt(q.dead)),
         el("td", { className: q.oldest_age_seconds > 600 ? "bad" : "" }, fmtAge(q.oldest_age_seconds)),
         el("td", {}, el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
@@ -315,6 +316,7 @@
       el("td", {}, el("span", { className: "bar" }, el("span", { style: `width:${Math.min(100, w.utilization * 100).toFixed(0)}%` })), fmtPct(w.utilization)),
       el("td", { className: "num" }, fmtInt(w.jobs_processed)),
       el("td", { className: "num" }, fmtInt(w.jobs_failed)),
+      el("td", { className: "num " + (w.stuck_handlers > 0 ? "bad" : ""), title: "handlers past their deadline still holding a thread" }, fmtInt(w.stuck_handlers)),
       el("td", {}, w.heartbeat_age_seconds.toFixed(0) + " s ago"))));
   }
 

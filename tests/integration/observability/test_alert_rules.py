@@ -32,7 +32,7 @@ def _run(*command: str) -> str:
 
 
 def test_rules_pass_promtool_check(promtool):
-    assert "SUCCESS: 5 rules found" in _run(promtool, "check", "rules", "alerts.yml")
+    assert "SUCCESS: 7 rules found" in _run(promtool, "check", "rules", "alerts.yml")
 
 
 def test_rules_fire_on_the_spec_thresholds(promtool):
@@ -55,4 +55,4 @@ def test_rules_name_only_metrics_that_metrics_serves():
     used = set(re.findall(r"\bjobqueue_[a-z_]+", rules))
     assert used and used <= served, used - served
     assert set(re.findall(r"alert: (\w+)", rules)) == {"HighFailureRate", "QueueBacklog", "StuckJobs", "DLQBreach",
-                                                        "WorkerDown"}
+                                                        "WorkerDown", "StuckProcessing", "DeadlineOverrun"}
