@@ -501,3 +501,30 @@ def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
         assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
                                 (job_id,)).fetchone() == ({"cut": True},)
     assert [run[0] for run in apps.runs] == [job_id]
+
+
+def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, conn):
+    """A reclaimed the job after its lease and claimed it again: its heartbeat extends only the
+    attempt it holds, and the stale attempt's outcome cannot finish the job."""
+    from jobqueue import db
+    from jobqueue.store import jobs as job_store
+
+    job_id = make_job(conn, job_type="record")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        [first] = db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30))
+        later = datetime.now(timezone.utc) + timedelta(seconds=31)
+        db.run_sync(a, job_store.reclaim_expired(now=later))
+        [second] = db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30,
+                                                 now=later))
+        assert (first.id, first.attempt, second.attempt) == (job_id, 1, 2)
+        held = db.run_sync(a, job_store.extend_leases(worker_id="A", attempts=[first.key, second.key],
+                                                     lease_seconds=30, deadline_grace=5))
+        assert held == {second.key: False}
+        stale = db.run_sync(a, job_store.fail_many(
+            worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
+            error_types=["X"], messages=["stale"], tracebacks=[None]))
+        assert stale == []
+        assert db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[2],
+                                                     results=['{"attempt": 2}'], durations=[1.0])) == [job_id]
+    assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
+        {"attempt": 2},)
