@@ -104,7 +104,8 @@ def _lost(run: Run, outcomes: dict[uuid.UUID, JobOutcome]) -> tuple[int, str]:
         if outcome is None:
             found["not stored"] += 1
         elif outcome.state != state:
-            found[outcome.state + (f" ({outcome.last_error})" if outcome.last_error else "")] += 1
+            why = ", ".join(filter(None, [outcome.last_error, "never ran" if outcome.runs == 0 else ""]))
+            found[outcome.state + (f" ({why})" if why else "")] += 1
     text = ", ".join(f"{n} {what}" for what, n in found.most_common())
     return sum(found.values()), text
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 import signal
 import time
@@ -343,8 +342,8 @@ async def api_kill(stage: Stage) -> None:
             break
         at = now()
         stage.run.faults.append(Fault(f"SIGKILL api (pid {api.kill()})", at))
-        restarted.append(now())  # answers read after this were sent before the kill: not a recovery
         await api.start()
+        restarted.append(now())  # answers read before this were sent by the killed process
     await producing
     for fault, since in zip(stage.run.faults, restarted):
         _service_back(fault, [rest], since)
@@ -355,9 +354,12 @@ async def api_kill(stage: Stage) -> None:
 async def poison(stage: Stage) -> None:
     config = stage.config
     ms = stage.work_ms(8)
-    blocks = math.ceil(config.workers * config.concurrency / POISON_ATTEMPTS)  # enough to take every thread
-    poisoned = [{"job_type": "hang", "payload": {"k": f"hang-{i}"}} for i in range(config.workers)]
-    poisoned += [{"job_type": "block", "payload": {"k": f"block-{i}"}} for i in range(blocks)]
+    blocks = config.workers * config.concurrency  # their runs can take every handler thread twice over
+    # max_attempts given, as the workers publish their tasks' defaults only once they start
+    poisoned = [{"job_type": "hang", "payload": {"k": f"hang-{i}"}, "max_attempts": POISON_ATTEMPTS}
+                for i in range(config.workers)]
+    poisoned += [{"job_type": "block", "payload": {"k": f"block-{i}"}, "max_attempts": POISON_ATTEMPTS}
+                 for i in range(blocks)]
     await stage.seed(poisoned + [{"job_type": "not_json", "payload": {"k": "not_json"}}], end_state="dead_letter")
     # a result jsonb cannot hold must be failed (once); a merely very large one stored
     await stage.seed([{"job_type": "huge", "payload": {"k": "huge"}}],
