@@ -36,7 +36,7 @@ from jobqueue.devdb import free_port
 from jobqueue.errors import ValidationError
 from jobqueue.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTEMPTS
 from jobqueue.faults.cluster import FaultCluster, Monitor, now
-from jobqueue.faults.fleet import ApiProcess, WorkerFleet
+from jobqueue.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
 from jobqueue.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
 from jobqueue.faults.report import Fault, Row, Run, judge
 from jobqueue.store import faults as faults_store
@@ -168,7 +168,7 @@ class Stage:
         ignored = await asyncio.to_thread(self.fleet.stop)
         if ignored:
             self.run.failures.append(f"SIGTERM ignored by {', '.join(ignored)} "
-                                     f"(still running {self.config.shutdown_grace + 10:.0f} s later)")
+                                     f"(still running {self.config.shutdown_grace + STOP_MARGIN:.0f} s later)")
         if self.api is not None:
             await asyncio.to_thread(self.api.stop)
             if self.api.ignored_sigterm:
@@ -176,7 +176,8 @@ class Stage:
         for name, pid, status in self.fleet.own_exits:
             (self.run.failures if status != 0 else self.run.notes).append(
                 f"{name} (pid {pid}) exited by itself with status {status} (started again)")
-        (self.logdir / "faults.json").write_text(json.dumps([f.as_dict(held_ids=True) for f in self.run.faults], indent=1))
+        faults = [fault.as_dict(held_ids=True) for fault in self.run.faults]
+        (self.logdir / "faults.json").write_text(json.dumps(faults, indent=1))
         outcomes = await self.monitor.run(faults_store.job_outcomes())
         await self.monitor.close()
         return judge(self.run, outcomes)
