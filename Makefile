@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench db db-stop migrate clean system-deps
+.PHONY: install run test bench faults db db-stop migrate clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,12 @@ bench: install
 	$(BIN)/jobqueue migrate >/dev/null; \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 
+# The fault campaign (README "Fault campaign") on a durable cluster of its own in .pgdata-faults —
+# never .pgdata or JOBQUEUE_DSN: it crashes and restarts PostgreSQL. FAULTS_ARGS narrows it,
+# e.g. FAULTS_ARGS='--scenario sigkill --jobs 2000'. Exit status 1 when a scenario failed.
+faults: install
+	$(BIN)/jobqueue faults $(FAULTS_ARGS)
+
 clean:
 	-$(BIN)/python -m jobqueue.devdb stop
-	rm -rf $(VENV) .pgdata .pytest_cache
+	rm -rf $(VENV) .pgdata .pgdata-faults .pytest_cache

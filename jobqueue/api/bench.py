@@ -69,7 +69,8 @@ class Connection:
         reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 80)
         return cls(reader, writer, parsed.netloc, key)
 
-    async def post(self, body: bytes) -> int:
+    async def post(self, body: bytes) -> tuple[int, bytes]:
+        """The response's status and body."""
         self.writer.write(self._head + str(len(body)).encode() + b"\r\n\r\n" + body)
         status = int((await self.reader.readline()).split()[1])
         length = 0
@@ -77,8 +78,7 @@ class Connection:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length":
                 length = int(value)
-        await self.reader.readexactly(length)
-        return status
+        return status, await self.reader.readexactly(length)
 
     def close(self) -> None:
         self.writer.close()
@@ -115,7 +115,7 @@ class Run:
 
 async def _submit(conn: Connection, queue: str, i: int, run: Run, since: float) -> None:
     try:
-        status = await conn.post(b'{"job_type":"noop","queue":"%s","payload":{"i":%d}}' % (queue.encode(), i))
+        status, _ = await conn.post(b'{"job_type":"noop","queue":"%s","payload":{"i":%d}}' % (queue.encode(), i))
     except (OSError, ValueError, IndexError, asyncio.IncompleteReadError):
         status = 0
     run.statuses[status] += 1
