@@ -6,7 +6,10 @@ SELECT jobqueue.enqueue(
     job_type => %(job_type)s, payload => %(payload)s::jsonb, priority => %(priority)s,
     run_at => %(run_at)s::timestamptz, queue => %(queue)s, max_attempts => %(max_attempts)s::integer,
     idempotency_key => %(idempotency_key)s, delay => %(delay)s::interval,
-    producer_id => %(producer_id)s, traceparent => %(traceparent)s) AS id;
+    producer_id => %(producer_id)s, traceparent => %(traceparent)s, timeout => %(timeout)s::interval,
+    expires_at => %(expires_at)s::timestamptz, expire_after => %(expire_after)s::interval,
+    idempotency_window => %(idempotency_window)s::interval,
+    idempotency_mismatch => %(idempotency_mismatch)s::text) AS id;
 
 -- name: job_enqueue_many
 SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
@@ -249,15 +252,19 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'attempt', e.attempt, 'error_type', e.error_type, 'message', e.message,
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
-        FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors
+        FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
+       j.timeout, j.expires_at
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s;
 
--- name: job_states
--- The state of each given job (missing ids are left out): what a submission answers for jobs that
--- already held their idempotency keys, in one probe of the primary key.
-SELECT j.id, j.state FROM jobqueue.jobs j WHERE j.id = ANY(%(ids)s::uuid[]);
+-- name: job_outcomes
+-- The state of each given job and its result once completed (missing ids are left out): what a
+-- submission answers for jobs that already held their idempotency keys, in one statement.
+SELECT j.id, j.state, r.result
+FROM jobqueue.jobs j
+LEFT JOIN jobqueue.job_results r ON r.job_id = j.id AND r.outcome = 'completed' AND j.state = 'completed'
+WHERE j.id = ANY(%(ids)s::uuid[]);
 
 -- name: job_stored_result
 -- For tasks with use_stored_result: what an earlier delivery of this job completed with.
@@ -294,8 +301,9 @@ LIMIT %(limit)s;
 -- Admin retry of one dead job: back to pending now with one more attempt allowed (max_attempts
 -- raised only if exhausted, as River's JobRetry and Oban's retry_job do); its final error result
 -- is removed so the next completion can store its result, the attempt errors are kept. A job
--- whose idempotency key a live job of its producer now holds stays dead (outcome
--- idempotency_key_taken).
+-- whose idempotency key another job of its producer now holds (submitted after this one's window
+-- closed, its own window still open) stays dead (outcome idempotency_key_taken). A retry does not
+-- renew the job's own window: it counts from the submission.
 WITH target AS (
     SELECT j.id, j.state, j.idempotency_key, j.producer_id FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), retried AS (
@@ -304,9 +312,9 @@ WITH target AS (
         finished_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM target t
     WHERE j.id = t.id AND t.state = 'dead_letter'
-      AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = t.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
-                        AND coalesce(h.producer_id, '') = coalesce(t.producer_id, ''))
+      AND NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
+                      WHERE k.producer = coalesce(t.producer_id, '') AND k.key = t.idempotency_key
+                        AND k.job_id <> t.id AND k.expires_at > now())
     RETURNING j.id, j.queue
 ), cleared AS (
     DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
@@ -320,8 +328,8 @@ SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
 
 -- name: job_retry_dead_batch
 -- Bulk retry, one batch: the next %(limit)s dead jobs after seq %(after)s matching the filters,
--- as job_retry_dead does one. Jobs whose idempotency key is held by a live job (or by an earlier
--- job of the same batch) stay dead; the caller pages on with the returned last seq.
+-- as job_retry_dead does one. Jobs whose idempotency key another job holds stay dead; the caller
+-- pages on with the returned last seq.
 WITH batch AS (
     SELECT j.id, j.seq, j.idempotency_key, j.producer_id FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
@@ -331,11 +339,10 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), eligible AS (
-    SELECT DISTINCT ON (coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text)) b.id FROM batch b
-    WHERE NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = b.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
-                        AND coalesce(h.producer_id, '') = coalesce(b.producer_id, ''))
-    ORDER BY coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text), b.seq
+    SELECT b.id FROM batch b
+    WHERE NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
+                      WHERE k.producer = coalesce(b.producer_id, '') AND k.key = b.idempotency_key
+                        AND k.job_id <> b.id AND k.expires_at > now())
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
@@ -353,7 +360,8 @@ SELECT (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM batch) A
 
 -- name: job_purge_dead_batch
 -- Purge, one batch: deletes the next %(limit)s dead jobs after seq %(after)s matching the
--- filters (died before %(before)s when given), with their results and attempt errors.
+-- filters (died before %(before)s when given), with their results, attempt errors and the
+-- idempotency keys they hold (a purged job's key is free: a repeat makes a new job).
 WITH batch AS (
     SELECT j.id, j.seq FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
@@ -364,11 +372,14 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM jobqueue.jobs j USING batch b WHERE j.id = b.id RETURNING j.id
+    DELETE FROM jobqueue.jobs j USING batch b WHERE j.id = b.id RETURNING j.id, j.producer_id, j.idempotency_key
 ), results AS (
     DELETE FROM jobqueue.job_results r USING gone g WHERE r.job_id = g.id
 ), errors AS (
     DELETE FROM jobqueue.job_errors e USING gone g WHERE e.job_id = g.id
+), keys AS (
+    DELETE FROM jobqueue.idempotency_keys k USING gone g
+    WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(seq) FROM batch) AS last_seq;
