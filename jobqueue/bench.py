@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-xmin", action="store_true",
                         help="hold an open snapshot (as a long report query would) during the drain, so dead "
                              "row versions cannot be vacuumed: shows how the queue degrades under a held xmin")
+    parser.add_argument("--runs", type=int, default=3, help="enqueue: runs per mode, the median is shown (default 3)")
+    parser.add_argument("--batches", type=int, default=20, help="enqueue: enqueue_many calls per run (default 20)")
+    parser.add_argument("--batch-size", type=int, default=1000, help="enqueue: jobs per enqueue_many call (default 1000)")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
 
 
