@@ -48,7 +48,7 @@ CREATE TABLE jobqueue.idempotency_keys (
     producer     text        NOT NULL,
     key          text        NOT NULL,
     job_id       uuid        NOT NULL,
-    fingerprint  text,
+    fingerprint  bigint,
     created_at   timestamptz NOT NULL DEFAULT now(),
     expires_at   timestamptz NOT NULL,
     PRIMARY KEY (producer, key)
@@ -57,13 +57,17 @@ CREATE TABLE jobqueue.idempotency_keys (
     autovacuum_vacuum_insert_scale_factor = 0.05
 );
 COMMENT ON TABLE jobqueue.idempotency_keys IS 'Idempotency keys held for their window: (producer id, '''' without one; key) -> the job first submitted with it. A repeat within the window returns that job, whatever its state.';
-COMMENT ON COLUMN jobqueue.idempotency_keys.fingerprint IS 'md5 of the job''s job_type, queue and payload: a repeat with idempotency_mismatch => ''reject'' must match it.';
+COMMENT ON COLUMN jobqueue.idempotency_keys.fingerprint IS 'jobqueue.job_fingerprint() of the job''s job_type, queue and payload: a repeat with idempotency_mismatch => ''reject'' must match it.';
 -- The pruner deletes expired keys oldest first.
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys (expires_at);
 
-CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload jsonb) RETURNS text
+-- What a key remembers of its job: a 64-bit hash of job_type, queue and payload (jsonb's own hash,
+-- so equal documents hash alike whatever their key order or spacing). A hash, not md5 of the text:
+-- an md5 of jsonb_build_array(...)::text cost ~15 µs of server CPU per keyed enqueue, this ~1 µs.
+-- A collision only makes a differing repeat count as the same job — the default answer anyway.
+CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT md5(jsonb_build_array(job_type, queue, payload)::text)
+    SELECT hashtextextended(job_type, hashtextextended(queue, jsonb_hash_extended(payload, 0)))
 $$;
 
 -- Keys of jobs submitted before this revision: the job that held the key under 0005 (a live one),
@@ -214,7 +218,11 @@ DECLARE
     refused integer;
     rounds integer := 0;
 BEGIN
-    SELECT count(*) INTO keyed FROM unnest(jobs) AS i WHERE i.idempotency_key IS NOT NULL;
+    IF cardinality(jobs) = 1 THEN  -- a plain expression, not a query: one enqueue() pays nothing for it
+        keyed := CASE WHEN (jobs[1]).idempotency_key IS NULL THEN 0 ELSE 1 END;
+    ELSE
+        SELECT count(*) INTO keyed FROM unnest(jobs) AS i WHERE i.idempotency_key IS NOT NULL;
+    END IF;
     WHILE keyed > 0 LOOP
         rounds := rounds + 1;
         INSERT INTO jobqueue.idempotency_keys AS k (producer, key, job_id, fingerprint, expires_at)

@@ -176,6 +176,7 @@ def test_a_different_repeat_returns_the_original_unless_it_asks_to_be_rejected(d
     finish_job(conn, first, "completed")
     assert sql_enqueue(conn, "k", '{"amount": 99}') == first  # default: the original wins
     assert sql_enqueue(conn, "k", '{"amount": 10}', priority="high", idempotency_mismatch="reject") == first
+    assert sql_enqueue(conn, "k", '{ "amount":10 }', idempotency_mismatch="reject") == first  # same document
     for payload, named in (('{"amount": 99}', {}), ('{"amount": 10}', {"queue": "other"})):
         with pytest.raises(psycopg.errors.UniqueViolation) as info:
             sql_enqueue(conn, "k", payload, idempotency_mismatch="reject", **named)
