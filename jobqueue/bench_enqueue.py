@@ -23,7 +23,7 @@ from typing import Callable
 import psycopg
 
 from jobqueue import db
-from jobqueue.bench import percentile
+from jobqueue.bench import open_bench, percentile
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.store import bench as bench_store
@@ -62,16 +62,13 @@ async def _bulk(client: AsyncClient, queue: str, batches: int, size: int, key: K
 
 
 def run_enqueue_bench(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_run(args, settings))
+    queue, conn, where = open_bench(settings, "bench-enq")
+    print(f"jobqueue bench enqueue {where}: {args.runs} runs of {args.single} single enqueues and "
+          f"{args.batches} x enqueue_many({args.batch_size}) per mode")
+    return asyncio.run(_run(args, settings, queue, conn))
 
 
-async def _run(args: argparse.Namespace, settings: Settings) -> int:
-    queue = f"bench-enq-{uuid.uuid4().hex[:8]}"
-    conn = psycopg.connect(settings.dsn, autocommit=True)
-    durability = db.run_sync(conn, bench_store.server_settings())
-    print(f"jobqueue bench enqueue on {conn.info.host}:{conn.info.port}/{conn.info.dbname} "
-          f"(fsync={durability[0]}, synchronous_commit={durability[1]}), queue {queue}: {args.runs} runs of "
-          f"{args.single} single enqueues and {args.batches} x enqueue_many({args.batch_size}) per mode")
+async def _run(args: argparse.Namespace, settings: Settings, queue: str, conn: psycopg.Connection) -> int:
     single: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
     bulk: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:

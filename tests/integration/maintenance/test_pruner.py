@@ -81,18 +81,24 @@ def test_per_queue_retention_overrides_the_defaults(dsn, conn):
     assert ids(conn) == kept
 
 
-def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
-    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
-                    SELECT 'x', 'q' || (g %% 3), 'completed', %s FROM generate_series(1, 2500) g""",
-                 (NOW - timedelta(days=40),))
+def record_batches(monkeypatch, name: str) -> list[int]:
+    """What each batch of ``retention_store.<name>`` deleted, in order, as the pruner runs it."""
     batches: list[int] = []
-    original = retention_store.prune_jobs
+    original = getattr(retention_store, name)
 
     def recording(**params):
         call = original(**params)
         return dataclasses.replace(call, decode=lambda rows: batches.append(call.decode(rows)) or batches[-1])
 
-    monkeypatch.setattr(retention_store, "prune_jobs", recording)
+    monkeypatch.setattr(retention_store, name, recording)
+    return batches
+
+
+def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
+    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
+                    SELECT 'x', 'q' || (g %% 3), 'completed', %s FROM generate_series(1, 2500) g""",
+                 (NOW - timedelta(days=40),))
+    batches = record_batches(monkeypatch, "prune_jobs")
     assert prune(dsn, batch_size=400) == 2500
     assert ids(conn) == set()
     assert max(batches) == 400 and sum(batches) == 2500 and len(batches) >= 7
@@ -150,14 +156,7 @@ def test_idempotency_keys_whose_window_closed_are_pruned_in_batches(dsn, conn, m
         make_job(conn, state="pending", idempotency_key=f"closed-{i}")
     conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = %s WHERE key LIKE 'closed-%%'",
                  (NOW - timedelta(seconds=1),))
-    batches: list[int] = []
-    original = retention_store.prune_idempotency_keys
-
-    def recording(**params):
-        call = original(**params)
-        return dataclasses.replace(call, decode=lambda rows: batches.append(call.decode(rows)) or batches[-1])
-
-    monkeypatch.setattr(retention_store, "prune_idempotency_keys", recording)
+    batches = record_batches(monkeypatch, "prune_idempotency_keys")
     prune(dsn, batch_size=2)
     assert keys(conn) == open_keys
     assert batches == [2, 2, 1]
