@@ -46,7 +46,8 @@ def error_response(status: int, message: str, *, error: str | None = None, field
 
 _DESCRIPTIONS = {
     401: "no, unknown or revoked API key", 403: "needs an admin API key", 404: "no such job (or not yours) or schedule",
-    409: "the job's state does not allow it, or (submissions) idempotency_mismatch: the key's job differs", 413: "request body too large", 422: "invalid input; `field` names it",
+    409: "the job's state does not allow it (submissions: idempotency_mismatch, the key's job differs)",
+    413: "request body too large", 422: "invalid input; `field` names it",
     429: "rate limited above the queue's soft limit; see Retry-After",
     503: "database unavailable, not migrated, or queue at its hard limit; see Retry-After",
 }

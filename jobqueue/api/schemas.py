@@ -217,7 +217,8 @@ class QueueOut(msgspec.Struct):
                                 s.oldest_age_seconds) for s in stats.levels]
         settings = stats.settings
         return cls(stats.queue, settings.paused, settings.soft_limit, settings.hard_limit,
-                   seconds(settings.job_ttl), seconds(settings.idempotency_window), sum(s.depth for s in levels), sum(s.scheduled for s in levels),
+                   seconds(settings.job_ttl), seconds(settings.idempotency_window),
+                   sum(s.depth for s in levels), sum(s.scheduled for s in levels),
                    sum(s.processing for s in levels), sum(s.failed for s in levels), sum(s.dead for s in levels),
                    max((s.oldest_age_seconds for s in levels), default=0.0), levels)
 
