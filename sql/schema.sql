@@ -193,12 +193,14 @@ CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created
     AS $$
 DECLARE
     inputs jobqueue.job_input[];
+    keyed integer;
 BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         PERFORM jobqueue.invalid('jobs', 'must be a JSON array of job objects');
     END IF;
     BEGIN
-        SELECT coalesce(array_agg(jobqueue.make_job_input(
+        SELECT count(*) FILTER (WHERE e.job->>'idempotency_key' IS NOT NULL),
+               coalesce(array_agg(jobqueue.make_job_input(
                    e.ord::integer, e.job->>'job_type', e.job->'payload', e.job->>'priority',
                    (e.job->>'run_at')::timestamptz, (e.job->>'delay')::interval,
                    coalesce(e.job->>'queue', 'default'), (e.job->>'max_attempts')::integer,
@@ -207,14 +209,14 @@ BEGIN
                    (e.job->>'expire_after')::interval, (e.job->>'idempotency_window')::interval,
                    e.job->>'idempotency_mismatch')
                ORDER BY e.ord), '{}')
-          INTO inputs
+          INTO keyed, inputs
           FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord);
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
                    OR invalid_text_representation OR numeric_value_out_of_range THEN
         PERFORM jobqueue.name_bad_job_field(jobs);
         RAISE;
     END;
-    RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs) AS r ORDER BY r.ord;
+    RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
 CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
@@ -263,19 +265,20 @@ BEGIN
                          key, coalesce(' of ' || job, ''), holder);
 END $$;
 
-CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[]) RETURNS TABLE(ord integer, id uuid, created boolean)
+CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[], keyed integer DEFAULT NULL::integer) RETURNS TABLE(ord integer, id uuid, created boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
     todo jobqueue.job_input[] := jobs;
-    keyed integer;
     inserted integer;
     held jsonb := '{}';  -- ord of a job -> id of the job holding its key
     refused integer;
     rounds integer := 0;
 BEGIN
-    IF cardinality(jobs) = 1 THEN  -- a plain expression, not a query: one enqueue() pays nothing for it
+    IF keyed IS NOT NULL THEN
+        NULL;
+    ELSIF cardinality(jobs) = 1 THEN  -- a plain expression, not a query: one enqueue() pays nothing for it
         keyed := CASE WHEN (jobs[1]).idempotency_key IS NULL THEN 0 ELSE 1 END;
     ELSE
         SELECT count(*) INTO keyed FROM unnest(jobs) AS i WHERE i.idempotency_key IS NOT NULL;

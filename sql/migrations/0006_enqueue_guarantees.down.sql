@@ -63,7 +63,8 @@ BEGIN
 END $$;
 
 -- As in 0005.
-CREATE OR REPLACE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[])
+DROP FUNCTION jobqueue.insert_jobs(jobqueue.job_input[], integer);
+CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[])
 RETURNS TABLE (ord integer, id uuid, created boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
