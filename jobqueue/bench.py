@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-xmin", action="store_true",
                         help="hold an open snapshot (as a long report query would) during the drain, so dead "
                              "row versions cannot be vacuumed: shows how the queue degrades under a held xmin")
+    parser.add_argument("--runs", type=int, default=3, help="enqueue: runs per mode, the median is shown (default 3)")
+    parser.add_argument("--batches", type=int, default=20, help="enqueue: enqueue_many calls per run (default 20)")
+    parser.add_argument("--batch-size", type=int, default=1000, help="enqueue: jobs per enqueue_many call (default 1000)")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
 
 
@@ -132,16 +135,23 @@ def stop_process(process: subprocess.Popen, timeout: float) -> None:
         process.kill()
 
 
+def open_bench(settings: Settings, prefix: str) -> tuple[str, psycopg.Connection, str]:
+    """A queue of the benchmark's own (``<prefix>-<random>``), an autocommit connection, and a line
+    saying where it runs and how durable that server is."""
+    queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    conn = psycopg.connect(settings.dsn, autocommit=True)
+    fsync, synchronous_commit = db.run_sync(conn, bench_store.server_settings())
+    return queue, conn, (f"on {conn.info.host}:{conn.info.port}/{conn.info.dbname} (fsync={fsync}, "
+                         f"synchronous_commit={synchronous_commit}, {os.cpu_count()} cores), queue {queue}")
+
+
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(_run(args, settings))
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
-    queue = f"bench-{uuid.uuid4().hex[:8]}"
-    conn = psycopg.connect(settings.dsn, autocommit=True)
-    durability = db.run_sync(conn, bench_store.server_settings())
-    print(f"jobqueue bench on {conn.info.host}:{conn.info.port}/{conn.info.dbname} "
-          f"(fsync={durability[0]}, synchronous_commit={durability[1]}, {os.cpu_count()} cores), queue {queue}")
+    queue, conn, where = open_bench(settings, "bench")
+    print(f"jobqueue bench {where}")
     workers = None
     try:
         async with AsyncClient(settings=settings, pool_size=2) as client:

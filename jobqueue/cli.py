@@ -11,6 +11,7 @@
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
     jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
     jobqueue faults …                         the fault campaign (see `jobqueue faults --help`)
+    jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
 """
@@ -153,6 +154,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from jobqueue.api.bench import run_api_bench
 
         return run_api_bench(args, _settings(args))
+    if args.target == "enqueue":
+        from jobqueue.bench_enqueue import run_enqueue_bench
+
+        return run_enqueue_bench(args, _settings(args))
     from jobqueue.bench import run_bench
 
     return run_bench(args, _settings(args))

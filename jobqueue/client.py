@@ -18,7 +18,7 @@ from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
-from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
+from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary, Priority,
                              QueueSettings, QueueStats, RetryOutcome)
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
@@ -32,8 +32,35 @@ from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
-    "idempotency_key", "producer_id", "traceparent",
+    "idempotency_key", "producer_id", "traceparent", "timeout", "expires_at", "expire_after",
+    "idempotency_window", "idempotency_mismatch",
 })
+#: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
+MISMATCH_MODES = ("return", "reject")
+#: The longest timeout, expiry or idempotency window (as jobqueue.make_job_input enforces).
+LONGEST_SPAN = timedelta(days=3650)
+
+
+def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = timedelta(seconds=value)
+        except (OverflowError, ValueError):
+            raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days (got {value!r})") from None
+    if not isinstance(value, timedelta):
+        raise invalid(name, "must be seconds or a timedelta")
+    if not timedelta(0) < value <= LONGEST_SPAN:
+        raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days "
+                            f"(got {value.total_seconds():g} s)")
+    return value
+
+
+def _interval_text(value: timedelta) -> str:
+    """An interval as PostgreSQL reads it, exact to the microsecond."""
+    return f"{value.days} days {value.seconds}.{value.microseconds:06d} seconds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +77,23 @@ class NewJob:
     idempotency_key: str | None
     producer_id: str | None
     traceparent: str | None
+    timeout: timedelta | None = None
+    expires_at: datetime | None = None
+    expire_after: timedelta | None = None
+    idempotency_window: timedelta | None = None
+    idempotency_mismatch: str | None = None
 
     @classmethod
     def build(cls, job_type: Any, payload: Any = None, *, priority: Any = "normal", queue: Any = "default",
               run_at: Any = None, delay: Any = None, max_attempts: Any = None, idempotency_key: Any = None,
-              producer_id: str | None = None, traceparent: str | None = None, field_prefix: str = "") -> "NewJob":
+              producer_id: str | None = None, traceparent: str | None = None, timeout: Any = None,
+              expires_at: Any = None, expire_after: Any = None, idempotency_window: Any = None,
+              idempotency_mismatch: Any = None, field_prefix: str = "") -> "NewJob":
+        """Validate and normalise one job. ``timeout``, ``expire_after`` and ``idempotency_window``
+        are seconds or a timedelta; ``expires_at`` an aware datetime after the job's run_at (the
+        database checks it against a run_at it computes); ``idempotency_mismatch`` is "return"
+        (default: a repeat gets the original job) or "reject" (`IdempotencyMismatch` when the
+        repeat's job_type, queue or payload differ)."""
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
 
@@ -95,8 +134,24 @@ class NewJob:
         if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
             # "" would share the idempotency scope of jobs enqueued without a producer
             raise invalid("producer_id", "must be a non-empty string when given")
+        timeout = _span(timeout, invalid, "timeout")
+        expire_after = _span(expire_after, invalid, "expire_after")
+        idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
+        if expires_at is not None:
+            if not isinstance(expires_at, datetime):
+                raise invalid("expires_at", "must be a datetime")
+            if expires_at.tzinfo is None:
+                raise invalid("expires_at", "must be timezone-aware")
+            if expire_after is not None:
+                raise invalid("expire_after", "give expires_at or expire_after, not both")
+            if run_at is not None and expires_at <= run_at:
+                raise invalid("expires_at", f"must be after run_at ({run_at.isoformat()})")
+        if idempotency_mismatch is not None and idempotency_mismatch not in MISMATCH_MODES:
+            raise invalid("idempotency_mismatch", f"must be one of {', '.join(MISMATCH_MODES)} "
+                                                  f"(got {idempotency_mismatch!r})")
         return cls(job_type, payload_json, level.label, queue, run_at, delay, max_attempts,
-                   idempotency_key, producer_id, traceparent)
+                   idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
+                   idempotency_window, idempotency_mismatch)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any], index: int, producer_id: str | None) -> "NewJob":
@@ -114,17 +169,24 @@ class NewJob:
         return job_store.enqueue(
             job_type=self.job_type, payload_json=self.payload_json, priority=self.priority,
             run_at=self.run_at, delay=self.delay, queue=self.queue, max_attempts=self.max_attempts,
-            idempotency_key=self.idempotency_key, producer_id=self.producer_id, traceparent=self.traceparent)
+            idempotency_key=self.idempotency_key, producer_id=self.producer_id, traceparent=self.traceparent,
+            timeout=self.timeout, expires_at=self.expires_at, expire_after=self.expire_after,
+            idempotency_window=self.idempotency_window, idempotency_mismatch=self.idempotency_mismatch)
 
     def as_json_fragment(self) -> str:
         """This job as one element of enqueue_many's JSON array (payload spliced in verbatim)."""
         fields = {
             "job_type": self.job_type, "priority": self.priority, "queue": self.queue,
             "run_at": self.run_at.isoformat() if self.run_at else None,
-            "delay": f"{self.delay.total_seconds()} seconds" if self.delay is not None else None,
             "max_attempts": self.max_attempts, "idempotency_key": self.idempotency_key,
             "producer_id": self.producer_id, "traceparent": self.traceparent,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "idempotency_mismatch": self.idempotency_mismatch,
         }
+        for name, span in (("delay", self.delay), ("timeout", self.timeout), ("expire_after", self.expire_after),
+                           ("idempotency_window", self.idempotency_window)):
+            if span is not None:
+                fields[name] = _interval_text(span)
         head = job_store.dumps({k: v for k, v in fields.items() if v is not None})
         return head[:-1] + ',"payload":' + self.payload_json + "}"
 
@@ -187,6 +249,12 @@ def _limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> 
     if soft_limit is not None and hard_limit is not None and soft_limit > hard_limit:
         raise ValidationError("soft_limit", "must not exceed hard_limit")
     return queue_store.set_limits(_queue_name(queue), soft_limit=soft_limit, hard_limit=hard_limit)
+
+
+def _defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call[QueueSettings]:
+    return queue_store.set_enqueue_defaults(_queue_name(queue), job_ttl=_span(job_ttl, ValidationError, "job_ttl"),
+                                            idempotency_window=_span(idempotency_window, ValidationError,
+                                                                     "idempotency_window"))
 
 
 def _new_key_call(producer_id: Any, role: str) -> tuple[str, db.Call[ApiKey | None]]:
@@ -285,8 +353,8 @@ class AsyncClient:
 
     async def submit(self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.AsyncConnection | None = None,
                      admit: Callable[[list[NewJob]], None] | None = None) -> list[tuple[uuid.UUID, bool]]:
-        """`enqueue_many` that also says, per job, whether it was created (False: a live job already
-        held its idempotency key, and that job's id is returned). One statement, all or nothing.
+        """`enqueue_many` that also says, per job, whether it was created (False: its idempotency key
+        was held — within its window — and the holder's id is returned). One statement, all or nothing.
         ``admit`` sees the validated jobs before anything is written and may refuse by raising
         (the REST API's backpressure)."""
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
@@ -309,9 +377,10 @@ class AsyncClient:
         """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
         return await self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
 
-    async def states(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobState]:
-        """The state of each job, in one query; ids that do not exist are left out."""
-        return await self._run(job_store.states(list(job_ids)), None)
+    async def outcomes(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobOutcome]:
+        """The state of each job and its result once completed, in one query; ids that do not
+        exist are left out."""
+        return await self._run(job_store.outcomes(list(job_ids)), None)
 
     # --- listings, dead letters, queues, API keys (the REST API and admin tools) ---------------
 
@@ -356,6 +425,13 @@ class AsyncClient:
 
     async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return await self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    async def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
+                                 idempotency_window: timedelta | float | None) -> QueueSettings:
+        """What enqueue applies to ``queue``'s jobs when a call gives none (seconds or timedelta):
+        ``job_ttl`` expires waiting jobs that long after their run_at (None: never);
+        ``idempotency_window`` holds their keys that long (None: 24 hours)."""
+        return await self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return await self._run(queue_store.all_settings(), None)
@@ -495,6 +571,10 @@ class Client:
 
     def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
+                           idempotency_window: timedelta | float | None) -> QueueSettings:
+        return self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
 
     def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
         key, call = _new_key_call(producer_id, role)

@@ -10,6 +10,7 @@ database is `DatabaseUnavailable`, a missing schema is `NotMigrated`.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
@@ -18,7 +19,8 @@ from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobqueue.errors import Conflict, DatabaseBusy, DatabaseUnavailable, NotMigrated, ValidationError
+from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
+                             ValidationError)
 from jobqueue.sql import query
 
 T = TypeVar("T")
@@ -70,7 +72,11 @@ def translated_errors() -> Iterator[None]:
         prefix = f"jobqueue: {field_name}: "
         raise ValidationError(field_name, message.removeprefix(prefix)) from None
     except pg_errors.UniqueViolation as exc:
-        raise Conflict(exc.diag.message_primary or str(exc)) from None
+        message = exc.diag.message_primary or str(exc)
+        if exc.diag.constraint_name == "idempotency_keys_pkey" and exc.diag.column_name == "idempotency_key":
+            raise IdempotencyMismatch(message.removeprefix("jobqueue: idempotency_key: "),
+                                      _uuid_or_none(exc.diag.message_detail)) from None
+        raise Conflict(message) from None
     except psycopg.DataError as exc:  # bad text for a type, a number out of range, a NUL character
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except pg_errors.ProgramLimitExceeded as exc:  # e.g. an idempotency key too long for its index
@@ -82,6 +88,13 @@ def translated_errors() -> Iterator[None]:
         raise DatabaseBusy(f"database busy: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
         raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+
+
+def _uuid_or_none(text: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text) if text else None
+    except ValueError:
+        return None
 
 
 async def run(conn: psycopg.AsyncConnection, call: Call[T]) -> T:

@@ -36,8 +36,9 @@ from jobqueue.store import bench as bench_store
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", nargs="?", choices=("engine", "api"), default="engine",
-                        help="engine: enqueue, drain and pick-up (default); api: POST /jobs over HTTP")
+    parser.add_argument("target", nargs="?", choices=("engine", "api", "enqueue"), default="engine",
+                        help="engine: enqueue, drain and pick-up (default); api: POST /jobs over HTTP; "
+                             "enqueue: the cost of idempotency keys on enqueue, against no keys")
     parser.add_argument("--rate", type=float, default=1000.0, help="api: paced submissions per second (default 1000)")
     parser.add_argument("--duration", type=float, default=10.0, help="api: seconds of paced load (default 10)")
     parser.add_argument("--clients", type=int, default=32, help="api: concurrent HTTP connections (default 32)")

@@ -2,7 +2,8 @@
 
 - bad input (our `ValidationError` or a request Litestar could not parse) → 422 naming the field;
 - an unknown job, one of another producer, or an unknown schedule → 404; a change the job's state
-  forbids → 409;
+  forbids → 409; a repeated idempotency key whose job differs, with ``idempotency_mismatch:
+  "reject"`` → 409 ``idempotency_mismatch`` naming the field;
 - the database unreachable or not migrated → 503 with ``Retry-After``: the request did nothing
   (a job is never reported created unless its statement committed);
 - backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding), with
@@ -23,7 +24,8 @@ from litestar.openapi import ResponseSpec
 
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
-from jobqueue.errors import Conflict, DatabaseUnavailable, JobNotFound, NotMigrated, ScheduleNotFound, ValidationError
+from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
+                             ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
 
@@ -44,7 +46,8 @@ def error_response(status: int, message: str, *, error: str | None = None, field
 
 _DESCRIPTIONS = {
     401: "no, unknown or revoked API key", 403: "needs an admin API key", 404: "no such job (or not yours) or schedule",
-    409: "the job's state does not allow it", 413: "request body too large", 422: "invalid input; `field` names it",
+    409: "the job's state does not allow it (submissions: idempotency_mismatch, the key's job differs)",
+    413: "request body too large", 422: "invalid input; `field` names it",
     429: "rate limited above the queue's soft limit; see Retry-After",
     503: "database unavailable, not migrated, or queue at its hard limit; see Retry-After",
 }
@@ -93,6 +96,10 @@ def _conflict(_request: Request, exc: Conflict) -> Response:
     return error_response(409, str(exc))
 
 
+def _mismatch(_request: Request, exc: IdempotencyMismatch) -> Response:
+    return error_response(409, str(exc), error="idempotency_mismatch", field=exc.field)
+
+
 def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
     log.warning("503: %s", exc)
     return error_response(503, "the database is unavailable; nothing was done, retry later",
@@ -122,6 +129,7 @@ EXCEPTION_HANDLERS: dict = {
     JobNotFound: _not_found,
     ScheduleNotFound: _not_found,
     Conflict: _conflict,
+    IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,
     NotMigrated: _not_migrated,
     Overloaded: _overloaded,

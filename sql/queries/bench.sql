@@ -23,6 +23,9 @@ SELECT id, started_at FROM jobqueue.jobs WHERE id = ANY(%(ids)s::uuid[]) AND sta
 -- name: bench_delete_queue
 WITH results AS (
     DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %(queue)s
+), keys AS (
+    DELETE FROM jobqueue.idempotency_keys k USING jobqueue.jobs j
+    WHERE j.queue = %(queue)s AND k.producer = coalesce(j.producer_id, '') AND k.key = j.idempotency_key
 )
 DELETE FROM jobqueue.jobs WHERE queue = %(queue)s;
 

@@ -12,7 +12,7 @@ import pytest
 from jobqueue import AsyncClient, ValidationError
 from jobqueue.coalesce import SubmitCoalescer, is_outage
 from jobqueue.db import translated_errors
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.errors import DatabaseUnavailable, IdempotencyMismatch
 
 
 #: Random hex compresses too little to fit a btree entry (at most 2,704 bytes); "k" * 6000 would.
@@ -181,6 +181,31 @@ def test_a_job_the_server_rejects_with_an_error_of_its_own_fails_only_its_caller
     assert isinstance(outcomes[1], ValidationError) and outcomes[1].field == "input"
     assert outcomes[0][0][1] and outcomes[2][0][1]
     assert sorted(p.get("n", -2) for p in stored_payloads(conn).values()) == [-1, 0, 1]
+
+
+def test_a_refused_idempotency_mismatch_in_a_group_fails_only_its_caller(dsn, conn):
+    """A repeat with idempotency_mismatch=reject whose job differs fails the combined statement;
+    replayed alone, only its caller gets IdempotencyMismatch and the others' jobs are written."""
+    paid = conn.execute("SELECT jobqueue.enqueue('c', '{\"n\": \"paid\"}', idempotency_key => 'paid')").fetchone()[0]
+
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(2)]
+            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "again"},
+                                                                  "idempotency_key": "paid",
+                                                                  "idempotency_mismatch": "reject"}])))
+            await asyncio.sleep(0.1)
+            await holder.rollback()
+            await holder.close()
+            await first
+            return await asyncio.gather(*callers, return_exceptions=True), client.coalescer.statements
+
+    outcomes, statements = asyncio.run(scenario())
+    assert statements == 1 + 1 + 3  # the blocked one, the group, then each caller alone
+    assert isinstance(outcomes[1], IdempotencyMismatch) and outcomes[1].job_id == paid
+    assert outcomes[0][0][1] and outcomes[2][0][1]
+    assert sorted(str(p["n"]) for p in stored_payloads(conn).values()) == ["-1", "0", "1", "paid"]
 
 
 def test_groups_stop_at_max_jobs_and_keep_arrival_order():
