@@ -47,7 +47,8 @@ def test_a_read_only_database_answers_503(start_api, keys, dsn, conn):
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
 
 
-def test_a_role_without_the_privilege_answers_403_with_a_clear_body(start_api, keys, reader_dsn):  # noqa: F811
+def test_a_role_without_the_privilege_answers_403_with_a_clear_body(reader_dsn, start_api, keys):  # noqa: F811
+    # reader_dsn first: fixtures are torn down in reverse, so the API is stopped before the role is dropped
     with client_for(start_api(dsn=reader_dsn), keys["alice"]) as client:
         assert client.get("/jobs").status_code == 200
         for response in (client.post("/jobs", json={"job_type": "x"}),
