@@ -22,9 +22,11 @@ system-deps:
 		echo "installing PostgreSQL server binaries"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
-	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test.
+	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test;
+	@# pgbouncer (transaction pooling) runs in front of the test cluster in the PgBouncer-mode test.
 	@missing=""; command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

@@ -111,9 +111,14 @@ async def _pickup(client: AsyncClient, conn: psycopg.Connection, queue: str, sam
     return [(started - committed[job_id]).total_seconds() * 1000 for job_id, started in rows]
 
 
-def _hold_snapshot(dsn: str) -> psycopg.Connection:
+def _session(settings: Settings) -> db.Session:
+    """The benchmark's own connections: no timeouts (a VACUUM, a snapshot held through the drain)."""
+    return db.Session.of(settings, db.BENCH_NAME).unbounded().with_(idle_in_transaction_timeout=0)
+
+
+def _hold_snapshot(settings: Settings) -> psycopg.Connection:
     """A transaction that keeps its snapshot (and so the cluster's xmin horizon) until closed."""
-    holder = psycopg.connect(dsn)  # not autocommit: the snapshot lives until close()
+    holder = db.connect_sync(_session(settings), autocommit=False)  # the snapshot lives until close()
     holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     db.run_sync(holder, bench_store.hold_snapshot())
     return holder
@@ -139,7 +144,7 @@ def open_bench(settings: Settings, prefix: str) -> tuple[str, psycopg.Connection
     """A queue of the benchmark's own (``<prefix>-<random>``), an autocommit connection, and a line
     saying where it runs and how durable that server is."""
     queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    conn = psycopg.connect(settings.dsn, autocommit=True)
+    conn = db.connect_sync(_session(settings))
     fsync, synchronous_commit = db.run_sync(conn, bench_store.server_settings())
     return queue, conn, (f"on {conn.info.host}:{conn.info.port}/{conn.info.dbname} (fsync={fsync}, "
                          f"synchronous_commit={synchronous_commit}, {os.cpu_count()} cores), queue {queue}")
@@ -154,7 +159,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"jobqueue bench {where}")
     workers = None
     try:
-        async with AsyncClient(settings=settings, pool_size=2) as client:
+        async with AsyncClient(settings=settings, pool_size=2, application_name=db.BENCH_NAME) as client:
             await _single_enqueue(client, queue, min(200, args.single))  # warm-up (prepared statements)
             db.run_sync(conn, bench_store.delete_queue(queue))
             latencies = await _single_enqueue(client, queue, args.single)
@@ -167,7 +172,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             print(f"bulk enqueue   : {args.jobs / elapsed:>9.0f} jobs/s   ({args.jobs} jobs, chunks of {args.chunk})")
             db.run_sync(conn, bench_store.vacuum())
 
-            holder = _hold_snapshot(settings.dsn) if args.hold_xmin else None
+            holder = _hold_snapshot(settings) if args.hold_xmin else None
             workers = _start_workers(settings, queue, args.processes, args.concurrency)
             done = _wait_drained(conn, queue, args.jobs, timeout=max(120, args.jobs / 500))
             if holder is not None:

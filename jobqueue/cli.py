@@ -84,16 +84,16 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    migrate.upgrade(settings.dsn, args.revision)
-    print(f"jobqueue schema at {migrate.current_revision(settings.dsn)}")
+    session = migrate.migration_session(_settings(args))
+    migrate.upgrade(session, args.revision)
+    print(f"jobqueue schema at {migrate.current_revision(session)}")
     return 0
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    migrate.downgrade(settings.dsn, args.revision)
-    print(f"jobqueue schema at {migrate.current_revision(settings.dsn) or 'base (removed)'}")
+    session = migrate.migration_session(_settings(args))
+    migrate.downgrade(session, args.revision)
+    print(f"jobqueue schema at {migrate.current_revision(session) or 'base (removed)'}")
     return 0
 
 

@@ -301,8 +301,11 @@ class AsyncClient:
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
-                 coalesce_stall_after: float = 0.1) -> None:
-        """``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
+                 coalesce_stall_after: float = 0.1, application_name: str = db.CLIENT_NAME) -> None:
+        """``application_name``: how its connections show in ``pg_stat_activity``; their timeouts
+        and PgBouncer mode come from ``settings``.
+
+        ``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
         (group commit, `jobqueue.coalesce`): at most that many statements in flight, later
         callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs; a statement
         in flight for ``coalesce_stall_after`` seconds no longer holds its lane."""
@@ -311,7 +314,7 @@ class AsyncClient:
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                   name="jobqueue-client",
+                                   name=application_name, settings=self.settings,
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
         self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
                                           max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
@@ -479,12 +482,13 @@ class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0) -> None:
+                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
+                 application_name: str = db.CLIENT_NAME) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                  name="jobqueue-client-sync",
+                                  name=application_name, settings=self.settings,
                                   timeout=pool_timeout)
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))

@@ -40,6 +40,12 @@ class DatabaseBusy(DatabaseUnavailable):
     callers that only retry), but another statement may well succeed right now."""
 
 
+class PermissionDenied(JobQueueError):
+    """The database refused the statement for want of a privilege (SQLSTATE 42501): the role
+    jobqueue connects as lacks a GRANT. Nothing was done, and retrying will not help until an
+    operator grants it."""
+
+
 class Conflict(JobQueueError):
     """The change collides with the current state (e.g. an idempotency key a live job now holds)."""
 

@@ -22,12 +22,13 @@ import signal
 import sys
 import time
 
+from jobqueue import db
 from jobqueue.app import JobQueue
 from jobqueue.background import watch
 from jobqueue.config import Settings
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
-from jobqueue.worker.runner import Worker
+from jobqueue.worker.runner import Worker, new_worker_id
 
 log = logging.getLogger("jobqueue.process")
 
@@ -47,8 +48,10 @@ class WorkerProcess:
     """Everything one worker process runs: notifier, claim loop and (unless disabled) maintenance."""
 
     def __init__(self, app: JobQueue, settings: Settings) -> None:
-        self.notifier = Notifier(settings.dsn)
-        self.worker = Worker(app, settings, notifier=self.notifier)
+        worker_id = new_worker_id()
+        # One LISTEN connection, named like the worker's pool (JOBQUEUE_DIRECT_DSN when given: never a pooler).
+        self.notifier = Notifier(db.Session.of(settings, db.worker_name(worker_id), direct=True).conninfo())
+        self.worker = Worker(app, settings, worker_id=worker_id, notifier=self.notifier)
         self.maintenance = (Maintenance(settings, self.notifier, self.worker.worker_id)
                             if settings.run_maintenance else None)
 

@@ -24,8 +24,6 @@ import uuid
 from collections import Counter
 from urllib.parse import urlsplit
 
-import psycopg
-
 from jobqueue.api.serve import wait_ready
 from jobqueue import db
 from jobqueue.devdb import free_port
@@ -161,7 +159,7 @@ def run_api_bench(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
     queue = f"bench-api-{uuid.uuid4().hex[:8]}"
-    with Client(settings=settings, pool_size=1) as admin:
+    with Client(settings=settings, pool_size=1, application_name=db.BENCH_NAME) as admin:
         key, key_info = admin.create_api_key(queue)
     port = free_port()
     server = None if args.url else _start_api(settings, port, args.api_workers)
@@ -185,7 +183,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             conn.close()
         if server is not None:
             stop_process(server, timeout=15)
-        with psycopg.connect(settings.dsn, autocommit=True) as conn:
+        with db.connect_sync(db.Session.of(settings, db.BENCH_NAME)) as conn:
             db.run_sync(conn, bench_store.delete_queue(queue))
-        with Client(settings=settings, pool_size=1) as admin:
+        with Client(settings=settings, pool_size=1, application_name=db.BENCH_NAME) as admin:
             admin.revoke_api_key(key_info.id)
