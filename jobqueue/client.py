@@ -195,8 +195,15 @@ def _build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> l
     return [NewJob.from_mapping(spec, i, producer_id) for i, spec in enumerate(jobs)]
 
 
-def _many_call(built: Sequence[NewJob]) -> db.Call[list[tuple[uuid.UUID, bool]]]:
-    return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]")
+#: How long a group-committed statement of several callers may wait on another transaction's
+#: uncommitted idempotency key before its callers go again one by one (see `jobqueue.coalesce`).
+GROUP_LOCK_WAIT = 0.2
+
+
+def _many_call(built: Sequence[NewJob], *, grouped: bool = False) -> db.Call[list[tuple[uuid.UUID, bool]]]:
+    keyed = grouped and any(job.idempotency_key is not None for job in built)
+    return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]",
+                                  lock_wait=GROUP_LOCK_WAIT if keyed else None)
 
 
 MAX_PAGE = 500
@@ -316,7 +323,8 @@ class AsyncClient:
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
                                    name=application_name, settings=self.settings,
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
-        self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
+        self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(_many_call(built, grouped=grouped), None),
+                                          lanes=submit_lanes,
                                           max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
                                           stall_after=coalesce_stall_after)
                           if submit_lanes > 0 else None)

@@ -29,8 +29,13 @@ def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime
     }, scalar_or_none)
 
 
-def enqueue_many(jobs_json: str) -> Call[list[tuple[uuid.UUID, bool]]]:
-    return Call("job_enqueue_many", {"jobs": jobs_json}, lambda rows: [(r[0], r[1]) for r in rows])
+def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list[tuple[uuid.UUID, bool]]]:
+    """``lock_wait``: seconds this statement may wait for a lock (None: the connection's own)."""
+    decode = lambda rows: [(r[0], r[1]) for r in rows]  # noqa: E731
+    if lock_wait is None:
+        return Call("job_enqueue_many", {"jobs": jobs_json}, decode)
+    return Call("job_enqueue_many_waiting_briefly", {"jobs": jobs_json, "lock_timeout": f"{int(lock_wait * 1000)}ms"},
+                decode)
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:

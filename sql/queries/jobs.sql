@@ -14,6 +14,16 @@ SELECT jobqueue.enqueue(
 -- name: job_enqueue_many
 SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
 
+-- name: job_enqueue_many_waiting_briefly
+-- enqueue_many for a group-committed statement that carries several callers' jobs: a wait for a
+-- lock (another transaction's uncommitted holder of one caller's idempotency key) is cut after
+-- %(lock_timeout)s (a setting local to this statement's transaction), so the others are not held
+-- up: the group fails as busy, and each caller's jobs go again on their own, with the usual wait.
+-- The LATERAL reference makes the setting come first.
+SELECT e.id, e.created
+FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS cfg(value)
+CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(jobs)s::jsonb END) AS e;
+
 -- name: job_claim
 -- Up to %(limit)s runnable jobs of the given queues, in priority then submission order.
 -- One probe of jobs_claim_idx per (level, queue) with the level fixed, so priority = level AND
