@@ -3,7 +3,7 @@
     jobqueue faults [--jobs N] [--scenario NAME ...] [--workers P] [--concurrency C] [--json]
 
 It starts (or reuses) its own PostgreSQL cluster in ``--datadir`` (default ``.pgdata-faults``,
-port ``--port``, default 54339) — never the ``.pgdata`` one ``make run`` uses, and never a server
+port ``--port``, default a free one) — never the ``.pgdata`` one ``make run`` uses, and never a server
 given by JOBQUEUE_DSN, since it crashes and restarts the cluster — migrates a template database,
 runs each scenario on a fresh database cloned from it and stops the cluster at the end. Exit
 status 1 when any scenario lost a job, ran one more often than at-least-once allows, left one in a
@@ -19,11 +19,11 @@ import logging
 import os
 from pathlib import Path
 
+from jobqueue.devdb import free_port
 from jobqueue.faults.cluster import FaultCluster
 from jobqueue.faults.report import Row, exit_status, render
 from jobqueue.faults.scenarios import SCENARIOS, Config, run_scenario
 
-DEFAULT_PORT = 54339
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a scenario may take before it is reported wedged (default 120 + 0.03 per job)")
     parser.add_argument("--json", action="store_true", help="print the rows (with every fault) as JSON")
     parser.add_argument("--datadir", default=".pgdata-faults", help="the campaign's own cluster (default .pgdata-faults)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_FAULTS_PORT", DEFAULT_PORT)),
-                        help=f"its port (JOBQUEUE_FAULTS_PORT, default {DEFAULT_PORT})")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_FAULTS_PORT", "0")) or None,
+                        help="its port (JOBQUEUE_FAULTS_PORT, default: a free one, so it never collides with "
+                             "another local cluster)")
     parser.add_argument("--logdir", default=".run/faults", help="worker and API logs, one folder per scenario")
 
 
@@ -76,7 +77,7 @@ def run_faults(args: argparse.Namespace) -> int:
     config = config_from(args)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the harness's own reconnects during outages
     names = args.scenario or list(SCENARIOS)
-    cluster = FaultCluster.durable(args.datadir, args.port)
+    cluster = FaultCluster.durable(args.datadir, args.port or free_port())
     quiet = (lambda _line: None) if args.json else print
     try:
         header = (f"jobqueue faults: {config.jobs:,} jobs per scenario, {config.workers} workers x "
