@@ -195,15 +195,11 @@ def _build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> l
     return [NewJob.from_mapping(spec, i, producer_id) for i, spec in enumerate(jobs)]
 
 
-#: How long a group-committed statement of several callers may wait on another transaction's
-#: uncommitted idempotency key before its callers go again one by one (see `jobqueue.coalesce`).
-GROUP_LOCK_WAIT = 0.2
-
-
-def _many_call(built: Sequence[NewJob], *, grouped: bool = False) -> db.Call[list[tuple[uuid.UUID, bool]]]:
-    keyed = grouped and any(job.idempotency_key is not None for job in built)
+def _many_call(built: Sequence[NewJob], *, lock_wait: float | None = None) -> db.Call[list[tuple[uuid.UUID, bool]]]:
+    """One enqueue_many statement; ``lock_wait`` bounds its lock waits when its jobs hold keys."""
+    keyed = lock_wait is not None and any(job.idempotency_key is not None for job in built)
     return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]",
-                                  lock_wait=GROUP_LOCK_WAIT if keyed else None)
+                                  lock_wait=lock_wait if keyed else None)
 
 
 MAX_PAGE = 500
@@ -308,14 +304,16 @@ class AsyncClient:
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
-                 coalesce_stall_after: float = 0.1, application_name: str = db.CLIENT_NAME) -> None:
+                 coalesce_stall_after: float = 0.1, coalesce_lock_wait: float = 0.2, application_name: str = db.CLIENT_NAME) -> None:
         """``application_name``: how its connections show in ``pg_stat_activity``; their timeouts
         and PgBouncer mode come from ``settings``.
 
         ``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
         (group commit, `jobqueue.coalesce`): at most that many statements in flight, later
         callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs; a statement
-        in flight for ``coalesce_stall_after`` seconds no longer holds its lane."""
+        in flight for ``coalesce_stall_after`` seconds no longer holds its lane; a statement of several
+        callers waits at most ``coalesce_lock_wait`` seconds for a lock (another transaction's
+        uncommitted holder of one caller's idempotency key) before each caller goes again alone."""
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
@@ -323,7 +321,8 @@ class AsyncClient:
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
                                    name=application_name, settings=self.settings,
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
-        self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(_many_call(built, grouped=grouped), None),
+        self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(
+                              _many_call(built, lock_wait=coalesce_lock_wait if grouped else None), None),
                                           lanes=submit_lanes,
                                           max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
                                           stall_after=coalesce_stall_after)

@@ -118,6 +118,9 @@ def _flush_output() -> None:
 #: More restarts than this within the window is a crash loop: the supervisor stops and exits 1,
 #: as a single worker process failing the same way would, so an orchestrator sees it.
 CRASH_LOOP_RESTARTS = 5
+#: How a child may end when told to stop: cleanly; asking for a restart it no longer gets; or
+#: killed by the forwarded SIGTERM while still starting, before it had claimed anything.
+_CLEAN_STOPS = (0, RESTART_EXIT_CODE, -signal.SIGTERM)
 CRASH_LOOP_WINDOW = 60.0
 
 
@@ -176,6 +179,6 @@ def supervise(app_path: str, settings: Settings) -> int:
             time.sleep(1.0)
             children[index] = start_child(index)
         if stopping and not any(child.is_alive() for child in children):
-            return 0 if all(child.exitcode == 0 for child in children) else 1
+            return 0 if all(child.exitcode in _CLEAN_STOPS for child in children) else 1
         if stopping:
             time.sleep(0.1)

@@ -107,7 +107,8 @@ def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
                      "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'")
 
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0) as client:
+        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0,
+                               coalesce_lock_wait=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             # the group holds the held key too, so its statement waits on the holder as well
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))]
