@@ -221,9 +221,12 @@ def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queu
         raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
     before = None
     if cursor is not None:
-        if not isinstance(cursor, str) or not cursor.isdigit() or not 0 < int(cursor) < 2**63:
+        try:
+            before = uuid.UUID(cursor) if isinstance(cursor, str) else None
+        except ValueError:
+            pass
+        if before is None:
             raise ValidationError("cursor", "must be the next_cursor of a previous page")
-        before = int(cursor)
     if state is not None:
         try:
             state = JobState(state).value
@@ -236,7 +239,7 @@ def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queu
 
 
 def _page(jobs: list[JobSummary], limit: int) -> JobPage:
-    return JobPage(jobs, str(jobs[-1].seq) if len(jobs) == limit else None)
+    return JobPage(jobs, str(jobs[-1].id) if len(jobs) == limit else None)
 
 
 def _queue_name(queue: Any) -> str:

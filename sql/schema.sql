@@ -455,7 +455,7 @@ BEGIN
         PERFORM jobqueue.invalid(prefix || 'priority', format('must be one of critical, high, normal, low (got %L)', priority));
     END;
     job.ord := coalesce(ord, 1);
-    job.id := gen_random_uuid();
+    job.id := jobqueue.uuid_v7();
     job.queue := queue;
     job.job_type := job_type;
     job.payload := coalesce(payload, '{}'::jsonb);
@@ -618,6 +618,21 @@ $$;
 
 COMMENT ON FUNCTION jobqueue.timezone_problem(zone text) IS 'NULL when zone is an IANA time zone name PostgreSQL knows, else why not.';
 
+CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds,
+    -- the version (7) and 12 bits of the millisecond's fraction, then the variant and 62 random
+    -- bits (those of a v4 UUID, whose variant bits are already right).
+    SELECT encode(substring(int8send(t.ms) FROM 3)
+                  || int2send((28672 + floor((t.exact - t.ms) * 4096))::smallint)
+                  || substring(uuid_send(gen_random_uuid()) FROM 9), 'hex')::uuid
+    FROM (SELECT floor(e)::bigint AS ms, e AS exact
+          FROM (SELECT extract(epoch FROM clock_timestamp()) * 1000 AS e) AS now_ms) AS t
+$$;
+
+COMMENT ON FUNCTION jobqueue.uuid_v7() IS 'A time-ordered UUID (version 7): Unix time to a fraction of a millisecond, then random bits.';
+
 CREATE AGGREGATE jobqueue.sum_buckets(bigint[]) (
     SFUNC = jobqueue.add_buckets,
     STYPE = bigint[],
@@ -652,7 +667,7 @@ CREATE TABLE jobqueue.job_errors (
 COMMENT ON TABLE jobqueue.job_errors IS 'The error of every failed attempt, kept when the job is dead-lettered.';
 
 CREATE TABLE jobqueue.jobs (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
     seq bigint NOT NULL,
     run_at timestamp with time zone DEFAULT now() NOT NULL,
     locked_until timestamp with time zone,
@@ -676,6 +691,7 @@ CREATE TABLE jobqueue.jobs (
     expires_at timestamp with time zone,
     deadline_at timestamp with time zone,
     dead_reason text,
+    duration_ms double precision,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
     CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
@@ -688,6 +704,8 @@ WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_
 
 COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
 
+COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
+
 COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
 
 COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
@@ -695,6 +713,8 @@ COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or 
 COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
 
 COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error or expired.';
+
+COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -979,8 +999,6 @@ CREATE INDEX jobs_expiry_idx ON jobqueue.jobs USING btree (expires_at) WHERE ((e
 CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'cancelled'::text, 'dead_letter'::text]));
 
 CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (locked_until IS NOT NULL);
-
-CREATE INDEX jobs_list_idx ON jobqueue.jobs USING btree (seq);
 
 CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
 

@@ -189,7 +189,7 @@ def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
     return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:]) for r in rows]
 
 
-def list_jobs(*, limit: int, before: int | None = None, state: str | None = None, queue: str | None = None,
+def list_jobs(*, limit: int, before: uuid.UUID | None = None, state: str | None = None, queue: str | None = None,
               job_type: str | None = None, priority: int | None = None,
               producer_id: str | None = None) -> Call[list[JobSummary]]:
     return Call("job_list", {

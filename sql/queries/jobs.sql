@@ -155,7 +155,9 @@ WITH input AS (
                          %(durations)s::double precision[]) AS t(id, attempt, result, duration_ms)
 ), done AS (
     UPDATE jobqueue.jobs AS j
-    SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = NULL, locked_until = NULL
+    SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = %(worker_id)s,
+        locked_until = NULL, deadline_at = NULL,
+        duration_ms = (%(durations)s::double precision[])[array_position(%(ids)s::uuid[], j.id)]
     -- No join with the input: with statistics taken before anything was processing, a join let
     -- the planner rescan the whole batch for every processing row (180 ms per ack at 20k rows).
     -- id = ANY is primary-key probes (or one pass with a hashed array), whatever the estimates.
@@ -166,10 +168,11 @@ WITH input AS (
     RETURNING j.id
 ), stored AS (
     -- The result belongs to the attempt that finished the job: written only for jobs this
-    -- statement completed (put-if-absent by job id).
+    -- statement completed, and only when the handler returned something (put-if-absent by job id;
+    -- the duration is on the job's row).
     INSERT INTO jobqueue.job_results (job_id, outcome, result, duration_ms, worker_id)
     SELECT i.id, 'completed', i.result::jsonb, i.duration_ms, %(worker_id)s FROM input i
-    WHERE i.id IN (SELECT id FROM done)
+    WHERE i.result IS NOT NULL AND i.id IN (SELECT id FROM done)
     ON CONFLICT (job_id) DO NOTHING
 )
 SELECT id FROM done;
@@ -201,7 +204,9 @@ WITH input AS (
                       THEN now() + make_interval(secs => i.retry_in) ELSE j.run_at END,
         finished_at = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
                            THEN NULL ELSE now() END,
-        locked_by = NULL, locked_until = NULL, deadline_at = NULL, updated_at = now()
+        locked_by = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
+                         THEN NULL ELSE j.locked_by END,  -- a finished job keeps who finished it
+        locked_until = NULL, deadline_at = NULL, updated_at = now()
     FROM input i
     WHERE j.id = ANY(ARRAY(SELECT id FROM input))
       AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt AND j.locked_by = %(worker_id)s
@@ -347,7 +352,7 @@ CROSS JOIN LATERAL (
 SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.payload,
        j.run_at, j.created_at, j.updated_at, j.started_at, j.finished_at, j.idempotency_key,
        j.producer_id, j.traceparent, j.cancel_requested, j.locked_by, j.locked_until,
-       r.result, r.error AS final_error, r.duration_ms,
+       r.result, r.error AS final_error, coalesce(j.duration_ms, r.duration_ms) AS duration_ms,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'attempt', e.attempt, 'error_type', e.error_type, 'message', e.message,
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
@@ -375,8 +380,9 @@ SELECT coalesce((SELECT jobqueue.cancel(j.id) FROM jobqueue.jobs j
                 'not_found') AS outcome;
 
 -- name: job_list
--- Newest first (keyset on seq: %(before)s is the last seq of the previous page), with optional
--- filters and the last attempt's error. Walks jobs_list_idx backwards.
+-- Newest first: job ids are time-ordered (UUIDv7), so this walks jobs_pkey backwards (keyset on id:
+-- %(before)s is the last id of the previous page), with optional filters and the last attempt's
+-- error.
 SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
        j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, e.error_type, e.message
 FROM jobqueue.jobs j
@@ -384,13 +390,13 @@ LEFT JOIN LATERAL (
     SELECT x.error_type, x.message FROM jobqueue.job_errors x
     WHERE x.job_id = j.id ORDER BY x.attempt DESC LIMIT 1
 ) e ON true
-WHERE (%(before)s::bigint IS NULL OR j.seq < %(before)s::bigint)
+WHERE (%(before)s::uuid IS NULL OR j.id < %(before)s::uuid)
   AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
   AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
   AND (%(priority)s::smallint IS NULL OR j.priority = %(priority)s::smallint)
   AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
-ORDER BY j.seq DESC
+ORDER BY j.id DESC
 LIMIT %(limit)s;
 
 -- name: job_retry_dead

@@ -308,3 +308,17 @@ def test_queue_stats_view_counts_each_state_per_queue_and_priority(conn):
                         "oldest_runnable_age_seconds FROM jobqueue.queue_stats").fetchall()
     assert [r[:7] for r in rows] == [("q", "high", 2, 1, 1, 1, 1), ("q", "low", 1, 0, 0, 0, 0)]
     assert 590 < rows[0][7] < 700
+
+
+def test_job_ids_are_time_ordered_uuids_so_the_primary_key_lists_newest_first(conn):
+    """UUIDv7 (RFC 9562): version 7, creation order even within one batch, so the listing walks
+    jobs_pkey and no separate index on seq is written by every insert, claim and ack."""
+    with Client(conn.info.dsn) as client:
+        ids = client.enqueue_many([{"job_type": "t", "payload": {"n": n}} for n in range(50)])
+        ids += [client.enqueue("t", {"n": 50 + n}) for n in range(5)]
+        page = client.list_jobs(limit=55)
+    assert all(job_id.version == 7 for job_id in ids)
+    assert ids == sorted(ids)
+    assert [job.id for job in page.jobs] == ids[::-1]
+    assert conn.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'jobqueue' "
+                        "AND indexname = 'jobs_list_idx'").fetchone() == (0,)
