@@ -2,9 +2,9 @@
 
 Async handlers run on the event loop, sync ones on the worker's `HandlerThreads`. Every attempt
 has a deadline (`Job.timeout`, set by the claim: the job's own timeout, else its task's, else the
-worker's processing TTL): past it the attempt fails as a retryable `JobTimeout`. An async handler
-is cancelled then; a sync handler's thread cannot be, so it is reported stuck and its late result
-dropped.
+worker's processing TTL), kept by the worker's `DeadlineWatch`: past it the attempt's task is
+cancelled and the attempt fails as a retryable `JobTimeout`. An async handler is cancelled then;
+a sync handler's thread cannot be, so it is reported stuck and its late result dropped.
 
 Classification: `PermanentError`, results that are not JSON, hold a NUL character (which jsonb
 cannot store) or are larger than ``max_result_bytes`` go straight to the dead-letter queue;
@@ -26,6 +26,7 @@ from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
 from jobqueue.store.jobs import dumps, holds_nul
+from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.threads import HandlerThreads
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
@@ -69,24 +70,25 @@ class HandlerCancelled(Exception):
     """The handler raised `asyncio.CancelledError` although nobody stopped the worker."""
 
 
-async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, *,
+def attempt_timeout(job: Job, task: TaskDef | None) -> float | None:
+    """Seconds this attempt may run: its deadline as the claim set it, else the task's timeout."""
+    return job.timeout if job.timeout is not None else (task.timeout if task else None)
+
+
+async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadlines: DeadlineWatch, *,
                   max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Outcome:
+    """Runs the attempt in the current task, which the caller has put under ``deadlines``."""
     started = time.perf_counter()
     if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
         return error_outcome(job, CANCELLED, started, JobCancelled(f"job {job.id} was cancelled before it started"))
     if task is None:
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
         return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
-    timeout = job.timeout if job.timeout is not None else task.timeout
     try:
-        async with asyncio.timeout(timeout):
-            if task.is_async:
-                result = await task.handler(job)
-            else:
-                result = await _in_thread(threads, task, job)
-    except TimeoutError:
-        exc = JobTimeout(f"handler ran past its deadline ({timeout:g} s)")
-        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+        if task.is_async:
+            result = await task.handler(job)
+        else:
+            result = await _in_thread(threads, task, job)
     except PermanentError as exc:
         return error_outcome(job, DEAD, started, exc)
     except Retry as exc:
@@ -95,7 +97,13 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, *,
     except JobCancelled as exc:
         return error_outcome(job, CANCELLED, started, exc)
     except asyncio.CancelledError as exc:
-        if asyncio.current_task().cancelling():  # the worker is stopping: the attempt is released
+        current = asyncio.current_task()
+        if deadlines.expired(current):
+            current.uncancel()
+            timeout = attempt_timeout(job, task)
+            return error_outcome(job, RETRY, started, JobTimeout(f"handler ran past its deadline ({timeout:g} s)"),
+                                 retry_in=_backoff_for(task, job))
+        if current.cancelling():  # the worker is stopping: the attempt is released
             raise
         cancelled = HandlerCancelled(f"the handler raised asyncio.CancelledError ({exc or 'no message'})")
         cancelled.__cause__ = exc

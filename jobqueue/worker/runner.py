@@ -51,7 +51,8 @@ from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt, Deadlines
 from jobqueue.worker.acks import AckBuffer
-from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, execute
+from jobqueue.worker.deadlines import DeadlineWatch
+from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.priorities import draw_slots
@@ -82,6 +83,7 @@ class Worker:
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
+        self.deadlines = DeadlineWatch()
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
             held=self._held, on_cancel_requested=self._mark_cancel_requested,
@@ -190,7 +192,8 @@ class Worker:
 
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
-        jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats")]
+        jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
+                (self.deadlines.run(), "deadlines")]
         if self.settings.worker_metrics_port:
             server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running),
                                    stuck_handlers=lambda: self.threads.stuck)
@@ -266,15 +269,21 @@ class Worker:
                 await self._idle_wait()
 
     async def _wait_for_acks(self) -> None:
-        """Too many finished outcomes are not written yet: claim again once some are."""
-        log.warning("%d finished jobs wait for their acks to be written; not claiming until they are",
-                    self.acks.backlog)
+        """Too many finished outcomes are not written yet: claim again once some are. A fast
+        drain touches the bound now and then (finished jobs pile up while an ack statement is in
+        flight), which is the bound doing its job; only a wait of seconds means the acks fail."""
+        waiting_since = time.monotonic()
+        warned = False
         while self.acks.backlog >= self.settings.unacked_bound and not self.stopping:
             self.acks.flushed.clear()
             try:
                 await asyncio.wait_for(self.acks.flushed.wait(), timeout=1.0)
             except asyncio.TimeoutError:
                 pass
+            if not warned and time.monotonic() - waiting_since > 2.0:
+                log.warning("%d finished jobs wait for their acks to be written; not claiming until they are",
+                            self.acks.backlog)
+                warned = True
 
     async def _reconcile(self) -> None:
         """After a claim whose outcome is unknown: attempts the database says this worker holds but
@@ -346,9 +355,12 @@ class Worker:
         self.running[job.key] = (job, task)
 
     async def _run_job(self, job: Job) -> None:
+        task = self.app.tasks.get(job.job_type)
+        current = asyncio.current_task()
+        self.deadlines.watch(current, attempt_timeout(job, task))
         try:
             outcome = await traced(self.tracing, job, execute(
-                job, self.app.tasks.get(job.job_type), self.threads, max_result_bytes=self.settings.max_result_bytes))
+                job, task, self.threads, self.deadlines, max_result_bytes=self.settings.max_result_bytes))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself
@@ -356,6 +368,7 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
+            self.deadlines.forget(current)
             self.running.pop(job.key, None)
             self._slot_freed.set()
         if job.key in self._released:
