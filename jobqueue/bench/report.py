@@ -51,7 +51,8 @@ def at_least(floor: float, text: str) -> Target:
     def check(value, _ratio):
         if value is None:
             return None
-        return (True, "") if value >= floor else (False, f"{value:,.2f} < {floor:,g}: {1 - value / floor:.0%} short")
+        shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+        return (True, "") if value >= floor else (False, f"{shown} < {floor:,g}: {1 - value / floor:.0%} short")
     return Target(text, check)
 
 
