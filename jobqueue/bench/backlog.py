@@ -7,7 +7,9 @@ N jobs enqueued in bulk; VACUUM ANALYZE; sizes (loaded); the drain (``--processe
 autovacuum ran on the table during the drain; claims/s over the first and over the last tenth of
 the drain, from the completion times the database stored; then the finished jobs are removed —
 jobqueue's `Pruner` with retention 0 for the bench queue (no other queue's jobs qualify), the
-raw queue one DELETE — and VACUUM runs; sizes (pruned).
+raw queue one DELETE — and VACUUM runs; sizes (pruned). Issue 10 asks for table plus indexes
+"back near their starting size": `growth_left` is the share of the backlog's growth still there
+(target: at most a tenth).
 
 jobqueue's sizes are those of the whole ``jobqueue.jobs`` table: on a database of its own (``make
 bench``) that is the bench's jobs alone.
@@ -62,3 +64,36 @@ async def backlog(bench: Bench, side: Side, count: int) -> dict[str, Any]:
     say(f"  {side.name}: pruned and vacuumed in {measured['prune_seconds']:.1f} s")
     side.reset()
     return measured
+
+
+def _total(measured: dict[str, Any], stage: str) -> float:
+    return measured["sizes"][stage]["heap_mb"] + measured["sizes"][stage]["index_mb"]
+
+
+def growth_left(measured: dict[str, Any]) -> float:
+    """The share of what the backlog added to table + indexes that is still there once the finished
+    jobs are pruned and vacuumed (0: back to the starting size; 1: nothing given back)."""
+    grown = _total(measured, "loaded") - _total(measured, "start")
+    return (_total(measured, "pruned") - _total(measured, "start")) / grown if grown > 0 else float("nan")
+
+
+def figures(measured: dict[str, dict[str, Any]]) -> dict[str, tuple]:
+    """The report's (jobqueue, raw) pairs from both queues' measurements."""
+    def pair(read) -> tuple:
+        return read(measured["jobqueue"]), read(measured["raw"])
+
+    result = {
+        "backlog.load_jobs_per_s": pair(lambda m: m["load"]["jobs_per_s"]),
+        "backlog.drain_jobs_per_s": pair(lambda m: m["drain"]["jobs_per_s"]),
+        "backlog.first_tenth_per_s": pair(lambda m: m["tenths"]["first_tenth_per_s"]),
+        "backlog.last_tenth_per_s": pair(lambda m: m["tenths"]["last_tenth_per_s"]),
+        "backlog.last_over_first": pair(lambda m: m["tenths"]["last_over_first"]),
+        "backlog.autovacuum_runs": pair(lambda m: m["autovacuum_runs"]),
+        "backlog.growth_left": pair(growth_left),
+        "backlog.prune_seconds": pair(lambda m: m["prune_seconds"]),
+        "backlog.exactly_once": pair(lambda m: m["drain"]["exactly_once"]),
+    }
+    for stage in ("start", "loaded", "drained", "pruned"):
+        result[f"backlog.heap_mb.{stage}"] = pair(lambda m: m["sizes"][stage]["heap_mb"])
+        result[f"backlog.index_mb.{stage}"] = pair(lambda m: m["sizes"][stage]["index_mb"])
+    return result

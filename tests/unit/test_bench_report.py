@@ -49,3 +49,15 @@ def test_the_table_has_a_row_per_figure_and_says_how_to_get_the_missing_ones():
     assert "NO (2 of 2 runs)" in once  # the raw queue's check failed in both runs
     closed = next(line for line in lines if line.startswith("closed loop"))
     assert "not measured: add --rest" in closed
+
+
+def test_growth_left_is_the_share_of_the_backlogs_growth_still_there_after_pruning():
+    from jobqueue.bench.backlog import growth_left
+
+    def sizes(start, loaded, pruned):  # (heap, index) MB at each stage
+        return {"sizes": {stage: {"heap_mb": heap, "index_mb": index}
+                          for stage, (heap, index) in (("start", start), ("loaded", loaded), ("pruned", pruned))}}
+
+    assert growth_left(sizes((0, 20), (200, 120), (0, 20))) == 0  # back to where it started
+    assert growth_left(sizes((0, 20), (200, 120), (0, 170))) == 0.5  # the indexes kept half of the growth
+    assert growth_left(sizes((0, 20), (200, 120), (200, 120))) == 1  # nothing given back
