@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench db db-stop migrate clean system-deps
+.PHONY: install run test bench faults db db-stop migrate clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,11 @@ system-deps:
 		echo "installing PostgreSQL server binaries"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
-	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test.
+	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test;
+	@# pgbouncer (transaction pooling) runs in front of the test cluster in the PgBouncer-mode test.
 	@missing=""; command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -73,12 +75,19 @@ test: install
 
 # The benchmark on a durable local cluster (or JOBQUEUE_DSN): issue 10's figures beside a raw baseline
 # measured in the same run, medians of 3 runs. BENCH_ARGS="--backlog 1000000 [--hold-xmin]", "--rest",
-# "--json", "--runs K", or "api" (POST /jobs over HTTP only); see `jobqueue bench --help`.
+# "--json", "--runs K", "api" (POST /jobs over HTTP only) or "enqueue" (the cost of idempotency keys);
+# see `jobqueue bench --help`.
 bench: install
 	@$(USE_DB); \
 	$(BIN)/jobqueue migrate >/dev/null; \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 
+# The fault campaign (README "Fault campaign") on a durable cluster of its own in .pgdata-faults —
+# never .pgdata or JOBQUEUE_DSN: it crashes and restarts PostgreSQL. FAULTS_ARGS narrows it,
+# e.g. FAULTS_ARGS='--scenario sigkill --jobs 2000'. Exit status 1 when a scenario failed.
+faults: install
+	$(BIN)/jobqueue faults $(FAULTS_ARGS)
+
 clean:
 	-$(BIN)/python -m jobqueue.devdb stop
-	rm -rf $(VENV) .pgdata .pytest_cache
+	rm -rf $(VENV) .pgdata .pgdata-faults .pytest_cache

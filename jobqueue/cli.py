@@ -10,6 +10,8 @@
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
     jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
+    jobqueue faults …                         the fault campaign (see `jobqueue faults --help`)
+    jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
 """
@@ -82,16 +84,16 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    migrate.upgrade(settings.dsn, args.revision)
-    print(f"jobqueue schema at {migrate.current_revision(settings.dsn)}")
+    session = migrate.migration_session(_settings(args))
+    migrate.upgrade(session, args.revision)
+    print(f"jobqueue schema at {migrate.current_revision(session)}")
     return 0
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    migrate.downgrade(settings.dsn, args.revision)
-    print(f"jobqueue schema at {migrate.current_revision(settings.dsn) or 'base (removed)'}")
+    session = migrate.migration_session(_settings(args))
+    migrate.downgrade(session, args.revision)
+    print(f"jobqueue schema at {migrate.current_revision(session) or 'base (removed)'}")
     return 0
 
 
@@ -152,9 +154,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from jobqueue.api.bench import run_api_bench
 
         return run_api_bench(args, _settings(args))
+    if args.target == "enqueue":
+        from jobqueue.bench.keys import run_enqueue_bench
+
+        return run_enqueue_bench(args, _settings(args))
     from jobqueue.bench import run_bench
 
     return run_bench(args, _settings(args))
+
+
+def _cmd_faults(args: argparse.Namespace) -> int:
+    from jobqueue.faults.campaign import run_faults
+
+    return run_faults(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_api_arguments(p)
     p.set_defaults(func=_cmd_bench)
+
+    p = commands.add_parser("faults", help="the fault campaign: crashes, restarts and poison jobs on a local cluster")
+    from jobqueue.faults.campaign import add_arguments as add_fault_arguments
+
+    add_fault_arguments(p)
+    p.set_defaults(func=_cmd_faults)
 
     p = commands.add_parser("api", help="serve the REST API")
     p.add_argument("--host", help="interface to bind (JOBQUEUE_API_HOST, default 127.0.0.1)")

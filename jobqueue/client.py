@@ -18,7 +18,7 @@ from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.errors import JobNotFound, ValidationError
-from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobPage, JobState, JobSummary, Priority,
+from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary, Priority,
                              QueueSettings, QueueStats, RetryOutcome)
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
@@ -32,8 +32,35 @@ from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
-    "idempotency_key", "producer_id", "traceparent",
+    "idempotency_key", "producer_id", "traceparent", "timeout", "expires_at", "expire_after",
+    "idempotency_window", "idempotency_mismatch",
 })
+#: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
+MISMATCH_MODES = ("return", "reject")
+#: The longest timeout, expiry or idempotency window (as jobqueue.make_job_input enforces).
+LONGEST_SPAN = timedelta(days=3650)
+
+
+def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = timedelta(seconds=value)
+        except (OverflowError, ValueError):
+            raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days (got {value!r})") from None
+    if not isinstance(value, timedelta):
+        raise invalid(name, "must be seconds or a timedelta")
+    if not timedelta(0) < value <= LONGEST_SPAN:
+        raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days "
+                            f"(got {value.total_seconds():g} s)")
+    return value
+
+
+def _interval_text(value: timedelta) -> str:
+    """An interval as PostgreSQL reads it, exact to the microsecond."""
+    return f"{value.days} days {value.seconds}.{value.microseconds:06d} seconds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +77,23 @@ class NewJob:
     idempotency_key: str | None
     producer_id: str | None
     traceparent: str | None
+    timeout: timedelta | None = None
+    expires_at: datetime | None = None
+    expire_after: timedelta | None = None
+    idempotency_window: timedelta | None = None
+    idempotency_mismatch: str | None = None
 
     @classmethod
     def build(cls, job_type: Any, payload: Any = None, *, priority: Any = "normal", queue: Any = "default",
               run_at: Any = None, delay: Any = None, max_attempts: Any = None, idempotency_key: Any = None,
-              producer_id: str | None = None, traceparent: str | None = None, field_prefix: str = "") -> "NewJob":
+              producer_id: str | None = None, traceparent: str | None = None, timeout: Any = None,
+              expires_at: Any = None, expire_after: Any = None, idempotency_window: Any = None,
+              idempotency_mismatch: Any = None, field_prefix: str = "") -> "NewJob":
+        """Validate and normalise one job. ``timeout``, ``expire_after`` and ``idempotency_window``
+        are seconds or a timedelta; ``expires_at`` an aware datetime after the job's run_at (the
+        database checks it against a run_at it computes); ``idempotency_mismatch`` is "return"
+        (default: a repeat gets the original job) or "reject" (`IdempotencyMismatch` when the
+        repeat's job_type, queue or payload differ)."""
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
 
@@ -95,8 +134,24 @@ class NewJob:
         if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
             # "" would share the idempotency scope of jobs enqueued without a producer
             raise invalid("producer_id", "must be a non-empty string when given")
+        timeout = _span(timeout, invalid, "timeout")
+        expire_after = _span(expire_after, invalid, "expire_after")
+        idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
+        if expires_at is not None:
+            if not isinstance(expires_at, datetime):
+                raise invalid("expires_at", "must be a datetime")
+            if expires_at.tzinfo is None:
+                raise invalid("expires_at", "must be timezone-aware")
+            if expire_after is not None:
+                raise invalid("expire_after", "give expires_at or expire_after, not both")
+            if run_at is not None and expires_at <= run_at:
+                raise invalid("expires_at", f"must be after run_at ({run_at.isoformat()})")
+        if idempotency_mismatch is not None and idempotency_mismatch not in MISMATCH_MODES:
+            raise invalid("idempotency_mismatch", f"must be one of {', '.join(MISMATCH_MODES)} "
+                                                  f"(got {idempotency_mismatch!r})")
         return cls(job_type, payload_json, level.label, queue, run_at, delay, max_attempts,
-                   idempotency_key, producer_id, traceparent)
+                   idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
+                   idempotency_window, idempotency_mismatch)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any], index: int, producer_id: str | None) -> "NewJob":
@@ -114,17 +169,24 @@ class NewJob:
         return job_store.enqueue(
             job_type=self.job_type, payload_json=self.payload_json, priority=self.priority,
             run_at=self.run_at, delay=self.delay, queue=self.queue, max_attempts=self.max_attempts,
-            idempotency_key=self.idempotency_key, producer_id=self.producer_id, traceparent=self.traceparent)
+            idempotency_key=self.idempotency_key, producer_id=self.producer_id, traceparent=self.traceparent,
+            timeout=self.timeout, expires_at=self.expires_at, expire_after=self.expire_after,
+            idempotency_window=self.idempotency_window, idempotency_mismatch=self.idempotency_mismatch)
 
     def as_json_fragment(self) -> str:
         """This job as one element of enqueue_many's JSON array (payload spliced in verbatim)."""
         fields = {
             "job_type": self.job_type, "priority": self.priority, "queue": self.queue,
             "run_at": self.run_at.isoformat() if self.run_at else None,
-            "delay": f"{self.delay.total_seconds()} seconds" if self.delay is not None else None,
             "max_attempts": self.max_attempts, "idempotency_key": self.idempotency_key,
             "producer_id": self.producer_id, "traceparent": self.traceparent,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "idempotency_mismatch": self.idempotency_mismatch,
         }
+        for name, span in (("delay", self.delay), ("timeout", self.timeout), ("expire_after", self.expire_after),
+                           ("idempotency_window", self.idempotency_window)):
+            if span is not None:
+                fields[name] = _interval_text(span)
         head = job_store.dumps({k: v for k, v in fields.items() if v is not None})
         return head[:-1] + ',"payload":' + self.payload_json + "}"
 
@@ -133,8 +195,11 @@ def _build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> l
     return [NewJob.from_mapping(spec, i, producer_id) for i, spec in enumerate(jobs)]
 
 
-def _many_call(built: Sequence[NewJob]) -> db.Call[list[tuple[uuid.UUID, bool]]]:
-    return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]")
+def _many_call(built: Sequence[NewJob], *, lock_wait: float | None = None) -> db.Call[list[tuple[uuid.UUID, bool]]]:
+    """One enqueue_many statement; ``lock_wait`` bounds its lock waits when its jobs hold keys."""
+    keyed = lock_wait is not None and any(job.idempotency_key is not None for job in built)
+    return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]",
+                                  lock_wait=lock_wait if keyed else None)
 
 
 MAX_PAGE = 500
@@ -189,6 +254,12 @@ def _limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> 
     return queue_store.set_limits(_queue_name(queue), soft_limit=soft_limit, hard_limit=hard_limit)
 
 
+def _defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call[QueueSettings]:
+    return queue_store.set_enqueue_defaults(_queue_name(queue), job_ttl=_span(job_ttl, ValidationError, "job_ttl"),
+                                            idempotency_window=_span(idempotency_window, ValidationError,
+                                                                     "idempotency_window"))
+
+
 def _new_key_call(producer_id: Any, role: str) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
@@ -233,19 +304,26 @@ class AsyncClient:
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
-                 coalesce_stall_after: float = 0.1) -> None:
-        """``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
+                 coalesce_stall_after: float = 0.1, coalesce_lock_wait: float = 0.2, application_name: str = db.CLIENT_NAME) -> None:
+        """``application_name``: how its connections show in ``pg_stat_activity``; their timeouts
+        and PgBouncer mode come from ``settings``.
+
+        ``submit_lanes`` > 0 coalesces concurrent `submit` calls made without ``connection=``
         (group commit, `jobqueue.coalesce`): at most that many statements in flight, later
         callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs; a statement
-        in flight for ``coalesce_stall_after`` seconds no longer holds its lane."""
+        in flight for ``coalesce_stall_after`` seconds no longer holds its lane; a statement of several
+        callers waits at most ``coalesce_lock_wait`` seconds for a lock (another transaction's
+        uncommitted holder of one caller's idempotency key) before each caller goes again alone."""
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                   name="jobqueue-client",
+                                   name=application_name, settings=self.settings,
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
-        self.coalescer = (SubmitCoalescer(lambda built: self._run(_many_call(built), None), lanes=submit_lanes,
+        self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(
+                              _many_call(built, lock_wait=coalesce_lock_wait if grouped else None), None),
+                                          lanes=submit_lanes,
                                           max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
                                           stall_after=coalesce_stall_after)
                           if submit_lanes > 0 else None)
@@ -285,8 +363,8 @@ class AsyncClient:
 
     async def submit(self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.AsyncConnection | None = None,
                      admit: Callable[[list[NewJob]], None] | None = None) -> list[tuple[uuid.UUID, bool]]:
-        """`enqueue_many` that also says, per job, whether it was created (False: a live job already
-        held its idempotency key, and that job's id is returned). One statement, all or nothing.
+        """`enqueue_many` that also says, per job, whether it was created (False: its idempotency key
+        was held — within its window — and the holder's id is returned). One statement, all or nothing.
         ``admit`` sees the validated jobs before anything is written and may refuse by raising
         (the REST API's backpressure)."""
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
@@ -309,9 +387,10 @@ class AsyncClient:
         """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
         return await self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
 
-    async def states(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobState]:
-        """The state of each job, in one query; ids that do not exist are left out."""
-        return await self._run(job_store.states(list(job_ids)), None)
+    async def outcomes(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobOutcome]:
+        """The state of each job and its result once completed, in one query; ids that do not
+        exist are left out."""
+        return await self._run(job_store.outcomes(list(job_ids)), None)
 
     # --- listings, dead letters, queues, API keys (the REST API and admin tools) ---------------
 
@@ -356,6 +435,13 @@ class AsyncClient:
 
     async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return await self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    async def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
+                                 idempotency_window: timedelta | float | None) -> QueueSettings:
+        """What enqueue applies to ``queue``'s jobs when a call gives none (seconds or timedelta):
+        ``job_ttl`` expires waiting jobs that long after their run_at (None: never);
+        ``idempotency_window`` holds their keys that long (None: 24 hours)."""
+        return await self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return await self._run(queue_store.all_settings(), None)
@@ -403,12 +489,13 @@ class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""
 
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0) -> None:
+                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
+                 application_name: str = db.CLIENT_NAME) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
         self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                  name="jobqueue-client-sync",
+                                  name=application_name, settings=self.settings,
                                   timeout=pool_timeout)
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
@@ -495,6 +582,10 @@ class Client:
 
     def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return self._run(_limits_call(queue, soft_limit, hard_limit), None)
+
+    def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
+                           idempotency_window: timedelta | float | None) -> QueueSettings:
+        return self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
 
     def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
         key, call = _new_key_call(producer_id, role)

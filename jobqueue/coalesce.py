@@ -20,7 +20,9 @@ statement, it waits for that statement's outcome.
 
 All or nothing stays per caller: if the database refuses the combined statement (a job it will
 not take, a deadlock), nothing was written, and each caller's jobs run again on their own, so only
-the caller whose job was refused sees the error. A lost connection or an unreachable database
+the caller whose job was refused sees the error. A statement of several callers is told it is
+grouped, so the runner can bound its lock waits: one caller's key held by another transaction
+then fails the group in a fraction of a second, and only that caller waits, alone. A lost connection or an unreachable database
 fails every caller of the statement with `DatabaseUnavailable`, as a lone statement would.
 """
 
@@ -35,8 +37,9 @@ from typing import Awaitable, Callable, Sequence
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, NotMigrated
 
 Results = list[tuple[uuid.UUID, bool]]
-#: Runs one statement for the given jobs and returns (id, created) per job, in order.
-Runner = Callable[[Sequence[object]], Awaitable[Results]]
+#: Runs one statement for the given jobs (grouped: several callers' jobs) and returns (id, created)
+#: per job, in order.
+Runner = Callable[[Sequence[object], bool], Awaitable[Results]]
 
 
 class _Waiting:
@@ -141,10 +144,10 @@ class SubmitCoalescer:
 
     # --- statements -----------------------------------------------------------------------------
 
-    async def _statement(self, jobs: Sequence[object]) -> Results:
+    async def _statement(self, jobs: Sequence[object], grouped: bool = False) -> Results:
         self.statements += 1
         self.jobs += len(jobs)
-        results = await self._run(jobs)
+        results = await self._run(jobs, grouped)
         if len(results) != len(jobs):  # the answers are sliced per caller by position
             raise RuntimeError(f"enqueue_many answered {len(results)} rows for {len(jobs)} jobs")
         return results
@@ -162,24 +165,26 @@ class SubmitCoalescer:
     async def _send(self, group: list[_Waiting]) -> None:
         jobs = [job for entry in group for job in entry.jobs]
         try:
-            results = await self._statement(jobs)
+            results = await self._statement(jobs, grouped=len(group) > 1)
         except Exception as exc:
             if len(group) == 1 or is_outage(exc):
                 for entry in group:
                     _settle(entry, exception=exc)
                 return
-            # Refused as a whole, nothing written: each caller's jobs again, on their own.
-            alone = await asyncio.gather(*(self._statement(entry.jobs) for entry in group), return_exceptions=True)
-            for entry, outcome in zip(group, alone):
-                if isinstance(outcome, BaseException):
-                    _settle(entry, exception=outcome)
-                else:
-                    _settle(entry, result=outcome)
+            # Refused as a whole, nothing written: each caller's jobs again, on their own — each
+            # answered as soon as its own statement is done, not when the slowest one is.
+            await asyncio.gather(*(self._alone(entry) for entry in group))
             return
         start = 0
         for entry in group:
             _settle(entry, result=results[start:start + len(entry.jobs)])
             start += len(entry.jobs)
+
+    async def _alone(self, entry: _Waiting) -> None:
+        try:
+            _settle(entry, result=await self._statement(entry.jobs))
+        except Exception as exc:
+            _settle(entry, exception=exc)
 
 
 def is_outage(exc: BaseException) -> bool:

@@ -98,8 +98,15 @@ class Settings:
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
-    listen: bool = True  # False: poll-only (PgBouncer in transaction mode loses NOTIFYs)
+    listen: bool = True  # False: poll-only, no LISTEN connection (workers poll; the API's /events answers 503)
     pool_max_size: int = 10  # JOBQUEUE_POOL_SIZE: connections of a Client/AsyncClient pool
+    # Connections (jobqueue.db): waits every connection jobqueue opens is allowed, in seconds (0: off),
+    # and whether a transaction pooler (PgBouncer) sits between jobqueue and PostgreSQL.
+    statement_timeout: float = 60.0
+    lock_timeout: float = 10.0
+    idle_in_transaction_timeout: float = 60.0
+    pgbouncer: bool = False  # no server-side prepared statements, no startup options, no LISTEN via `dsn`
+    direct_dsn: str | None = None  # reaches PostgreSQL itself: LISTEN, reindexing, migrations (default: dsn)
     # REST API (jobqueue.api): serving, database timeouts, backpressure, request limits.
     api_host: str = "127.0.0.1"
     api_port: int = 8000
@@ -154,6 +161,11 @@ class Settings:
             raise ValueError("API submit lanes must not be negative, the submit stall time must be positive")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
             raise ValueError("API batch size, rate limit and burst must be positive")
+        if min(self.statement_timeout, self.lock_timeout, self.idle_in_transaction_timeout) < 0:
+            raise ValueError("statement, lock and idle-in-transaction timeouts must not be negative (0 turns one off)")
+        if self.pgbouncer and self.listen and not self.direct_dsn:
+            raise ValueError("LISTEN does not work through PgBouncer in transaction mode: with JOBQUEUE_PGBOUNCER=1 "
+                             "set JOBQUEUE_DIRECT_DSN (a connection that bypasses it) or JOBQUEUE_LISTEN=0")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -161,6 +173,8 @@ class Settings:
         defaults = cls()
         queues = tuple(q.strip() for q in env.get("JOBQUEUE_QUEUES", "default").split(",") if q.strip())
         weights_raw = env.get("JOBQUEUE_PRIORITY_WEIGHTS")
+        pgbouncer = _bool(env, "JOBQUEUE_PGBOUNCER", defaults.pgbouncer)
+        direct_dsn = env.get("JOBQUEUE_DIRECT_DSN") or defaults.direct_dsn
         return cls(
             dsn=env.get("JOBQUEUE_DSN") or defaults.dsn,
             queues=queues or defaults.queues,
@@ -187,8 +201,15 @@ class Settings:
             retention_dead_letter_days=_float(env, "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",
                                               defaults.retention_dead_letter_days),
             run_maintenance=_bool(env, "JOBQUEUE_MAINTENANCE", defaults.run_maintenance),
-            listen=_bool(env, "JOBQUEUE_LISTEN", defaults.listen),
+            # Behind PgBouncer without a direct DSN, poll-only unless asked otherwise (then refused).
+            listen=_bool(env, "JOBQUEUE_LISTEN", defaults.listen and not (pgbouncer and not direct_dsn)),
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
+            statement_timeout=_float(env, "JOBQUEUE_STATEMENT_TIMEOUT", defaults.statement_timeout),
+            lock_timeout=_float(env, "JOBQUEUE_LOCK_TIMEOUT", defaults.lock_timeout),
+            idle_in_transaction_timeout=_float(env, "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT",
+                                               defaults.idle_in_transaction_timeout),
+            pgbouncer=pgbouncer,
+            direct_dsn=direct_dsn,
             **_api_settings(env, defaults),
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
             metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),

@@ -4,24 +4,45 @@ The store modules describe statements as `Call` values (SQL name, parameters, ho
 rows). This module runs a Call on an async or a sync psycopg connection, so the async client, the
 thin sync facade and a caller's own transaction (`connection=`) all execute the very same SQL, and
 it turns driver errors into jobqueue's own: a refused input names its field, an unreachable
-database is `DatabaseUnavailable`, a missing schema is `NotMigrated`.
+database (or a read-only standby) is `DatabaseUnavailable`, a statement given up on (lock or
+statement timeout, deadlock) `DatabaseBusy`, a missing privilege `PermissionDenied`, a missing
+schema `NotMigrated`.
+
+It also opens every connection jobqueue makes (`Session`): each says who it is in
+``application_name`` (the names below, so operators find them in ``pg_stat_activity`` and can
+``pg_terminate_backend`` them) and has bounded waits (``statement_timeout``, ``lock_timeout``,
+``idle_in_transaction_session_timeout`` from `Settings`, sent as startup options: no round trip).
+Behind PgBouncer in transaction mode (``JOBQUEUE_PGBOUNCER=1``) no statement is prepared
+server-side and no startup option is sent (PgBouncer refuses them, and a session ``SET`` would
+land on whichever server connection ran it): the timeouts must come from the server's own
+configuration (``ALTER ROLE … SET``), which each pool checks once and warns about.
+A connection a caller passes in (``connection=``) is the caller's: nothing here changes it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobqueue.errors import Conflict, DatabaseBusy, DatabaseUnavailable, NotMigrated, ValidationError
+from jobqueue.config import Settings
+from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
+                             PermissionDenied,
+                             ValidationError)
 from jobqueue.sql import query
 
 T = TypeVar("T")
+
+log = logging.getLogger("jobqueue.db")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +91,11 @@ def translated_errors() -> Iterator[None]:
         prefix = f"jobqueue: {field_name}: "
         raise ValidationError(field_name, message.removeprefix(prefix)) from None
     except pg_errors.UniqueViolation as exc:
-        raise Conflict(exc.diag.message_primary or str(exc)) from None
+        message = exc.diag.message_primary or str(exc)
+        if exc.diag.constraint_name == "idempotency_keys_pkey" and exc.diag.column_name == "idempotency_key":
+            raise IdempotencyMismatch(message.removeprefix("jobqueue: idempotency_key: "),
+                                      _uuid_or_none(exc.diag.message_detail)) from None
+        raise Conflict(message) from None
     except psycopg.DataError as exc:  # bad text for a type, a number out of range, a NUL character
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except pg_errors.ProgramLimitExceeded as exc:  # e.g. an idempotency key too long for its index
@@ -80,8 +105,22 @@ def translated_errors() -> Iterator[None]:
     except (pg_errors.TransactionRollback, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
             pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
         raise DatabaseBusy(f"database busy: {exc.diag.message_primary or exc}") from exc
+    except pg_errors.ReadOnlySqlTransaction as exc:  # 25006: this connection reached a standby (a failover)
+        raise DatabaseUnavailable(f"database unavailable: the server is read-only, a standby? "
+                                  f"({exc.diag.message_primary or exc})") from exc
+    except pg_errors.IdleInTransactionSessionTimeout as exc:  # 25P03: the server closed the connection
+        raise DatabaseUnavailable(f"database unavailable: {exc.diag.message_primary or exc}") from exc
+    except pg_errors.InsufficientPrivilege as exc:  # 42501: the role lacks a GRANT; retrying cannot help
+        raise PermissionDenied(f"the database refused this role: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
         raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+
+
+def _uuid_or_none(text: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text) if text else None
+    except ValueError:
+        return None
 
 
 async def run(conn: psycopg.AsyncConnection, call: Call[T]) -> T:
@@ -100,45 +139,166 @@ def run_sync(conn: psycopg.Connection, call: Call[T]) -> T:
     return call.decode(rows)
 
 
-def _configure(conn: psycopg.Connection | psycopg.AsyncConnection) -> None:
-    # Hot statements are prepared server-side from their second run (psycopg's default is 5).
-    conn.prepare_threshold = 1
+# --- the connections jobqueue opens ---------------------------------------------------------
+
+#: ``application_name`` of each kind of connection jobqueue opens. PostgreSQL keeps 63 bytes of it.
+API_NAME = "jobqueue-api"
+CLIENT_NAME = "jobqueue-client"
+CLI_NAME = "jobqueue-cli"
+MIGRATE_NAME = "jobqueue-migrate"
+BENCH_NAME = "jobqueue-bench"
 
 
-async def _configure_async(conn: psycopg.AsyncConnection) -> None:
-    _configure(conn)
+def worker_name(worker_id: str) -> str:
+    """A worker process's claim/ack pool and its LISTEN connection."""
+    return f"jobqueue-worker {worker_id}"
+
+
+def maintenance_name(leader_id: str) -> str:
+    """The maintenance services' pool (elector, sweeper, scheduler…) and the reindexer's connection."""
+    return f"jobqueue-maintenance {leader_id}"
+
+
+_TIMEOUTS = (("statement_timeout", "statement_timeout"), ("lock_timeout", "lock_timeout"),
+             ("idle_in_transaction_session_timeout", "idle_in_transaction_timeout"))
+
+
+def _ms(seconds: float) -> int:
+    return 0 if seconds <= 0 else max(1, round(seconds * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Where and how one kind of connection connects: the DSN, the ``application_name`` operators
+    see, the waits its statements are allowed (seconds, 0: none) and whether a transaction pooler
+    (PgBouncer) sits in between."""
+
+    dsn: str
+    name: str
+    statement_timeout: float = 60.0
+    lock_timeout: float = 10.0
+    idle_in_transaction_timeout: float = 60.0
+    pooler: bool = False
+
+    @classmethod
+    def of(cls, settings: Settings, name: str, *, dsn: str | None = None, direct: bool = False) -> "Session":
+        """``direct``: session-bound work (LISTEN, REINDEX, migrations) goes to ``JOBQUEUE_DIRECT_DSN``
+        when there is one, which bypasses the pooler."""
+        if direct and settings.direct_dsn:
+            dsn, pooler = settings.direct_dsn, False
+        else:
+            dsn, pooler = dsn or settings.dsn, settings.pgbouncer
+        return cls(dsn, name, settings.statement_timeout, settings.lock_timeout,
+                   settings.idle_in_transaction_timeout, pooler)
+
+    def with_(self, **changes: Any) -> "Session":
+        return replace(self, **changes)
+
+    def unbounded(self) -> "Session":
+        """No statement or lock timeout: for the statements that legitimately run or wait long
+        (``REINDEX CONCURRENTLY`` waits for every older transaction)."""
+        return self.with_(statement_timeout=0, lock_timeout=0)
+
+    def timeouts_ms(self) -> dict[str, int]:
+        return {parameter: _ms(getattr(self, attribute)) for parameter, attribute in _TIMEOUTS}
+
+    def conninfo(self) -> str:
+        """The DSN with ``application_name`` and, unless behind a pooler, the timeouts as startup
+        ``options`` (before the DSN's own ``options``/``PGOPTIONS``, so those win where they clash)."""
+        params: dict[str, Any] = {"application_name": self.name}
+        if not self.pooler:
+            ours = " ".join(f"-c {parameter}={ms}" for parameter, ms in self.timeouts_ms().items())
+            theirs = conninfo_to_dict(self.dsn).get("options") or os.environ.get("PGOPTIONS", "")
+            params["options"] = f"{ours} {theirs}".strip()
+        return make_conninfo(self.dsn, **params)
+
+
+_SESSION_TIMEOUTS: Call[dict[str, int]] = Call("meta_session_timeouts", {}, dict)
+
+
+class _Configure:
+    """A pool's ``configure`` callback: server-side prepares (hot statements from their second run;
+    psycopg's default is 5) unless behind a pooler, where the first connection checks instead that
+    the server applies the timeouts jobqueue cannot send (once per pool: ``check``)."""
+
+    def __init__(self, session: Session, *, check: bool = True) -> None:
+        self.session = session
+        self.checked = not (session.pooler and check)
+
+    def prepare(self, conn: psycopg.Connection | psycopg.AsyncConnection) -> None:
+        conn.prepare_threshold = None if self.session.pooler else 1
+
+    def compare(self, applied: dict[str, int]) -> None:
+        self.checked = True
+        wanted = self.session.timeouts_ms()
+        differ = {name: (applied.get(name), ms) for name, ms in wanted.items() if applied.get(name) != ms}
+        if differ:
+            log.warning("%s: behind PgBouncer jobqueue cannot set its timeouts, and the server's differ "
+                        "(ms, server vs wanted: %s); set them on the role, e.g. ALTER ROLE … IN DATABASE … "
+                        "SET lock_timeout = '10s' (README: PgBouncer)", self.session.name,
+                        ", ".join(f"{name} {got} vs {ms}" for name, (got, ms) in differ.items()))
+
+    def sync(self, conn: psycopg.Connection) -> None:
+        self.prepare(conn)
+        if not self.checked and conn.autocommit:  # never open a transaction the caller did not ask for
+            self.compare(run_sync(conn, _SESSION_TIMEOUTS))
+
+    async def async_(self, conn: psycopg.AsyncConnection) -> None:
+        self.prepare(conn)
+        if not self.checked and conn.autocommit:
+            self.compare(await run(conn, _SESSION_TIMEOUTS))
 
 
 def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue",
-               timeout: float = 10.0, connect_timeout: int | None = None) -> AsyncConnectionPool:
+               settings: Settings | None = None, timeout: float = 10.0, connect_timeout: int | None = None,
+               check: bool = False) -> AsyncConnectionPool:
     """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`.
 
-    ``timeout`` bounds the wait for a connection (then `DatabaseUnavailable`); the REST API passes
-    short ones so an outage answers 503 quickly instead of holding requests.
+    ``name`` is the connections' ``application_name``; ``settings`` gives their timeouts and
+    PgBouncer mode (defaults: `Settings()`'s). ``timeout`` bounds the wait for a connection (then
+    `DatabaseUnavailable`); the REST API passes short ones so an outage answers 503 quickly
+    instead of holding requests. ``check``: test each connection as it is handed out (one round
+    trip), so a connection a server restart killed is replaced instead of failing its caller's
+    cycle — for periodic services, never for a hot path.
     """
+    session = Session.of(settings or Settings(), name, dsn=dsn)
     kwargs: dict[str, Any] = {"autocommit": True}
     if connect_timeout is not None:
         kwargs["connect_timeout"] = connect_timeout
     return AsyncConnectionPool(
-        dsn, min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs=kwargs, configure=_configure_async, timeout=timeout,
-        reconnect_timeout=30.0,
+        session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
+        kwargs=kwargs, configure=_Configure(session).async_, timeout=timeout,
+        reconnect_timeout=30.0, check=AsyncConnectionPool.check_connection if check else None,
     )
 
 
-def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = "jobqueue-sync",
-              timeout: float = 10.0) -> ConnectionPool:
+def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = CLIENT_NAME,
+              settings: Settings | None = None, timeout: float = 10.0) -> ConnectionPool:
+    session = Session.of(settings or Settings(), name, dsn=dsn)
     return ConnectionPool(
-        dsn, min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs={"autocommit": True}, configure=_configure, timeout=timeout,
+        session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
+        kwargs={"autocommit": True}, configure=_Configure(session).sync, timeout=timeout,
         reconnect_timeout=30.0,
     )
 
 
-async def connect(dsn: str, *, autocommit: bool = True) -> psycopg.AsyncConnection:
+async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: Settings | None = None,
+                  autocommit: bool = True) -> psycopg.AsyncConnection:
+    """One connection of its own (named and bounded like a pooled one): a DSN with ``name`` and
+    ``settings``, or a `Session` as it is."""
+    session = dsn if isinstance(dsn, Session) else Session.of(settings or Settings(), name, dsn=dsn)
     with translated_errors():
-        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit)
-    _configure(conn)
+        conn = await psycopg.AsyncConnection.connect(session.conninfo(), autocommit=autocommit)
+    await _Configure(session, check=False).async_(conn)  # prepares only: no statement runs
+    return conn
+
+
+def connect_sync(session: Session, *, autocommit: bool = True, connect_timeout: int | None = None) -> psycopg.Connection:
+    """One blocking connection of its own (migrations, the benchmark)."""
+    kwargs: dict[str, Any] = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
+    with translated_errors():
+        conn = psycopg.connect(session.conninfo(), autocommit=autocommit, **kwargs)
+    _Configure(session, check=False).sync(conn)
     return conn
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 
 class JobQueueError(Exception):
     """Base of every error jobqueue raises on purpose."""
@@ -38,8 +40,25 @@ class DatabaseBusy(DatabaseUnavailable):
     callers that only retry), but another statement may well succeed right now."""
 
 
+class PermissionDenied(JobQueueError):
+    """The database refused the statement for want of a privilege (SQLSTATE 42501): the role
+    jobqueue connects as lacks a GRANT. Nothing was done, and retrying will not help until an
+    operator grants it."""
+
+
 class Conflict(JobQueueError):
     """The change collides with the current state (e.g. an idempotency key a live job now holds)."""
+
+
+class IdempotencyMismatch(Conflict):
+    """A repeat submission with ``idempotency_mismatch="reject"`` whose job_type, queue or payload
+    differ from those its idempotency key was first submitted with; nothing was written.
+    ``job_id`` is the job holding the key (None if the server did not say)."""
+
+    def __init__(self, message: str, job_id: uuid.UUID | None = None) -> None:
+        self.field = "idempotency_key"
+        self.job_id = job_id
+        super().__init__(message)
 
 
 class NotMigrated(JobQueueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 
@@ -82,6 +82,10 @@ class JobInfo:
     final_error: Any = None
     duration_ms: float | None = None
     errors: list[AttemptError] = field(default_factory=list)
+    #: the deadline of each attempt set at enqueue (None: the task's timeout, else the worker's)
+    timeout: timedelta | None = None
+    #: dead-lettered as expired if still waiting then (None: never)
+    expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error or expired
 
@@ -201,10 +205,16 @@ class JobPage:
 
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
+    """One row of ``jobqueue.queue_settings``: paused flag, backpressure limits (None: the API's
+    defaults), and what enqueue applies when a call gives none — ``job_ttl`` (expiry after run_at;
+    None: jobs never expire) and ``idempotency_window`` (None: 24 hours)."""
+
     queue: str
     paused: bool = False
     soft_limit: int | None = None
     hard_limit: int | None = None
+    job_ttl: timedelta | None = None
+    idempotency_window: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +235,14 @@ class QueueStats:
     queue: str
     settings: QueueSettings
     levels: list[PriorityStats]
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """A job's state and, once completed, its result (what a repeated submission is answered)."""
+
+    state: JobState
+    result: Any = None
 
 
 class RetryOutcome(str, enum.Enum):

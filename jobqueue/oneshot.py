@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobqueue import db
 from jobqueue.client import Client
 from jobqueue.config import Settings
 
@@ -15,4 +16,5 @@ CLI_DB_TIMEOUT = 5.0  # seconds a one-shot command waits for the database before
 
 
 def open_client(settings: Settings, **options: Any) -> Client:
-    return Client(settings=settings, pool_timeout=CLI_DB_TIMEOUT, **options)
+    """Its connections show as ``jobqueue-cli`` in ``pg_stat_activity``."""
+    return Client(settings=settings, pool_timeout=CLI_DB_TIMEOUT, application_name=db.CLI_NAME, **options)

@@ -22,12 +22,13 @@ import signal
 import sys
 import time
 
+from jobqueue import db
 from jobqueue.app import JobQueue
 from jobqueue.background import watch
 from jobqueue.config import Settings
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
-from jobqueue.worker.runner import Worker
+from jobqueue.worker.runner import Worker, new_worker_id
 
 log = logging.getLogger("jobqueue.process")
 
@@ -47,8 +48,10 @@ class WorkerProcess:
     """Everything one worker process runs: notifier, claim loop and (unless disabled) maintenance."""
 
     def __init__(self, app: JobQueue, settings: Settings) -> None:
-        self.notifier = Notifier(settings.dsn)
-        self.worker = Worker(app, settings, notifier=self.notifier)
+        worker_id = new_worker_id()
+        # One LISTEN connection, named like the worker's pool (JOBQUEUE_DIRECT_DSN when given: never a pooler).
+        self.notifier = Notifier(db.Session.of(settings, db.worker_name(worker_id), direct=True).conninfo())
+        self.worker = Worker(app, settings, worker_id=worker_id, notifier=self.notifier)
         self.maintenance = (Maintenance(settings, self.notifier, self.worker.worker_id)
                             if settings.run_maintenance else None)
 
@@ -115,6 +118,9 @@ def _flush_output() -> None:
 #: More restarts than this within the window is a crash loop: the supervisor stops and exits 1,
 #: as a single worker process failing the same way would, so an orchestrator sees it.
 CRASH_LOOP_RESTARTS = 5
+#: How a child may end when told to stop: cleanly; asking for a restart it no longer gets; or
+#: killed by the forwarded SIGTERM while still starting, before it had claimed anything.
+_CLEAN_STOPS = (0, RESTART_EXIT_CODE, -signal.SIGTERM)
 CRASH_LOOP_WINDOW = 60.0
 
 
@@ -173,6 +179,6 @@ def supervise(app_path: str, settings: Settings) -> int:
             time.sleep(1.0)
             children[index] = start_child(index)
         if stopping and not any(child.is_alive() for child in children):
-            return 0 if all(child.exitcode == 0 for child in children) else 1
+            return 0 if all(child.exitcode in _CLEAN_STOPS for child in children) else 1
         if stopping:
             time.sleep(0.1)

@@ -12,12 +12,20 @@ import psycopg
 from jobqueue.migrate import VERSION_TABLE
 
 
+def _connect(dsn: str, connect_timeout: int) -> psycopg.Connection:
+    """``dsn`` carries the migration session's name and timeouts (jobqueue.migrate). No statement
+    is prepared server-side: a one-shot gains nothing from it, and PgBouncer could not carry it."""
+    conn = psycopg.connect(dsn, connect_timeout=connect_timeout)
+    conn.prepare_threshold = None
+    return conn
+
+
 def run_migrations_online() -> None:
     dsn = context.config.attributes["dsn"]
     connect_timeout = context.config.attributes["connect_timeout"]
     engine = create_engine(
         "postgresql+psycopg://",
-        creator=lambda: psycopg.connect(dsn, connect_timeout=connect_timeout),
+        creator=lambda: _connect(dsn, connect_timeout),
         poolclass=pool.NullPool,
     )
     with engine.connect() as connection:

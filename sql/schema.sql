@@ -14,7 +14,11 @@ CREATE TYPE jobqueue.job_input AS (
 	max_attempts integer,
 	idempotency_key text,
 	producer_id text,
-	traceparent text
+	traceparent text,
+	timeout interval,
+	expires_at timestamp with time zone,
+	idempotency_window interval,
+	idempotency_mismatch text
 );
 
 CREATE FUNCTION jobqueue.add_buckets(a bigint[], b bigint[]) RETURNS bigint[]
@@ -157,17 +161,18 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE sql
     AS $$
     SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
         NULL, job_type, payload, priority, run_at, delay, queue, max_attempts,
-        idempotency_key, producer_id, traceparent)]) AS r
+        idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
+        idempotency_window, idempotency_mismatch)]) AS r
 $$;
 
-COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or the id of the live job holding the same idempotency key).';
+COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -179,7 +184,8 @@ BEGIN
         PERFORM jobqueue.invalid('payload', 'must be valid JSON');
     END;
     RETURN jobqueue.enqueue(job_type, document, priority, run_at, queue, max_attempts,
-                            idempotency_key, delay, producer_id, traceparent);
+                            idempotency_key, delay, producer_id, traceparent, timeout, expires_at,
+                            expire_after, idempotency_window, idempotency_mismatch);
 END $$;
 
 CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
@@ -187,19 +193,30 @@ CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created
     AS $$
 DECLARE
     inputs jobqueue.job_input[];
+    keyed integer;
 BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         PERFORM jobqueue.invalid('jobs', 'must be a JSON array of job objects');
     END IF;
-    SELECT coalesce(array_agg(jobqueue.make_job_input(
-               e.ord::integer, e.job->>'job_type', e.job->'payload', e.job->>'priority',
-               (e.job->>'run_at')::timestamptz, (e.job->>'delay')::interval,
-               coalesce(e.job->>'queue', 'default'), (e.job->>'max_attempts')::integer,
-               e.job->>'idempotency_key', e.job->>'producer_id', e.job->>'traceparent')
-           ORDER BY e.ord), '{}')
-      INTO inputs
-      FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord);
-    RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs) AS r ORDER BY r.ord;
+    BEGIN
+        SELECT count(*) FILTER (WHERE e.job->>'idempotency_key' IS NOT NULL),
+               coalesce(array_agg(jobqueue.make_job_input(
+                   e.ord::integer, e.job->>'job_type', e.job->'payload', e.job->>'priority',
+                   (e.job->>'run_at')::timestamptz, (e.job->>'delay')::interval,
+                   coalesce(e.job->>'queue', 'default'), (e.job->>'max_attempts')::integer,
+                   e.job->>'idempotency_key', e.job->>'producer_id', e.job->>'traceparent',
+                   (e.job->>'timeout')::interval, (e.job->>'expires_at')::timestamptz,
+                   (e.job->>'expire_after')::interval, (e.job->>'idempotency_window')::interval,
+                   e.job->>'idempotency_mismatch')
+               ORDER BY e.ord), '{}')
+          INTO keyed, inputs
+          FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord);
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
+                   OR invalid_text_representation OR numeric_value_out_of_range THEN
+        PERFORM jobqueue.name_bad_job_field(jobs);
+        RAISE;
+    END;
+    RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
 CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
@@ -237,65 +254,96 @@ BEGIN
     END LOOP;
 END $$;
 
-CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[]) RETURNS TABLE(ord integer, id uuid, created boolean)
+CREATE FUNCTION jobqueue.idempotency_mismatch(key text, holder uuid, job text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'unique_violation', CONSTRAINT = 'idempotency_keys_pkey',
+        COLUMN = 'idempotency_key', DETAIL = holder::text,
+        MESSAGE = format('jobqueue: idempotency_key: %L%s is held by job %s, submitted with another job_type, '
+                         'queue or payload (idempotency_mismatch => reject)',
+                         key, coalesce(' of ' || job, ''), holder);
+END $$;
+
+CREATE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[], keyed integer DEFAULT NULL::integer) RETURNS TABLE(ord integer, id uuid, created boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
     todo jobqueue.job_input[] := jobs;
-    inserted uuid[] := '{}';
+    inserted integer;
+    held jsonb := '{}';  -- ord of a job -> id of the job holding its key
+    refused integer;
     rounds integer := 0;
 BEGIN
-    LOOP
+    IF keyed IS NOT NULL THEN
+        NULL;
+    ELSIF cardinality(jobs) = 1 THEN  -- a plain expression, not a query: one enqueue() pays nothing for it
+        keyed := CASE WHEN (jobs[1]).idempotency_key IS NULL THEN 0 ELSE 1 END;
+    ELSE
+        SELECT count(*) INTO keyed FROM unnest(jobs) AS i WHERE i.idempotency_key IS NOT NULL;
+    END IF;
+    WHILE keyed > 0 LOOP
         rounds := rounds + 1;
-        WITH ins AS (
-            INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts,
-                                            idempotency_key, producer_id, traceparent)
-            SELECT i.id, i.queue, i.job_type, i.payload, i.priority, i.run_at, i.max_attempts,
-                   i.idempotency_key, i.producer_id, i.traceparent
-            FROM unnest(todo) AS i
-            ORDER BY i.ord
-            ON CONFLICT ((coalesce(producer_id, '')), idempotency_key)
-                WHERE idempotency_key IS NOT NULL AND state IN ('pending', 'processing', 'failed')
-                DO NOTHING
-            RETURNING j.id
-        )
-        SELECT inserted || coalesce(array_agg(ins.id), '{}') INTO inserted FROM ins;
+        INSERT INTO jobqueue.idempotency_keys AS k (producer, key, job_id, fingerprint, expires_at)
+        SELECT coalesce(i.producer_id, ''), i.idempotency_key, i.id,
+               jobqueue.job_fingerprint(i.job_type, i.queue, i.payload),
+               greatest(now(), i.run_at) + coalesce(i.idempotency_window, s.idempotency_window, interval '24 hours')
+        FROM unnest(todo) AS i
+        LEFT JOIN jobqueue.queue_settings s ON s.queue = i.queue
+        WHERE i.idempotency_key IS NOT NULL
+        ORDER BY coalesce(i.producer_id, ''), i.idempotency_key, i.ord
+        ON CONFLICT (producer, key) DO NOTHING;
+        GET DIAGNOSTICS inserted = ROW_COUNT;
+        EXIT WHEN inserted = keyed;
 
-        IF cardinality(inserted) = cardinality(jobs) THEN
-            RETURN QUERY SELECT i.ord, i.id, true FROM unnest(jobs) AS i ORDER BY i.ord;
-            RETURN;
+        SELECT held || coalesce(jsonb_object_agg(i.ord, h.job_id) FILTER (
+                   WHERE h.job_id <> i.id AND h.expires_at > now()), '{}'),
+               coalesce(array_agg(i ORDER BY i.ord) FILTER (
+                   WHERE h.job_id IS NULL OR (h.job_id <> i.id AND h.expires_at <= now())), '{}'),
+               min(i.ord) FILTER (
+                   WHERE h.job_id <> i.id AND h.expires_at > now() AND i.idempotency_mismatch = 'reject'
+                     AND h.fingerprint IS DISTINCT FROM jobqueue.job_fingerprint(i.job_type, i.queue, i.payload))
+          INTO held, todo, refused
+          FROM unnest(todo) AS i
+          LEFT JOIN jobqueue.idempotency_keys h
+            ON h.producer = coalesce(i.producer_id, '') AND h.key = i.idempotency_key
+         WHERE i.idempotency_key IS NOT NULL;
+        IF refused IS NOT NULL THEN
+            PERFORM jobqueue.idempotency_mismatch(
+                (SELECT i.idempotency_key FROM unnest(jobs) AS i WHERE i.ord = refused),
+                (held->>refused::text)::uuid,
+                CASE WHEN cardinality(jobs) > 1 THEN format('jobs[%s]', refused - 1) END);
         END IF;
-
-        -- Keys already held: a fresh statement sees the live holder even when another producer
-        -- committed it after this call began (same producer, same key). A holder that finished
-        -- meanwhile frees its key, so those rows go round again.
-        SELECT coalesce(array_agg(i ORDER BY i.ord), '{}') INTO todo
-        FROM unnest(jobs) AS i
-        WHERE NOT (i.id = ANY(inserted))
-          AND NOT EXISTS (
-              SELECT 1 FROM jobqueue.jobs j
-              WHERE j.idempotency_key = i.idempotency_key
-                AND coalesce(j.producer_id, '') = coalesce(i.producer_id, '')
-                AND j.state IN ('pending', 'processing', 'failed'));
-        IF cardinality(todo) = 0 OR rounds >= 5 THEN
-            RETURN QUERY
-                SELECT i.ord,
-                       CASE WHEN i.id = ANY(inserted) THEN i.id ELSE holder.id END,
-                       i.id = ANY(inserted)
-                FROM unnest(jobs) AS i
-                LEFT JOIN LATERAL (
-                    SELECT j.id FROM jobqueue.jobs j
-                    WHERE j.idempotency_key = i.idempotency_key
-                      AND coalesce(j.producer_id, '') = coalesce(i.producer_id, '')
-                      AND j.state IN ('pending', 'processing', 'failed')
-                    ORDER BY j.seq
-                    LIMIT 1
-                ) holder ON NOT (i.id = ANY(inserted))
-                ORDER BY i.ord;
-            RETURN;
+        keyed := cardinality(todo);
+        EXIT WHEN keyed = 0;
+        IF rounds >= 5 THEN
+            RAISE EXCEPTION USING ERRCODE = '40001',
+                MESSAGE = 'jobqueue: idempotency keys kept changing hands during this enqueue; retry it';
         END IF;
+        DELETE FROM jobqueue.idempotency_keys AS k
+        USING unnest(todo) AS i
+        WHERE k.producer = coalesce(i.producer_id, '') AND k.key = i.idempotency_key AND k.expires_at <= now();
     END LOOP;
+
+    INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts,
+                                    idempotency_key, producer_id, traceparent, timeout, expires_at)
+    SELECT i.id, i.queue, i.job_type, i.payload, i.priority, i.run_at, i.max_attempts,
+           i.idempotency_key, i.producer_id, i.traceparent, i.timeout,
+           coalesce(i.expires_at, i.run_at + s.job_ttl)
+    FROM unnest(jobs) AS i
+    LEFT JOIN jobqueue.queue_settings s ON s.queue = i.queue
+    WHERE i.idempotency_key IS NULL OR NOT held ? i.ord::text
+    ORDER BY i.ord;
+
+    IF held = '{}' THEN
+        RETURN QUERY SELECT i.ord, i.id, true FROM unnest(jobs) AS i ORDER BY i.ord;
+    ELSE
+        RETURN QUERY
+            SELECT i.ord, coalesce((held->>i.ord::text)::uuid, i.id), NOT held ? i.ord::text
+            FROM unnest(jobs) AS i
+            ORDER BY i.ord;
+    END IF;
 END $$;
 
 CREATE FUNCTION jobqueue.invalid(field text, message text) RETURNS void
@@ -353,12 +401,19 @@ CREATE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
     SELECT EXISTS (SELECT 1 FROM jobqueue.event_listeners WHERE expires_at > now())
 $$;
 
-CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text) RETURNS jobqueue.job_input
+CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload jsonb) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT hashtextextended(job_type, hashtextextended(queue, jsonb_hash_extended(payload, 0)))
+$$;
+
+CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
     AS $$
 DECLARE
     job jobqueue.job_input;
     prefix text := CASE WHEN ord IS NULL THEN '' ELSE format('jobs[%s].', ord - 1) END;
+    longest constant interval := interval '3650 days';
 BEGIN
     IF job_type IS NULL OR btrim(job_type) = '' THEN
         PERFORM jobqueue.invalid(prefix || 'job_type', 'must be a non-empty string');
@@ -378,6 +433,22 @@ BEGIN
     IF idempotency_key IS NOT NULL AND idempotency_key = '' THEN
         PERFORM jobqueue.invalid(prefix || 'idempotency_key', 'must not be empty when given');
     END IF;
+    IF timeout <= interval '0' OR timeout > longest THEN
+        PERFORM jobqueue.invalid(prefix || 'timeout', format('must be more than 0 and at most %s (got %s)', longest, timeout));
+    END IF;
+    IF expire_after <= interval '0' OR expire_after > longest THEN
+        PERFORM jobqueue.invalid(prefix || 'expire_after', format('must be more than 0 and at most %s (got %s)', longest, expire_after));
+    END IF;
+    IF expire_after IS NOT NULL AND expires_at IS NOT NULL THEN
+        PERFORM jobqueue.invalid(prefix || 'expire_after', 'give expires_at or expire_after, not both');
+    END IF;
+    IF idempotency_window <= interval '0' OR idempotency_window > longest THEN
+        PERFORM jobqueue.invalid(prefix || 'idempotency_window',
+                                 format('must be more than 0 and at most %s (got %s)', longest, idempotency_window));
+    END IF;
+    IF idempotency_mismatch IS NOT NULL AND idempotency_mismatch NOT IN ('return', 'reject') THEN
+        PERFORM jobqueue.invalid(prefix || 'idempotency_mismatch', format('must be return or reject (got %L)', idempotency_mismatch));
+    END IF;
     BEGIN
         job.priority := jobqueue.priority_level(coalesce(priority, 'normal'));
     EXCEPTION WHEN invalid_parameter_value THEN
@@ -396,7 +467,44 @@ BEGIN
     job.idempotency_key := idempotency_key;
     job.producer_id := producer_id;
     job.traceparent := traceparent;
+    job.timeout := timeout;
+    job.expires_at := coalesce(expires_at, job.run_at + expire_after);
+    IF expires_at <= job.run_at THEN
+        PERFORM jobqueue.invalid(prefix || 'expires_at', format('must be after run_at (%s; got %s)', job.run_at, expires_at));
+    END IF;
+    job.idempotency_window := idempotency_window;
+    job.idempotency_mismatch := coalesce(idempotency_mismatch, 'return');
     RETURN job;
+END $$;
+
+CREATE FUNCTION jobqueue.name_bad_job_field(jobs jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    element record;
+    field record;
+BEGIN
+    FOR element IN SELECT e.job, e.ord FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord) LOOP
+        FOR field IN SELECT f.name, f.kind FROM (VALUES
+                ('run_at', 'timestamptz'), ('delay', 'interval'), ('max_attempts', 'integer'),
+                ('timeout', 'interval'), ('expires_at', 'timestamptz'), ('expire_after', 'interval'),
+                ('idempotency_window', 'interval')) AS f(name, kind)
+            WHERE element.job->>f.name IS NOT NULL LOOP
+            BEGIN
+                CASE field.kind
+                    WHEN 'timestamptz' THEN PERFORM (element.job->>field.name)::timestamptz;
+                    WHEN 'interval' THEN PERFORM (element.job->>field.name)::interval;
+                    ELSE PERFORM (element.job->>field.name)::integer;
+                END CASE;
+            EXCEPTION WHEN data_exception THEN
+                PERFORM jobqueue.invalid(format('jobs[%s].%s', element.ord - 1, field.name),
+                                         format('must be %s (got %L)', CASE field.kind
+                                             WHEN 'timestamptz' THEN 'a timestamp with a time zone'
+                                             WHEN 'interval' THEN 'an interval'
+                                             ELSE 'an integer' END, element.job->>field.name));
+            END;
+        END LOOP;
+    END LOOP;
 END $$;
 
 CREATE FUNCTION jobqueue.notify_new_jobs() RETURNS trigger
@@ -564,6 +672,8 @@ CREATE TABLE jobqueue.jobs (
     producer_id text,
     traceparent text,
     locked_by text,
+    timeout interval,
+    expires_at timestamp with time zone,
     deadline_at timestamp with time zone,
     dead_reason text,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
@@ -571,11 +681,16 @@ CREATE TABLE jobqueue.jobs (
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
     CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
     CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
-    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text])))
+    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text]))),
+    CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
 )
 WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
 
 COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
+
+COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
+
+COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
 
 COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
 
@@ -614,6 +729,20 @@ CREATE TABLE jobqueue.event_listeners (
 );
 
 COMMENT ON TABLE jobqueue.event_listeners IS 'API processes streaming job events; job events are sent only while one is registered and unexpired.';
+
+CREATE TABLE jobqueue.idempotency_keys (
+    producer text NOT NULL,
+    key text NOT NULL,
+    job_id uuid NOT NULL,
+    fingerprint bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.05');
+
+COMMENT ON TABLE jobqueue.idempotency_keys IS 'Idempotency keys held for their window: (producer id, '''' without one; key) -> the job first submitted with it. A repeat within the window returns that job, whatever its state.';
+
+COMMENT ON COLUMN jobqueue.idempotency_keys.fingerprint IS 'jobqueue.job_fingerprint() of the job''s job_type, queue and payload: a repeat with idempotency_mismatch => ''reject'' must match it.';
 
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
@@ -664,11 +793,19 @@ CREATE TABLE jobqueue.queue_settings (
     soft_limit integer,
     hard_limit integer,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    job_ttl interval,
+    idempotency_window interval,
+    CONSTRAINT queue_settings_idempotency_window_range CHECK (((idempotency_window > '00:00:00'::interval) AND (idempotency_window <= '3650 days'::interval))),
+    CONSTRAINT queue_settings_job_ttl_range CHECK (((job_ttl > '00:00:00'::interval) AND (job_ttl <= '3650 days'::interval))),
     CONSTRAINT queue_settings_limits_ordered CHECK ((soft_limit <= hard_limit)),
     CONSTRAINT queue_settings_limits_positive CHECK (((soft_limit > 0) AND (hard_limit > 0)))
 );
 
 COMMENT ON TABLE jobqueue.queue_settings IS 'Per queue: paused (workers do not claim from it) and backpressure limits (NULL: the API default).';
+
+COMMENT ON COLUMN jobqueue.queue_settings.job_ttl IS 'Expiry of this queue''s jobs counted from their run_at, when the enqueue gives none (NULL: they never expire).';
+
+COMMENT ON COLUMN jobqueue.queue_settings.idempotency_window IS 'How long an idempotency key of this queue stays held after submission (NULL: 24 hours).';
 
 CREATE VIEW jobqueue.queue_stats AS
  SELECT jobs.queue,
@@ -792,6 +929,9 @@ ALTER TABLE ONLY jobqueue.api_keys
 ALTER TABLE ONLY jobqueue.event_listeners
     ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);
 
+ALTER TABLE ONLY jobqueue.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (producer, key);
+
 ALTER TABLE ONLY jobqueue.job_errors
     ADD CONSTRAINT job_errors_pkey PRIMARY KEY (job_id, attempt);
 
@@ -828,13 +968,15 @@ ALTER TABLE ONLY jobqueue.worker_stats
 ALTER TABLE ONLY jobqueue.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
+CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
+
 CREATE INDEX jobs_claim_idx ON jobqueue.jobs USING btree (queue, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
 
 CREATE INDEX jobs_dead_letter_idx ON jobqueue.jobs USING btree (queue, job_type, finished_at) WHERE (state = 'dead_letter'::text);
 
-CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'cancelled'::text, 'dead_letter'::text]));
+CREATE INDEX jobs_expiry_idx ON jobqueue.jobs USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'failed'::text])));
 
-CREATE UNIQUE INDEX jobs_idempotency_idx ON jobqueue.jobs USING btree (COALESCE(producer_id, ''::text), idempotency_key) WHERE ((idempotency_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])));
+CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'cancelled'::text, 'dead_letter'::text]));
 
 CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (locked_until IS NOT NULL);
 

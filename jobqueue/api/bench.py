@@ -18,18 +18,17 @@ import asyncio
 import os
 import uuid
 
-import psycopg
-
 from jobqueue import db
+from jobqueue.bench.common import bench_client, connect
 from jobqueue.bench.http import ApiServer, Connection, closed, paced, wait_ready
-from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.store import bench as bench_store
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", nargs="?", choices=("engine", "api"), default="engine",
-                        help="engine: the benchmark against the raw baseline (default); api: POST /jobs over HTTP")
+    parser.add_argument("target", nargs="?", choices=("engine", "api", "enqueue"), default="engine",
+                        help="engine: the benchmark against the raw baseline (default); api: POST /jobs over HTTP; "
+                             "enqueue: the cost of idempotency keys on enqueue, against no keys")
     parser.add_argument("--rate", type=float, default=1000.0, help="api, --rest: paced submissions per second (default 1000)")
     parser.add_argument("--duration", type=float, default=10.0, help="api, --rest: seconds of paced load (default 10)")
     parser.add_argument("--clients", type=int, default=32, help="api, --rest: concurrent HTTP connections (default 32)")
@@ -43,7 +42,7 @@ def run_api_bench(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
     queue = f"bench-api-{uuid.uuid4().hex[:8]}"
-    async with AsyncClient(settings=settings, pool_size=1) as admin:
+    async with bench_client(settings) as admin:
         key, key_info = await admin.create_api_key(queue)
     server = None if args.url else ApiServer(settings, args.api_workers)
     url = args.url or server.url
@@ -66,6 +65,6 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             conn.close()
         if server is not None:
             server.stop()
-        with psycopg.connect(settings.dsn, autocommit=True) as conn:
+        with connect(settings) as conn:
             db.run_sync(conn, bench_store.delete_queue(queue))
             db.run_sync(conn, bench_store.delete_api_key(key_info.id))

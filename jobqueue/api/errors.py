@@ -2,9 +2,13 @@
 
 - bad input (our `ValidationError` or a request Litestar could not parse) → 422 naming the field;
 - an unknown job, one of another producer, or an unknown schedule → 404; a change the job's state
-  forbids → 409;
-- the database unreachable or not migrated → 503 with ``Retry-After``: the request did nothing
-  (a job is never reported created unless its statement committed);
+  forbids → 409; a repeated idempotency key whose job differs, with ``idempotency_mismatch:
+  "reject"`` → 409 ``idempotency_mismatch`` naming the field;
+- the database unreachable (or read-only: a standby during a failover), busy (a lock or
+  statement timeout) or not migrated → 503 with ``Retry-After``: the request did nothing (a job is
+  never reported created unless its statement committed); job events with no LISTEN connection
+  (``JOBQUEUE_LISTEN=0``, PgBouncer) → 503 ``events_unavailable``;
+- the database role lacking a privilege → 403 ``permission_denied`` (an operator must GRANT it);
 - backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding), with
   ``Retry-After``; a body over ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
 """
@@ -23,7 +27,9 @@ from litestar.openapi import ResponseSpec
 
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
-from jobqueue.errors import Conflict, DatabaseUnavailable, JobNotFound, NotMigrated, ScheduleNotFound, ValidationError
+from jobqueue.api.events import EventsUnavailable
+from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
+                             PermissionDenied, ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
 
@@ -43,17 +49,22 @@ def error_response(status: int, message: str, *, error: str | None = None, field
 
 
 _DESCRIPTIONS = {
-    401: "no, unknown or revoked API key", 403: "needs an admin API key", 404: "no such job (or not yours) or schedule",
-    409: "the job's state does not allow it", 413: "request body too large", 422: "invalid input; `field` names it",
+    401: "no, unknown or revoked API key", 403: "needs an admin API key, or the database refused the API's role",
+    404: "no such job (or not yours) or schedule",
+    409: "the job's state does not allow it (submissions: idempotency_mismatch, the key's job differs)",
+    413: "request body too large", 422: "invalid input; `field` names it",
     429: "rate limited above the queue's soft limit; see Retry-After",
     503: "database unavailable, not migrated, or queue at its hard limit; see Retry-After",
 }
 
 
 def error_responses(*codes: int) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the error statuses a handler may answer (401 is implied by auth)."""
+    """OpenAPI entries for the error statuses a handler may answer (401 is implied by auth; 403
+    by the database: whatever may answer 503 reaches it, and its role may lack a privilege)."""
+    if 503 in codes and 403 not in codes:
+        codes = (403, *codes)
     return {code: ResponseSpec(data_container=ErrorBody, description=_DESCRIPTIONS[code], generate_examples=False)
-            for code in codes}
+            for code in sorted(codes)}
 
 
 def _services_retry_after(request: Request) -> int:
@@ -93,10 +104,24 @@ def _conflict(_request: Request, exc: Conflict) -> Response:
     return error_response(409, str(exc))
 
 
+def _mismatch(_request: Request, exc: IdempotencyMismatch) -> Response:
+    return error_response(409, str(exc), error="idempotency_mismatch", field=exc.field)
+
+
 def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
     log.warning("503: %s", exc)
     return error_response(503, "the database is unavailable; nothing was done, retry later",
                           error="database_unavailable", retry_after=_services_retry_after(request))
+
+
+def _permission_denied(_request: Request, exc: PermissionDenied) -> Response:
+    log.error("403: %s", exc)  # a missing GRANT: an operator has to act
+    return error_response(403, f"{exc}; nothing was done (the API's database role needs a GRANT)",
+                          error="permission_denied")
+
+
+def _events_unavailable(request: Request, exc: EventsUnavailable) -> Response:
+    return error_response(503, str(exc), error="events_unavailable", retry_after=_services_retry_after(request))
 
 
 def _not_migrated(request: Request, exc: NotMigrated) -> Response:
@@ -122,7 +147,10 @@ EXCEPTION_HANDLERS: dict = {
     JobNotFound: _not_found,
     ScheduleNotFound: _not_found,
     Conflict: _conflict,
+    IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,
+    PermissionDenied: _permission_denied,
+    EventsUnavailable: _events_unavailable,
     NotMigrated: _not_migrated,
     Overloaded: _overloaded,
     HTTPException: _http,

@@ -10,6 +10,10 @@ the triggers check first), only while at least one stream is. Each stream subscr
 a bounded queue; a stream that falls ``MAX_BACKLOG`` events behind is ended with a
 ``stream.overflow`` event rather than slowing everyone. When the LISTEN connection is lost and
 comes back, streams get ``stream.reconnected``: events in between may have been missed.
+
+A transaction pooler cannot carry LISTEN: behind PgBouncer the LISTEN connection goes to
+``JOBQUEUE_DIRECT_DSN``; with none (or with ``JOBQUEUE_LISTEN=0``) there is no stream, and
+``/events`` answers 503 `EventsUnavailable` saying so.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from jobqueue.client import AsyncClient
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.errors import DatabaseUnavailable, JobQueueError, NotMigrated
 from jobqueue.notifier import Notifier
 
 log = logging.getLogger("jobqueue.api.events")
@@ -35,6 +39,10 @@ CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
 LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
+
+
+class EventsUnavailable(JobQueueError):
+    """This API process opens no LISTEN connection (``JOBQUEUE_LISTEN=0``), so it has no events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +107,12 @@ class EventHub:
     no subscriber anywhere the database's event triggers stop after one probe of that table, so
     neither a worker's claim/ack statements nor this process spend anything on events."""
 
-    def __init__(self, client: AsyncClient, dsn: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, client: AsyncClient, dsn: str | None, *, connect_timeout: float = 5.0) -> None:
+        """``dsn``: where to LISTEN (a conninfo naming the connection); None: no events here."""
         self.client = client
         self.listener_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.notifier = Notifier(dsn)
+        self.enabled = dsn is not None
+        self.notifier = Notifier(dsn or "")
         self.notifier.subscribe(CHANNEL, self._on_notification)
         self.notifier.on_reconnect(self._on_reconnect)
         self._connect_timeout = connect_timeout
@@ -115,6 +125,10 @@ class EventHub:
                         producer_id: str | None) -> Subscription:
         """A subscription that receives every event committed from now on; `DatabaseUnavailable`
         if the LISTEN connection or the registration cannot be made in time."""
+        if not self.enabled:
+            raise EventsUnavailable("job events need a LISTEN connection, and this API opens none "
+                                    "(JOBQUEUE_LISTEN=0; behind PgBouncer set JOBQUEUE_DIRECT_DSN to reach "
+                                    "PostgreSQL directly for it)")
         subscription = Subscription(queue, job_id, producer_id)
         self._subscriptions.add(subscription)
         if self._stopping is not None:  # the last stream just closed: let that listener unregister first,

@@ -4,16 +4,20 @@ database rows never leave the client, and nothing here carries more than the API
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
-from jobqueue.models import JobInfo, JobSummary, QueueStats
+from jobqueue.models import JobInfo, JobSummary, QueueSettings, QueueStats
 
 INT32 = 2**31 - 1
 TEN_YEARS = 10 * 366 * 24 * 3600.0
+
+
+def seconds(span: timedelta | None) -> float | None:
+    return None if span is None else span.total_seconds()
 
 
 class ErrorBody(msgspec.Struct, omit_defaults=True):
@@ -34,7 +38,21 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     delay_seconds: Annotated[float, Meta(le=TEN_YEARS, description="start after this many seconds")] | None = None
     max_attempts: Annotated[int, Meta(le=INT32, description="tries in all (default: the task's, else 4)")] | None = None
     idempotency_key: Annotated[str | None, Meta(
-        description="while a job holding this key is live, submitting it again returns that job")] = None
+        description="within its window, submitting this key again returns the job first submitted with it "
+                    "(200), whatever that job's state")] = None
+    idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
+        "how long the key is held after submission (or after run_at when later); default: the queue's, "
+        "else 24 h"))] | None = None
+    idempotency_mismatch: Annotated[str | None, Meta(description=(
+        "return (default): a repeat of the key gets the original job even if job_type, queue or payload "
+        "differ; reject: such a repeat is 409 idempotency_mismatch"))] = None
+    timeout_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
+        "deadline of each attempt (default: the task's timeout, else the worker's processing TTL)"))] | None = None
+    expires_at: Annotated[datetime | None, Meta(description=(
+        "timezone-aware; a job still waiting then is dead-lettered as expired (not with "
+        "expire_after_seconds; default: the queue's job TTL after run_at, else never)"))] = None
+    expire_after_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
+        "expires this many seconds after its run_at"))] | None = None
 
     def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -43,7 +61,10 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
         }
         for name, value in (("run_at", self.run_at), ("delay", self.delay_seconds),
                             ("max_attempts", self.max_attempts), ("idempotency_key", self.idempotency_key),
-                            ("traceparent", traceparent)):
+                            ("traceparent", traceparent), ("timeout", self.timeout_seconds),
+                            ("expires_at", self.expires_at), ("expire_after", self.expire_after_seconds),
+                            ("idempotency_window", self.idempotency_window_seconds),
+                            ("idempotency_mismatch", self.idempotency_mismatch)):
             if value is not None:
                 fields[name] = value
         return fields
@@ -68,6 +89,8 @@ class SubmittedJob(msgspec.Struct):
     state: str
     created: bool
     links: JobLinks
+    #: a repeat (created false) of a completed job: its result
+    result: Any = None
 
 
 class SubmittedBatch(msgspec.Struct):
@@ -107,6 +130,8 @@ class JobDetail(msgspec.Struct):
     duration_ms: float | None
     errors: list[AttemptErrorOut]
     links: JobLinks
+    timeout_seconds: float | None
+    expires_at: datetime | None
 
     @classmethod
     def of(cls, info: JobInfo) -> "JobDetail":
@@ -116,7 +141,7 @@ class JobDetail(msgspec.Struct):
                    info.max_attempts, info.payload, info.run_at, info.created_at, info.updated_at,
                    info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
                    info.cancel_requested, info.result, errors[-1] if errors else None, info.final_error,
-                   info.duration_ms, errors, JobLinks.of(info.id))
+                   info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at)
 
 
 class JobResult(msgspec.Struct):
@@ -176,6 +201,8 @@ class QueueOut(msgspec.Struct):
     paused: bool
     soft_limit: int | None
     hard_limit: int | None
+    job_ttl_seconds: float | None
+    idempotency_window_seconds: float | None
     depth: int
     scheduled: int
     processing: int
@@ -190,6 +217,7 @@ class QueueOut(msgspec.Struct):
                                 s.oldest_age_seconds) for s in stats.levels]
         settings = stats.settings
         return cls(stats.queue, settings.paused, settings.soft_limit, settings.hard_limit,
+                   seconds(settings.job_ttl), seconds(settings.idempotency_window),
                    sum(s.depth for s in levels), sum(s.scheduled for s in levels),
                    sum(s.processing for s in levels), sum(s.failed for s in levels), sum(s.dead for s in levels),
                    max((s.oldest_age_seconds for s in levels), default=0.0), levels)
@@ -204,6 +232,13 @@ class QueueSettingsOut(msgspec.Struct):
     paused: bool
     soft_limit: int | None
     hard_limit: int | None
+    job_ttl_seconds: float | None
+    idempotency_window_seconds: float | None
+
+    @classmethod
+    def of(cls, settings: QueueSettings) -> "QueueSettingsOut":
+        return cls(settings.queue, settings.paused, settings.soft_limit, settings.hard_limit,
+                   seconds(settings.job_ttl), seconds(settings.idempotency_window))
 
 
 class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
@@ -211,6 +246,15 @@ class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
 
     soft_limit: Annotated[int, Meta(ge=1, le=INT32)] | None = None
     hard_limit: Annotated[int, Meta(ge=1, le=INT32)] | None = None
+
+
+class QueueDefaults(msgspec.Struct, forbid_unknown_fields=True):
+    """What enqueue applies to this queue's jobs when a submission gives none."""
+
+    job_ttl_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
+        "a job still waiting this long after its run_at is dead-lettered as expired (null: never)"))] | None = None
+    idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
+        "how long an idempotency key stays held after submission (null: 24 h)"))] | None = None
 
 
 class RetryResult(msgspec.Struct):

@@ -5,7 +5,8 @@
   connect), so a database outage answers 503 within about a second or two, and the pool
   reconnects by itself when the database returns;
 - ``keys``: the API-key cache; ``backpressure``: queue depths, limits and token buckets;
-- ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is);
+- ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is; none
+  with ``JOBQUEUE_LISTEN=0``, and on ``JOBQUEUE_DIRECT_DSN`` when given);
 - ``head_revision``: the schema revision this code expects (``/readyz`` compares it).
 """
 
@@ -17,7 +18,7 @@ from typing import TypeAlias
 
 from litestar.di import NamedDependency
 
-from jobqueue import migrate
+from jobqueue import db, migrate
 from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure
@@ -29,14 +30,15 @@ from jobqueue.config import Settings
 class Services:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.client = AsyncClient(settings=settings, pool_size=settings.api_pool_size,
+        self.client = AsyncClient(settings=settings, application_name=db.API_NAME, pool_size=settings.api_pool_size,
                                   pool_timeout=settings.api_db_timeout,
                                   connect_timeout=settings.api_connect_timeout,
                                   submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch,
                                   coalesce_stall_after=settings.api_submit_stall)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
         self.backpressure = Backpressure(self.client, settings)
-        self.events = EventHub(self.client, settings.dsn,
+        listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
+        self.events = EventHub(self.client, listen,
                                connect_timeout=settings.api_db_timeout + settings.api_connect_timeout)
         self.head_revision = migrate.head_revision()
         self._tasks: list[asyncio.Task] = []

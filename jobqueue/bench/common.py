@@ -1,5 +1,5 @@
-"""What every part of the benchmark shares: the run's context, percentiles, child processes, and
-read-outs of what the database did between two moments — WAL bytes, row versions written per
+"""What every part of the benchmark shares: the run's context and its connections, percentiles,
+child processes, and read-outs of what the database did between two moments — WAL bytes, row versions written per
 table (``pg_stat_user_tables``), checkpoints, and WAL records by type (``pg_waldump``, when this
 machine can read the server's ``pg_wal``: that is where B-tree insertions are counted, since no
 statistics view counts index insertions)."""
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -22,6 +23,7 @@ from typing import IO, Any
 import psycopg
 
 from jobqueue import db
+from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.store import bench as store
 
@@ -33,6 +35,29 @@ SCHEMAS = ("jobqueue", store.RAW_SCHEMA)
 SETTLE_TIMEOUT = 12.0
 
 
+# --- connections -------------------------------------------------------------------------------
+
+def session(settings: Settings) -> db.Session:
+    """The bench's own connections (``application_name`` jobqueue-bench): no statement, lock or
+    idle-in-transaction timeout — a VACUUM or a delete of a million rows, a snapshot held through a
+    whole drain. jobqueue's own code under measurement (`bench_client`, the workers, the API, the
+    Pruner) keeps the timeouts ``settings`` gives it, as a user's would."""
+    return db.Session.of(settings, db.BENCH_NAME).unbounded().with_(idle_in_transaction_timeout=0)
+
+
+def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection:
+    return db.connect_sync(session(settings), autocommit=autocommit)
+
+
+async def connect_async(settings: Settings) -> psycopg.AsyncConnection:
+    return await db.connect(session(settings))
+
+
+def bench_client(settings: Settings, pool_size: int = 1) -> AsyncClient:
+    """jobqueue's client as a user opens it, named jobqueue-bench in ``pg_stat_activity``."""
+    return AsyncClient(settings=settings, pool_size=pool_size, application_name=db.BENCH_NAME)
+
+
 @dataclass
 class Bench:
     """One invocation's context: where, on which queue, with which options."""
@@ -41,17 +66,36 @@ class Bench:
     args: argparse.Namespace
     queue: str
     conn: psycopg.Connection  # autocommit: read-outs, VACUUM, clean-up
-    server_major: int
+    server: dict[str, Any]  # where, version, version_num, fsync, synchronous_commit, full_page_writes, shared_buffers
     wal: "WalReader | None" = None
-    wal_unavailable: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
     def dsn(self) -> str:
         return self.settings.dsn
 
+    @property
+    def server_major(self) -> int:
+        return self.server["version_num"] // 10000
+
     def run(self, call: db.Call) -> Any:
         return db.run_sync(self.conn, call)
+
+
+def open_bench(settings: Settings, args: argparse.Namespace, prefix: str) -> Bench:
+    """A queue name of the bench's own (``<prefix>-<random>``), its connection (autocommit) and
+    what the server is."""
+    conn = connect(settings)
+    try:
+        version, version_num, fsync, synchronous_commit, full_page_writes, shared_buffers = db.run_sync(
+            conn, store.server_settings())
+    except BaseException:
+        conn.close()
+        raise
+    server = {"where": f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}", "version": version,
+              "version_num": version_num, "fsync": fsync, "synchronous_commit": synchronous_commit,
+              "full_page_writes": full_page_writes, "shared_buffers": shared_buffers}
+    return Bench(settings=settings, args=args, queue=f"{prefix}-{uuid.uuid4().hex[:8]}", conn=conn, server=server)
 
 
 def say(message: str) -> None:
@@ -96,9 +140,9 @@ def lsn(text: str) -> int:
     return (int(high, 16) << 32) + int(low, 16)
 
 
-def hold_snapshot(dsn: str) -> psycopg.Connection:
+def hold_snapshot(settings: Settings) -> psycopg.Connection:
     """A transaction that keeps its snapshot (and so the cluster's xmin horizon) until closed."""
-    holder = psycopg.connect(dsn)  # not autocommit: the snapshot lives until close()
+    holder = connect(settings, autocommit=False)  # the snapshot lives until close()
     holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     db.run_sync(holder, store.hold_snapshot())
     return holder

@@ -76,7 +76,7 @@ async def drain(bench: Bench, side: Side, count: int, *, hold_xmin: bool) -> dic
     workers = await side.start_workers(args.processes, args.concurrency)
     holder = None
     try:
-        holder = hold_snapshot(bench.dsn) if hold_xmin else None
+        holder = hold_snapshot(bench.settings) if hold_xmin else None
         start = wal_point(bench)
         await side.release(workers)
         done = await _wait_drained(side, workers, count, timeout=max(300.0, count / 200))

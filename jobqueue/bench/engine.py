@@ -21,7 +21,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from jobqueue import db
 from jobqueue.bench.app import JOB_TYPE
-from jobqueue.bench.common import Bench, process_log, say, stop_process
+from jobqueue.bench.common import Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.store import bench as store
@@ -43,7 +43,7 @@ class JobqueueQueue:
         self.bench = bench
 
     def client(self, pool_size: int = 1) -> AsyncClient:
-        return AsyncClient(settings=self.bench.settings, pool_size=pool_size)
+        return bench_client(self.bench.settings, pool_size)
 
     def reset(self) -> None:
         self.bench.run(store.delete_queue(self.bench.queue))
@@ -117,9 +117,11 @@ class JobqueueQueue:
         return dict(self.bench.run(store.claimed_at(ids)))
 
     async def prune(self) -> int:
-        """The `Pruner` with retention 0 for the bench queue only, then VACUUM; returns jobs pruned."""
+        """The `Pruner` with retention 0 for the bench queue only, then VACUUM; returns jobs pruned.
+        Like every run of the Pruner it also drops idempotency keys whose window has closed, in any
+        queue: such a key no longer holds anything."""
         self.bench.run(store.set_retention(self.bench.queue))
-        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name="jobqueue-bench-pruner")
+        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings)
         await pool.open(wait=True)
         try:
             pruner = Pruner(pool, retention={state: KEEP_OTHERS for state in FINISHED_STATES},

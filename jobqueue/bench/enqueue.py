@@ -22,11 +22,9 @@ import json
 import time
 from typing import AsyncContextManager, AsyncIterator, Awaitable, Callable
 
-import psycopg
-
 from jobqueue import db
 from jobqueue.bench.app import JOB_TYPE
-from jobqueue.bench.common import Bench, percentile, rate_and_latency, say
+from jobqueue.bench.common import Bench, connect_async, percentile, rate_and_latency, say
 from jobqueue.bench.engine import JobqueueQueue
 from jobqueue.bench.http import ApiServer, Connection, closed, paced
 from jobqueue.bench.raw import RawQueue
@@ -61,8 +59,8 @@ async def _one_path(producer: AsyncContextManager[Enqueue], count: int, producer
 
 @contextlib.asynccontextmanager
 async def sql_producer(bench: Bench) -> AsyncIterator[Enqueue]:
-    """``SELECT jobqueue.enqueue(…)`` on a plain psycopg connection (autocommit: its own commit)."""
-    conn = await psycopg.AsyncConnection.connect(bench.dsn, autocommit=True)
+    """``SELECT jobqueue.enqueue(…)`` on a connection of the bench's own (autocommit: its own commit)."""
+    conn = await connect_async(bench.settings)
 
     async def enqueue(i: int) -> object:
         return await db.run(conn, store.sql_enqueue(job_type=JOB_TYPE, payload=json.dumps({"i": i}),
@@ -93,7 +91,7 @@ async def enqueue_one(bench: Bench, jq: JobqueueQueue, raw: RawQueue) -> dict[st
 
 async def bulk_sql(bench: Bench, jq: JobqueueQueue, count: int, chunk: int) -> float:
     """``jobqueue.enqueue_many(jsonb)`` in SQL, ``chunk`` jobs per statement: jobs/s."""
-    conn = await psycopg.AsyncConnection.connect(bench.dsn, autocommit=True)
+    conn = await connect_async(bench.settings)
     try:
         await db.run(conn, store.sql_enqueue_many(json.dumps(jq.specs(0, min(chunk, count)))))  # warm-up
         jq.reset()
@@ -121,7 +119,7 @@ async def bulk_rest(bench: Bench, jq: JobqueueQueue, count: int, chunk: int) -> 
         conns.append(conn)
 
         async def batch(start: int, stop: int) -> None:
-            status = await conn.post(json.dumps({"jobs": jq.specs(start, stop)}).encode(), b"/jobs/batch")
+            status, _ = await conn.post(json.dumps({"jobs": jq.specs(start, stop)}).encode(), b"/jobs/batch")
             if status != 201:
                 raise RuntimeError(f"POST /jobs/batch answered {status} (see the API log)")
 

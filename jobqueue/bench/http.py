@@ -1,6 +1,7 @@
 """Load over real HTTP, generator on the same machine: `jobqueue api` started as a process of its
 own, a minimal keep-alive HTTP/1.1 client, paced and closed-loop submission runs. Used by the
-bench's REST figures and by `jobqueue bench api`.
+bench's REST figures, by `jobqueue bench api`, and by the fault campaign's REST producers (which
+read the job id from the answer's body).
 
 The client (`Connection`) is a few lines of asyncio on purpose: a load generator has to cost far
 less than the server it measures (httpx's async pool spends more CPU per request than the API
@@ -78,7 +79,8 @@ class Connection:
         reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 80)
         return cls(reader, writer, parsed.netloc, key)
 
-    async def post(self, body: bytes, path: bytes = b"/jobs") -> int:
+    async def post(self, body: bytes, path: bytes = b"/jobs") -> tuple[int, bytes]:
+        """The response's status and body."""
         self.writer.write(b"POST " + path + self._headers + str(len(body)).encode() + b"\r\n\r\n" + body)
         status = int((await self.reader.readline()).split()[1])
         length = 0
@@ -86,8 +88,7 @@ class Connection:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length":
                 length = int(value)
-        await self.reader.readexactly(length)
-        return status
+        return status, await self.reader.readexactly(length)
 
     def close(self) -> None:
         self.writer.close()
@@ -134,7 +135,7 @@ class Run:
 
 async def _submit(conn: Connection, queue: str, i: int, run: Run, since: float) -> None:
     try:
-        status = await conn.post(b'{"job_type":"noop","queue":"%s","payload":{"i":%d}}' % (queue.encode(), i))
+        status, _ = await conn.post(b'{"job_type":"noop","queue":"%s","payload":{"i":%d}}' % (queue.encode(), i))
     except (OSError, ValueError, IndexError, asyncio.IncompleteReadError):
         status = 0
     run.statuses[status] += 1

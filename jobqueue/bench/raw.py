@@ -11,8 +11,9 @@ BY priority, run_at, id LIMIT n FOR UPDATE SKIP LOCKED)``, its own commit), runs
 job, acks the batch with one ``UPDATE … WHERE id = ANY(…)``, and sleeps on LISTEN when nothing is
 left. No leases, retries, results, errors, events or metrics: the floor jobqueue is compared with.
 
-It talks to PostgreSQL through the same driver as jobqueue's client (psycopg, async), so a ratio
-compares the SQL and the library, not two drivers. COPY streams its rows, which a `Call` cannot
+It talks to PostgreSQL through the same driver as jobqueue's client (psycopg, async), on the
+bench's own connections (`common.session`: named jobqueue-bench, statements prepared from their
+second run as jobqueue's are), so a ratio compares the SQL and the library, not two drivers. COPY streams its rows, which a `Call` cannot
 carry, so the bulk insert is the one statement here run on a cursor directly.
 
 A raw worker process runs `main` (``DSN QUEUE BATCH``): it prints "ready" once it listens,
@@ -35,7 +36,8 @@ import psycopg
 
 from jobqueue import db
 from jobqueue.bench.app import JOB_TYPE
-from jobqueue.bench.common import Bench, process_log, stop_process
+from jobqueue.bench.common import Bench, connect_async, process_log, stop_process
+from jobqueue.config import Settings
 from jobqueue.store import bench as store
 
 #: Seconds an idle raw worker sleeps when no NOTIFY comes (its fallback poll).
@@ -83,7 +85,7 @@ class RawQueue:
     # --- producing ----------------------------------------------------------------------------
 
     async def connect(self) -> psycopg.AsyncConnection:
-        return await psycopg.AsyncConnection.connect(self.bench.dsn, autocommit=True)
+        return await connect_async(self.bench.settings)
 
     @contextlib.asynccontextmanager
     async def producer(self, pool_size: int = 1) -> AsyncIterator[Callable[[int], Awaitable[object]]]:
@@ -198,9 +200,9 @@ async def noop(payload: object) -> None:
     return None
 
 
-async def work(dsn: str, queue: str, batch: int) -> None:
-    listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+async def work(settings: Settings, queue: str, batch: int) -> None:
+    listener = await connect_async(settings)
+    conn = await connect_async(settings)
     wake, stopping = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -239,5 +241,5 @@ async def work(dsn: str, queue: str, batch: int) -> None:
 
 def main(argv: list[str]) -> int:
     dsn, queue, batch = argv
-    asyncio.run(work(dsn, queue, int(batch)))
+    asyncio.run(work(Settings.from_env().with_(dsn=dsn), queue, int(batch)))
     return 0

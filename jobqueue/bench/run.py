@@ -23,14 +23,10 @@ import asyncio
 import os
 import platform
 import signal
-import uuid
 from typing import Any
 
-import psycopg
-
-from jobqueue import db
 from jobqueue.bench import backlog, drain, enqueue, pickup, report
-from jobqueue.bench.common import Bench, WalReader, say
+from jobqueue.bench.common import Bench, WalReader, open_bench, say
 from jobqueue.bench.engine import JobqueueQueue
 from jobqueue.bench.raw import RawQueue, RawQueueExists
 from jobqueue.config import Settings
@@ -45,7 +41,8 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=_positive, default=3, help="repeat and print medians and ranges (default 3)")
+    parser.add_argument("--runs", type=_positive, default=3,
+                        help="repeat and print medians and ranges (default 3); enqueue: runs per mode")
     parser.add_argument("--jobs", type=_positive, default=20_000,
                         help="jobs to drain, and jobs per bulk path (default 20000)")
     parser.add_argument("--single", type=_positive, default=2_000, help="jobs per enqueue-one path (default 2000)")
@@ -61,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "row versions cannot be vacuumed: shows how each queue degrades under a held xmin")
     parser.add_argument("--rest", action="store_true",
                         help="also measure POST /jobs paced (--rate for --duration s) and closed loop (--clients)")
+    parser.add_argument("--batches", type=_positive, default=20, help="enqueue: enqueue_many calls per run (default 20)")
+    parser.add_argument("--batch-size", type=_positive, default=1000,
+                        help="enqueue: jobs per enqueue_many call (default 1000)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
 
@@ -131,12 +131,7 @@ def _machine() -> dict[str, Any]:
 
 async def _main(args: argparse.Namespace, settings: Settings) -> int:
     load_before = os.getloadavg()
-    conn = psycopg.connect(settings.dsn, autocommit=True)
-    version, version_num, fsync, synchronous_commit, full_page_writes, shared_buffers = db.run_sync(
-        conn, store.server_settings())
-    where = f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
-    bench = Bench(settings=settings, args=args, queue=f"bench-{uuid.uuid4().hex[:8]}", conn=conn,
-                  server_major=version_num // 10000)
+    bench = open_bench(settings, args, "bench")
     jq, raw = JobqueueQueue(bench), RawQueue(bench)
     runs: list[dict[str, Any]] = []
     status = 0
@@ -171,7 +166,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         _clean_up(jq, raw)
-        conn.close()
+        bench.conn.close()
     sections = report.BACKLOG_SECTIONS if args.backlog else report.DEFAULT_SECTIONS
     summary = report.summarize([run["figures"] for run in runs], sections)
     if any(entry["target"] == report.YES.text and (entry["met"] is False or (entry["raw"] or {}).get("all") is False)
@@ -179,9 +174,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         status = 1  # a job of either queue that did not run exactly once makes every figure suspect
     document = {
         "args": {key: value for key, value in vars(args).items() if key != "func"},
-        "server": {"where": where, "version": version,
-                   "fsync": fsync, "synchronous_commit": synchronous_commit, "full_page_writes": full_page_writes,
-                   "shared_buffers": shared_buffers},
+        "server": bench.server,
         "machine": _machine(),
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "wal_records": (f"B-tree insertions counted in the WAL with {bench.wal.binary}" if bench.wal

@@ -3,11 +3,15 @@
 Finished means ``completed``, ``cancelled`` or ``dead_letter``. A job in ``failed`` is waiting for
 its retry — live, like ``pending`` and ``processing`` — and is never pruned, so the SPEC's
 "failed/cancelled: 7 days" applies to cancelled jobs; failures that finished are dead letters and
-have their own retention. A pruned job's ``job_results`` and ``job_errors`` rows go with it.
+have their own retention. A pruned job's ``job_results`` and ``job_errors`` rows go with it, and
+so does its idempotency key if it still holds one (a key never outlives its job: with a retention
+shorter than the key's window, a repeat after the prune creates a new job).
 
 Deletes run in bounded batches (``batch_size`` jobs per statement, each its own short
 transaction, rows someone else holds skipped), so pruning a large backlog never holds long locks.
-The fire history of cron schedules (``schedule_fires``) is pruned the same way.
+The fire history of cron schedules (``schedule_fires``) and the idempotency keys whose window has
+closed (``idempotency_keys``; such a key is already free, the row is only dead weight) are pruned
+the same way.
 
 Options (defaults): ``interval`` 60 s (`JOBQUEUE_PRUNE_INTERVAL`); ``retention`` per state —
 completed 30 days, cancelled 7, dead_letter 90 (`JOBQUEUE_RETENTION_COMPLETED_DAYS`,
@@ -53,6 +57,7 @@ class Pruner(Service):
                                        limit=self.batch_size, now=now)
         await self._drain(schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history),
                           limit=self.batch_size)
+        await self._drain(retention_store.prune_idempotency_keys, limit=self.batch_size, now=now)
         return total
 
     async def _drain(self, make_call, **params) -> int:

@@ -6,6 +6,11 @@ the leader's services work: the scheduler (cron), the pruner (retention), the re
 and the reindexer (bloated live-state indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
 ``jobqueue_schedules`` NOTIFY wakes the scheduler.
+
+Their pool (``jobqueue-maintenance <id>`` in ``pg_stat_activity``) checks each connection as it
+hands it out: after a PostgreSQL restart every idle connection in it is dead, and without the
+check each would cost a service one cycle (a leader not elected for a TTL). Services run every
+few seconds at most, so the round trip is nothing; the worker's claim/ack pool has no check.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from jobqueue.notifier import Notifier
 
 class Maintenance:
     def __init__(self, settings: Settings, notifier: Notifier, leader_id: str, *, clock: Clock | None = None) -> None:
-        self.pool = db.async_pool(settings.dsn, min_size=1, max_size=3, name=f"maintenance-{leader_id}")
+        name = db.maintenance_name(leader_id)
+        self.pool = db.async_pool(settings.dsn, min_size=1, max_size=3, name=name, settings=settings, check=True)
         self.elector = Elector(self.pool, leader_id, ttl=settings.leader_ttl)
         self.scheduler = Scheduler(self.pool, fired_by=leader_id, misfire_grace=settings.misfire_grace,
                                    interval=60.0 if settings.listen else settings.poll_interval, clock=clock)
@@ -41,7 +47,8 @@ class Maintenance:
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
         ]
         if settings.reindex_interval > 0:
-            self.services.append(Reindexer(self.pool, interval=settings.reindex_interval, clock=clock))
+            self.services.append(Reindexer(self.pool, db.Session.of(settings, name, direct=True),
+                                           interval=settings.reindex_interval, clock=clock))
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
         notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
         self.elector.on_change(lambda _leading: [service.wake() for service in self.services])
@@ -66,8 +73,9 @@ async def run_standalone(settings: Settings) -> None:
     import socket
     import os
 
-    notifier = Notifier(settings.dsn)
-    maintenance = Maintenance(settings, notifier, f"{socket.gethostname()}:{os.getpid()}:maintenance")
+    leader_id = f"{socket.gethostname()}:{os.getpid()}:maintenance"
+    notifier = Notifier(db.Session.of(settings, db.maintenance_name(leader_id), direct=True).conninfo())
+    maintenance = Maintenance(settings, notifier, leader_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -10,21 +10,32 @@ from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from jobqueue.db import Call, column, scalar_or_none
-from jobqueue.models import AttemptError, CancelOutcome, Job, JobInfo, JobState, JobSummary, Priority, RetryOutcome
+from jobqueue.models import (AttemptError, CancelOutcome, Job, JobInfo, JobOutcome, JobState, JobSummary, Priority,
+                             RetryOutcome)
 
 
 def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
             delay: timedelta | None, queue: str, max_attempts: int | None,
-            idempotency_key: str | None, producer_id: str | None, traceparent: str | None) -> Call[uuid.UUID]:
+            idempotency_key: str | None, producer_id: str | None, traceparent: str | None,
+            timeout: timedelta | None = None, expires_at: datetime | None = None,
+            expire_after: timedelta | None = None, idempotency_window: timedelta | None = None,
+            idempotency_mismatch: str | None = None) -> Call[uuid.UUID]:
     return Call("job_enqueue", {
         "job_type": job_type, "payload": payload_json, "priority": priority, "run_at": run_at,
         "delay": delay, "queue": queue, "max_attempts": max_attempts,
         "idempotency_key": idempotency_key, "producer_id": producer_id, "traceparent": traceparent,
+        "timeout": timeout, "expires_at": expires_at, "expire_after": expire_after,
+        "idempotency_window": idempotency_window, "idempotency_mismatch": idempotency_mismatch,
     }, scalar_or_none)
 
 
-def enqueue_many(jobs_json: str) -> Call[list[tuple[uuid.UUID, bool]]]:
-    return Call("job_enqueue_many", {"jobs": jobs_json}, lambda rows: [(r[0], r[1]) for r in rows])
+def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list[tuple[uuid.UUID, bool]]]:
+    """``lock_wait``: seconds this statement may wait for a lock (None: the connection's own)."""
+    decode = lambda rows: [(r[0], r[1]) for r in rows]  # noqa: E731
+    if lock_wait is None:
+        return Call("job_enqueue_many", {"jobs": jobs_json}, decode)
+    return Call("job_enqueue_many_waiting_briefly", {"jobs": jobs_json, "lock_timeout": f"{int(lock_wait * 1000)}ms"},
+                decode)
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
@@ -111,6 +122,11 @@ def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[l
                 lambda rows: [(r[0], r[1], r[2]) for r in rows])
 
 
+def expire_waiting(*, limit: int = 1000, now: datetime | None = None) -> Call[list[uuid.UUID]]:
+    """Dead-letters (reason expired) jobs still waiting past their expires_at; returns their ids."""
+    return Call("job_expire_waiting", {"limit": limit, "now": now}, column)
+
+
 def next_run_at(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[datetime | None]:
     """The earliest run_at after ``since`` seconds ago (when the caller's last claim began)."""
     return Call("job_next_run_at", {"queues": list(queues), "since": since, "now": now}, scalar_or_none)
@@ -119,7 +135,8 @@ def next_run_at(*, queues: Sequence[str], since: float = 0.0, now: datetime | No
 _INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",
                 "run_at", "created_at", "updated_at", "started_at", "finished_at", "idempotency_key",
                 "producer_id", "traceparent", "cancel_requested", "locked_by", "locked_until",
-                "result", "final_error", "duration_ms", "errors", "deadline_at", "dead_reason")
+                "result", "final_error", "duration_ms", "errors", "timeout", "expires_at", "deadline_at",
+                "dead_reason")
 
 
 def _decode_info(rows: list[tuple]) -> JobInfo | None:
@@ -141,8 +158,8 @@ def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
     return Call("job_get", {"id": job_id}, _decode_info)
 
 
-def states(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobState]]:
-    return Call("job_states", {"ids": ids}, lambda rows: {r[0]: JobState(r[1]) for r in rows})
+def outcomes(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobOutcome]]:
+    return Call("job_outcomes", {"ids": ids}, lambda rows: {r[0]: JobOutcome(JobState(r[1]), r[2]) for r in rows})
 
 
 def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:

@@ -1,7 +1,9 @@
-"""Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits."""
+"""Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits,
+enqueue defaults (job TTL, idempotency window)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Sequence
 
 from jobqueue.db import Call
@@ -10,10 +12,10 @@ from jobqueue.models import Priority, PriorityStats, QueueSettings, QueueStats
 
 def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
     by_queue: dict[str, QueueStats] = {}
-    for queue, priority, pending, scheduled, processing, failed, dead, oldest, paused, soft, hard in rows:
+    for queue, priority, pending, scheduled, processing, failed, dead, oldest, *settings in rows:
         stats = by_queue.get(queue)
         if stats is None:
-            stats = by_queue[queue] = QueueStats(queue, QueueSettings(queue, paused, soft, hard), [])
+            stats = by_queue[queue] = QueueStats(queue, QueueSettings(queue, *settings), [])
         if priority is not None:
             stats.levels.append(PriorityStats(Priority.parse(priority), pending, scheduled, processing,
                                               failed, dead, float(oldest)))
@@ -47,3 +49,9 @@ def set_paused(queue: str, paused: bool) -> Call[QueueSettings]:
 def set_limits(queue: str, *, soft_limit: int | None, hard_limit: int | None) -> Call[QueueSettings]:
     return Call("queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit},
                 _one_settings)
+
+
+def set_enqueue_defaults(queue: str, *, job_ttl: timedelta | None,
+                         idempotency_window: timedelta | None) -> Call[QueueSettings]:
+    return Call("queue_set_enqueue_defaults", {"queue": queue, "job_ttl": job_ttl,
+                                               "idempotency_window": idempotency_window}, _one_settings)

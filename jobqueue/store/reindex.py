@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jobqueue.db import Call, column, no_result
 
-LIVE_STATE_INDEXES = ("jobs_claim_idx", "jobs_lease_idx", "jobs_idempotency_idx", "jobs_retry_wait_idx")
+LIVE_STATE_INDEXES = ("jobs_claim_idx", "jobs_lease_idx", "jobs_expiry_idx", "jobs_retry_wait_idx")
 
 
 def bloated(*, factor: float, min_pages: int) -> Call[list[str]]:

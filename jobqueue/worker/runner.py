@@ -76,7 +76,8 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.queues = list(settings.queues)
         self.concurrency = settings.concurrency
-        self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=f"worker-{self.worker_id}")
+        self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
+                                  settings=settings)
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked)

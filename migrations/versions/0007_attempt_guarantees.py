@@ -1,7 +1,7 @@
 """A deadline on every attempt, a reason on every dead letter, stuck handlers in the registry.
 
 Revision ID: 0007_attempt_guarantees
-Revises: 0005_idempotency_per_producer
+Revises: 0006_enqueue_guarantees
 """
 
 from alembic import op
@@ -9,7 +9,7 @@ from alembic import op
 from jobqueue.sql import run_migration_script
 
 revision = "0007_attempt_guarantees"
-down_revision = "0005_idempotency_per_producer"
+down_revision = "0006_enqueue_guarantees"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,8 @@
 -- The benchmark (jobqueue bench, jobqueue/bench/). Everything it writes is its own: jobs of its
--- queue (a random `bench-…` name), that queue's settings/retention rows, its workers' registry and
--- stats rows, its task's default row, its API key, and the raw baseline's schema. Nothing else is
--- read for writing, and every delete below is bounded to those.
+-- queue (a random `bench-…` name) with their results, errors and idempotency keys, that queue's
+-- settings/retention rows, its workers' registry and stats rows, its task's default row, its API
+-- key, and the raw baseline's schema. Nothing else is read for writing, and every delete below is
+-- bounded to those.
 
 -- ---------------------------------------------------------------------------------------------
 -- The server and its cumulative statistics (read-only).
@@ -101,6 +102,9 @@ WITH results AS (
     DELETE FROM jobqueue.job_results r USING jobqueue.jobs j WHERE j.id = r.job_id AND j.queue = %(queue)s
 ), errors AS (
     DELETE FROM jobqueue.job_errors e USING jobqueue.jobs j WHERE j.id = e.job_id AND j.queue = %(queue)s
+), keys AS (
+    DELETE FROM jobqueue.idempotency_keys k USING jobqueue.jobs j
+    WHERE j.queue = %(queue)s AND k.producer = coalesce(j.producer_id, '') AND k.key = j.idempotency_key
 )
 DELETE FROM jobqueue.jobs WHERE queue = %(queue)s;
 

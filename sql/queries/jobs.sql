@@ -6,10 +6,23 @@ SELECT jobqueue.enqueue(
     job_type => %(job_type)s, payload => %(payload)s::jsonb, priority => %(priority)s,
     run_at => %(run_at)s::timestamptz, queue => %(queue)s, max_attempts => %(max_attempts)s::integer,
     idempotency_key => %(idempotency_key)s, delay => %(delay)s::interval,
-    producer_id => %(producer_id)s, traceparent => %(traceparent)s) AS id;
+    producer_id => %(producer_id)s, traceparent => %(traceparent)s, timeout => %(timeout)s::interval,
+    expires_at => %(expires_at)s::timestamptz, expire_after => %(expire_after)s::interval,
+    idempotency_window => %(idempotency_window)s::interval,
+    idempotency_mismatch => %(idempotency_mismatch)s::text) AS id;
 
 -- name: job_enqueue_many
 SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
+
+-- name: job_enqueue_many_waiting_briefly
+-- enqueue_many for a group-committed statement that carries several callers' jobs: a wait for a
+-- lock (another transaction's uncommitted holder of one caller's idempotency key) is cut after
+-- %(lock_timeout)s (a setting local to this statement's transaction), so the others are not held
+-- up: the group fails as busy, and each caller's jobs go again on their own, with the usual wait.
+-- The LATERAL reference makes the setting come first.
+SELECT e.id, e.created
+FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true)) AS cfg(value)
+CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(jobs)s::jsonb END) AS e;
 
 -- name: job_claim
 -- Up to %(limit)s runnable jobs of the given queues, in priority then submission order.
@@ -24,6 +37,7 @@ SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
 -- on. Several queues: each level's per-queue probes are merged by (run_at, seq), which takes them
 -- whole, so up to %(limit)s rows per queue may be locked without being claimed; the statement's
 -- end releases them. A one-time filter on cardinality(queues) runs only one of the two branches.
+-- A job past its expires_at is never started: the sweeper dead-letters it (reason expired).
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
@@ -36,6 +50,7 @@ WITH next AS (
               AND j.queue = (%(queues)s::text[])[1]
               AND j.priority = p.level
               AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
             ORDER BY j.run_at, j.seq
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
@@ -51,6 +66,7 @@ WITH next AS (
                   AND j.queue = q.name
                   AND j.priority = p.level
                   AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
                 ORDER BY j.run_at, j.seq
                 LIMIT %(limit)s
                 FOR UPDATE SKIP LOCKED
@@ -62,17 +78,18 @@ WITH next AS (
     ) AS c
     LIMIT %(limit)s
 ), claimed AS (
-    -- The attempt's deadline: the job type's timeout as this worker knows it (%(timeouts)s, a JSON
-    -- object of seconds by job type), else the worker's processing TTL. The lease never runs past
+    -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
+    -- worker knows it (%(timeouts)s, a JSON object of seconds by job type), else the worker's
+    -- processing TTL. The lease never runs past
     -- the deadline by more than %(deadline_grace)s seconds, however often the heartbeat extends it.
     UPDATE jobqueue.jobs AS j
     SET state = 'processing',
         attempts = j.attempts + 1,
         locked_by = %(worker_id)s,
-        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
+        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
         locked_until = coalesce(%(now)s::timestamptz, now()) + least(
             make_interval(secs => %(lease_seconds)s),
-            coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
+            coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
@@ -97,22 +114,24 @@ WITH next AS (
           AND j.queue = s.queue
           AND j.priority = s.priority
           AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
         ORDER BY j.run_at, j.seq
         LIMIT s.quota
         FOR UPDATE SKIP LOCKED
     ) AS c
 ), claimed AS (
-    -- The attempt's deadline: the job type's timeout as this worker knows it (%(timeouts)s, a JSON
-    -- object of seconds by job type), else the worker's processing TTL. The lease never runs past
+    -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
+    -- worker knows it (%(timeouts)s, a JSON object of seconds by job type), else the worker's
+    -- processing TTL. The lease never runs past
     -- the deadline by more than %(deadline_grace)s seconds, however often the heartbeat extends it.
     UPDATE jobqueue.jobs AS j
     SET state = 'processing',
         attempts = j.attempts + 1,
         locked_by = %(worker_id)s,
-        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
+        deadline_at = coalesce(%(now)s::timestamptz, now()) + coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)),
         locked_until = coalesce(%(now)s::timestamptz, now()) + least(
             make_interval(secs => %(lease_seconds)s),
-            coalesce(make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
+            coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
@@ -281,6 +300,32 @@ WITH expired AS (
 )
 SELECT r.id, r.state, r.lost_by, (SELECT count(*) FROM woken) AS notified FROM reclaimed r;
 
+-- name: job_expire_waiting
+-- The sweeper: jobs still waiting (pending, or failed and waiting for their retry) past their
+-- expires_at go to dead_letter with reason expired — never silently deleted; an operator can
+-- retry them (which clears the expiry). Found through jobs_expiry_idx, %(limit)s per statement.
+WITH expired AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.expires_at < coalesce(%(now)s::timestamptz, now()) AND j.expires_at IS NOT NULL
+      AND j.state IN ('pending', 'failed')
+    ORDER BY j.expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), dead AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'dead_letter', dead_reason = 'expired', finished_at = now(), updated_at = now()
+    FROM expired e
+    WHERE j.id = e.id
+    RETURNING j.id, j.expires_at
+), finals AS (
+    INSERT INTO jobqueue.job_results (job_id, outcome, error)
+    SELECT d.id, 'dead_letter', jsonb_build_object('type', 'Expired', 'message',
+               format('not started before it expired at %%s', d.expires_at))
+    FROM dead d
+    ON CONFLICT (job_id) DO NOTHING
+)
+SELECT d.id FROM dead d;
+
 -- name: job_next_run_at
 -- The earliest run_at among the given queues after the last claim began (%(since)s seconds ago):
 -- an idle worker sleeps until then (or a NOTIFY). A job that fell due after that claim read the
@@ -308,15 +353,18 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
         FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
-       j.deadline_at, j.dead_reason
+       j.timeout, j.expires_at, j.deadline_at, j.dead_reason
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s;
 
--- name: job_states
--- The state of each given job (missing ids are left out): what a submission answers for jobs that
--- already held their idempotency keys, in one probe of the primary key.
-SELECT j.id, j.state FROM jobqueue.jobs j WHERE j.id = ANY(%(ids)s::uuid[]);
+-- name: job_outcomes
+-- The state of each given job and its result once completed (missing ids are left out): what a
+-- submission answers for jobs that already held their idempotency keys, in one statement.
+SELECT j.id, j.state, r.result
+FROM jobqueue.jobs j
+LEFT JOIN jobqueue.job_results r ON r.job_id = j.id AND r.outcome = 'completed' AND j.state = 'completed'
+WHERE j.id = ANY(%(ids)s::uuid[]);
 
 -- name: job_cancel
 -- Cancel as seen by %(producer_id)s: another producer's job does not exist for it (NULL: any job,
@@ -349,19 +397,20 @@ LIMIT %(limit)s;
 -- Admin retry of one dead job: back to pending now with one more attempt allowed (max_attempts
 -- raised only if exhausted, as River's JobRetry and Oban's retry_job do); its final error result
 -- is removed so the next completion can store its result, the attempt errors are kept. A job
--- whose idempotency key a live job of its producer now holds stays dead (outcome
--- idempotency_key_taken).
+-- whose idempotency key another job of its producer now holds (submitted after this one's window
+-- closed, its own window still open) stays dead (outcome idempotency_key_taken). A retry does not
+-- renew the job's own window: it counts from the submission.
 WITH target AS (
     SELECT j.id, j.state, j.idempotency_key, j.producer_id FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
-        finished_at = NULL, dead_reason = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+        finished_at = NULL, dead_reason = NULL, expires_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM target t
     WHERE j.id = t.id AND t.state = 'dead_letter'
-      AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = t.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
-                        AND coalesce(h.producer_id, '') = coalesce(t.producer_id, ''))
+      AND NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
+                      WHERE k.producer = coalesce(t.producer_id, '') AND k.key = t.idempotency_key
+                        AND k.job_id <> t.id AND k.expires_at > now())
     RETURNING j.id, j.queue
 ), cleared AS (
     DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
@@ -375,8 +424,8 @@ SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
 
 -- name: job_retry_dead_batch
 -- Bulk retry, one batch: the next %(limit)s dead jobs after seq %(after)s matching the filters,
--- as job_retry_dead does one. Jobs whose idempotency key is held by a live job (or by an earlier
--- job of the same batch) stay dead; the caller pages on with the returned last seq.
+-- as job_retry_dead does one. Jobs whose idempotency key another job holds stay dead; the caller
+-- pages on with the returned last seq.
 WITH batch AS (
     SELECT j.id, j.seq, j.idempotency_key, j.producer_id FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
@@ -386,15 +435,14 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), eligible AS (
-    SELECT DISTINCT ON (coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text)) b.id FROM batch b
-    WHERE NOT EXISTS (SELECT 1 FROM jobqueue.jobs h
-                      WHERE h.idempotency_key = b.idempotency_key AND h.state IN ('pending', 'processing', 'failed')
-                        AND coalesce(h.producer_id, '') = coalesce(b.producer_id, ''))
-    ORDER BY coalesce(b.producer_id, ''), coalesce(b.idempotency_key, b.id::text), b.seq
+    SELECT b.id FROM batch b
+    WHERE NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
+                      WHERE k.producer = coalesce(b.producer_id, '') AND k.key = b.idempotency_key
+                        AND k.job_id <> b.id AND k.expires_at > now())
 ), retried AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'pending', run_at = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1),
-        finished_at = NULL, dead_reason = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
+        finished_at = NULL, dead_reason = NULL, expires_at = NULL, cancel_requested = false, locked_by = NULL, locked_until = NULL, updated_at = now()
     FROM eligible e
     WHERE j.id = e.id
     RETURNING j.id, j.queue
@@ -408,7 +456,8 @@ SELECT (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM batch) A
 
 -- name: job_purge_dead_batch
 -- Purge, one batch: deletes the next %(limit)s dead jobs after seq %(after)s matching the
--- filters (died before %(before)s when given), with their results and attempt errors.
+-- filters (died before %(before)s when given), with their results, attempt errors and the
+-- idempotency keys they hold (a purged job's key is free: a repeat makes a new job).
 WITH batch AS (
     SELECT j.id, j.seq FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
@@ -419,11 +468,14 @@ WITH batch AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM jobqueue.jobs j USING batch b WHERE j.id = b.id RETURNING j.id
+    DELETE FROM jobqueue.jobs j USING batch b WHERE j.id = b.id RETURNING j.id, j.producer_id, j.idempotency_key
 ), results AS (
     DELETE FROM jobqueue.job_results r USING gone g WHERE r.job_id = g.id
 ), errors AS (
     DELETE FROM jobqueue.job_errors e USING gone g WHERE e.job_id = g.id
+), keys AS (
+    DELETE FROM jobqueue.idempotency_keys k USING gone g
+    WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(seq) FROM batch) AS last_seq;

@@ -1,12 +1,14 @@
 -- Runtime queries on queues: statistics, runnable depth for backpressure, per-queue settings
--- (jobqueue.queue_settings: paused flag and limits). Changing a setting NOTIFYs jobqueue_control
+-- (jobqueue.queue_settings: paused flag, limits, and the job TTL and idempotency window that
+-- enqueue applies). Changing a setting NOTIFYs jobqueue_control
 -- (a trigger), so workers re-read the paused queues at once.
 
 -- name: queue_stats
 -- Per queue and priority, from the jobqueue.queue_stats view, plus each queue's settings (a
 -- paused queue without jobs is listed too, with a NULL priority).
 SELECT coalesce(s.queue, q.queue) AS queue, s.priority, s.pending, s.scheduled, s.processing, s.failed,
-       s.dead, s.oldest_runnable_age_seconds, coalesce(q.paused, false), q.soft_limit, q.hard_limit
+       s.dead, s.oldest_runnable_age_seconds, coalesce(q.paused, false), q.soft_limit, q.hard_limit,
+       q.job_ttl, q.idempotency_window
 FROM jobqueue.queue_stats s
 FULL JOIN jobqueue.queue_settings q ON q.queue = s.queue
 ORDER BY 1, jobqueue.priority_level(coalesce(s.priority, 'critical'));
@@ -39,7 +41,7 @@ WHERE q.queue IS NOT NULL
 GROUP BY q.queue;
 
 -- name: queue_settings_all
-SELECT queue, paused, soft_limit, hard_limit FROM jobqueue.queue_settings ORDER BY queue;
+SELECT queue, paused, soft_limit, hard_limit, job_ttl, idempotency_window FROM jobqueue.queue_settings ORDER BY queue;
 
 -- name: queue_paused_among
 -- The worker's view: which of its queues are paused.
@@ -48,11 +50,20 @@ SELECT queue FROM jobqueue.queue_settings WHERE paused AND queue = ANY(%(queues)
 -- name: queue_set_paused
 INSERT INTO jobqueue.queue_settings AS s (queue, paused) VALUES (%(queue)s, %(paused)s)
 ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit;
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;
 
 -- name: queue_set_limits
 -- NULL limits fall back to the API's defaults (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT).
 INSERT INTO jobqueue.queue_settings AS s (queue, soft_limit, hard_limit)
 VALUES (%(queue)s, %(soft_limit)s::integer, %(hard_limit)s::integer)
 ON CONFLICT (queue) DO UPDATE SET soft_limit = excluded.soft_limit, hard_limit = excluded.hard_limit, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit;
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;
+
+-- name: queue_set_enqueue_defaults
+-- What enqueue applies to this queue's jobs when the call gives none: job_ttl (expiry counted from
+-- run_at; NULL: none) and idempotency_window (NULL: 24 hours). Jobs already enqueued keep theirs.
+INSERT INTO jobqueue.queue_settings AS s (queue, job_ttl, idempotency_window)
+VALUES (%(queue)s, %(job_ttl)s::interval, %(idempotency_window)s::interval)
+ON CONFLICT (queue) DO UPDATE SET job_ttl = excluded.job_ttl, idempotency_window = excluded.idempotency_window,
+                                  updated_at = now()
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;

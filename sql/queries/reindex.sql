@@ -13,7 +13,7 @@ SELECT c.relname
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'jobqueue'
-  AND c.relname IN ('jobs_claim_idx', 'jobs_lease_idx', 'jobs_idempotency_idx', 'jobs_retry_wait_idx')
+  AND c.relname IN ('jobs_claim_idx', 'jobs_lease_idx', 'jobs_expiry_idx', 'jobs_retry_wait_idx')
   AND pg_relation_size(c.oid) / current_setting('block_size')::bigint >= %(min_pages)s
   AND pg_relation_size(c.oid) >= %(factor)s * greatest(c.reltuples, 0) * 64
 ORDER BY c.relname;
@@ -36,14 +36,14 @@ DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_lease_idx_ccold;
 -- name: reindex_jobs_lease_idx
 REINDEX INDEX CONCURRENTLY jobqueue.jobs_lease_idx;
 
--- name: reindex_drop_jobs_idempotency_idx_ccnew
-DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_idempotency_idx_ccnew;
+-- name: reindex_drop_jobs_expiry_idx_ccnew
+DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_expiry_idx_ccnew;
 
--- name: reindex_drop_jobs_idempotency_idx_ccold
-DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_idempotency_idx_ccold;
+-- name: reindex_drop_jobs_expiry_idx_ccold
+DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_expiry_idx_ccold;
 
--- name: reindex_jobs_idempotency_idx
-REINDEX INDEX CONCURRENTLY jobqueue.jobs_idempotency_idx;
+-- name: reindex_jobs_expiry_idx
+REINDEX INDEX CONCURRENTLY jobqueue.jobs_expiry_idx;
 
 -- name: reindex_drop_jobs_retry_wait_idx_ccnew
 DROP INDEX CONCURRENTLY IF EXISTS jobqueue.jobs_retry_wait_idx_ccnew;

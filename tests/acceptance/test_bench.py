@@ -4,6 +4,7 @@ of the bench left behind — also when it is interrupted or finds another bench'
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import signal
@@ -14,7 +15,9 @@ import time
 import psycopg
 import pytest
 
-from jobqueue.bench import report
+from jobqueue.bench import common, report
+from jobqueue.client import Client
+from jobqueue.config import Settings
 from tests.support.waiting import wait_until
 
 TINY = ["--jobs", "400", "--single", "40", "--chunk", "100", "--pickup-samples", "10", "--concurrency", "50"]
@@ -32,6 +35,8 @@ def leftovers(conn: psycopg.Connection) -> dict[str, int]:
         "raw schema": one("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'jobqueue_bench%'"),
         "jobs": one("SELECT count(*) FROM jobqueue.jobs"),
         "results": one("SELECT count(*) FROM jobqueue.job_results"),
+        "errors": one("SELECT count(*) FROM jobqueue.job_errors"),
+        "idempotency keys": one("SELECT count(*) FROM jobqueue.idempotency_keys"),
         "queue settings": one("SELECT count(*) FROM jobqueue.queue_settings"),
         "retention": one("SELECT count(*) FROM jobqueue.queue_retention"),
         "workers": one("SELECT count(*) FROM jobqueue.workers"),
@@ -154,10 +159,47 @@ def test_an_interrupted_bench_stops_its_workers_and_cleans_up(dsn, conn):
                 break
         wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'")
                    .fetchone()[0] == 1, timeout=30, message="the pick-up worker")
+        names = {name for (name,) in conn.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")}
+        assert "jobqueue-bench" in names and all(name.startswith("jobqueue-") for name in names), names
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
     finally:
         if process.poll() is None:
             process.kill()
     assert "interrupted" in process.stderr.read()
+    clean(conn)
+
+
+def test_the_benchs_own_connections_are_named_and_have_no_timeouts(dsn):
+    """A VACUUM or a delete of a million rows, or a snapshot held through a drain, must not be cut
+    by the timeouts every other jobqueue connection carries."""
+    bench_run = common.open_bench(Settings(dsn=dsn), argparse.Namespace(), "bench")
+    try:
+        shown = {name: bench_run.conn.execute(f"SHOW {name}").fetchone()[0] for name in (
+            "application_name", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")}
+    finally:
+        bench_run.conn.close()
+    assert shown == {"application_name": "jobqueue-bench", "statement_timeout": "0", "lock_timeout": "0",
+                     "idle_in_transaction_session_timeout": "0"}
+    assert bench_run.queue.startswith("bench-") and bench_run.server_major >= 12
+
+
+def test_bench_enqueue_measures_every_mode_and_deletes_its_jobs_with_their_keys(dsn, conn):
+    with Client(dsn) as client:
+        other = client.enqueue("noop", queue="not-the-bench", idempotency_key="someone-elses")
+    result = bench(dsn, "enqueue", "--runs", "1", "--single", "5", "--batches", "1", "--batch-size", "10",
+                   timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("jobqueue bench enqueue on ") and "queue bench-enq-" in lines[0]
+    for path in ("single", "bulk"):
+        for mode in ("no key", "new key", "held key"):
+            assert any(line.startswith(f"{path},") and f" {mode}" in line and "jobs/s" in line for line in lines), \
+                (path, mode, result.stdout)
+    assert conn.execute("SELECT queue FROM jobqueue.jobs").fetchall() == [("not-the-bench",)]
+    assert conn.execute("SELECT key, job_id FROM jobqueue.idempotency_keys").fetchall() == [("someone-elses", other)]
+    conn.execute("DELETE FROM jobqueue.idempotency_keys")
+    conn.execute("DELETE FROM jobqueue.jobs")
     clean(conn)

@@ -12,7 +12,7 @@ import pytest
 from jobqueue import AsyncClient, ValidationError
 from jobqueue.coalesce import SubmitCoalescer, is_outage
 from jobqueue.db import translated_errors
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.errors import DatabaseUnavailable, IdempotencyMismatch
 
 
 #: Random hex compresses too little to fit a btree entry (at most 2,704 bytes); "k" * 6000 would.
@@ -107,7 +107,8 @@ def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
                      "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'")
 
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0) as client:
+        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0,
+                               coalesce_lock_wait=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             # the group holds the held key too, so its statement waits on the holder as well
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))]
@@ -183,14 +184,71 @@ def test_a_job_the_server_rejects_with_an_error_of_its_own_fails_only_its_caller
     assert sorted(p.get("n", -2) for p in stored_payloads(conn).values()) == [-1, 0, 1]
 
 
+def test_a_refused_idempotency_mismatch_in_a_group_fails_only_its_caller(dsn, conn):
+    """A repeat with idempotency_mismatch=reject whose job differs fails the combined statement;
+    replayed alone, only its caller gets IdempotencyMismatch and the others' jobs are written."""
+    paid = conn.execute("SELECT jobqueue.enqueue('c', '{\"n\": \"paid\"}', idempotency_key => 'paid')").fetchone()[0]
+
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(2)]
+            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "again"},
+                                                                  "idempotency_key": "paid",
+                                                                  "idempotency_mismatch": "reject"}])))
+            await asyncio.sleep(0.1)
+            await holder.rollback()
+            await holder.close()
+            await first
+            return await asyncio.gather(*callers, return_exceptions=True), client.coalescer.statements
+
+    outcomes, statements = asyncio.run(scenario())
+    assert statements == 1 + 1 + 3  # the blocked one, the group, then each caller alone
+    assert isinstance(outcomes[1], IdempotencyMismatch) and outcomes[1].job_id == paid
+    assert outcomes[0][0][1] and outcomes[2][0][1]
+    assert sorted(str(p["n"]) for p in stored_payloads(conn).values()) == ["-1", "0", "1", "paid"]
+
+
+def test_a_held_key_in_a_group_makes_only_its_own_caller_wait(dsn, conn):
+    """Another transaction holds caller K's idempotency key uncommitted. Grouped with K, the other
+    callers must not wait for that transaction: the group's lock wait is cut short, and each
+    caller goes again alone — the others at once, K waiting for the holder."""
+    async def scenario():
+        async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
+            holder, first = await _blocked_lane(dsn, client, "gate")
+            keyed_holder = await psycopg.AsyncConnection.connect(dsn)
+            await keyed_holder.execute("SELECT jobqueue.enqueue('c', '{\"n\": \"held\"}', idempotency_key => 'k')")
+            keyed = asyncio.create_task(client.submit([{"job_type": "c", "idempotency_key": "k", "payload": {"n": "k"}}]))
+            others = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(4)]
+            await asyncio.sleep(0.05)
+            await holder.rollback()  # the lane frees: K and the others go as one group
+            await holder.close()
+            await first
+            started = asyncio.get_running_loop().time()
+            done = await asyncio.gather(*others)
+            others_took = asyncio.get_running_loop().time() - started
+            assert not keyed.done()  # K still waits for the transaction holding its key
+            await keyed_holder.commit()
+            await keyed_holder.close()
+            return others_took, done, await keyed
+
+    others_took, done, keyed = asyncio.run(scenario())
+    assert others_took < 2.0  # the group gave up its lock wait after 0.2 s (not the 10 s lock timeout)
+    assert all(answer[0][1] for answer in done)
+    held = conn.execute("SELECT id FROM jobqueue.jobs WHERE payload->>'n' = 'held'").fetchone()[0]
+    assert keyed == [(held, False)]  # K got the holder's job, committed meanwhile
+
+
 def test_groups_stop_at_max_jobs_and_keep_arrival_order():
     sent: list[list[int]] = []
+    grouped_flags: list[bool] = []
 
     async def scenario():
         gate = asyncio.Event()
 
-        async def run(jobs):
+        async def run(jobs, grouped):
             sent.append(list(jobs))
+            grouped_flags.append(grouped)
             if len(sent) == 1:
                 await gate.wait()
             return [(job, True) for job in jobs]
@@ -206,6 +264,7 @@ def test_groups_stop_at_max_jobs_and_keep_arrival_order():
 
     answers = asyncio.run(scenario())
     assert sent == [[0], [10, 11, 20, 21], [30, 31, 40, 41], [50, 51]]
+    assert grouped_flags == [False, True, True, False]  # a statement of several callers says so
     assert [[job for job, _ in answer] for answer in answers] == [[10 * n, 10 * n + 1] for n in range(1, 6)]
 
 
@@ -213,7 +272,7 @@ def test_groups_stop_at_max_jobs_and_keep_arrival_order():
                                      dict(lanes=1, max_jobs=10, max_wait=0), dict(lanes=1, max_jobs=10, stall_after=0)])
 def test_coalescer_settings_are_checked(options):
     with pytest.raises(ValueError):
-        SubmitCoalescer(lambda jobs: None, **options)  # type: ignore[arg-type, return-value]
+        SubmitCoalescer(lambda jobs, grouped: None, **options)  # type: ignore[arg-type, return-value]
 
 
 def test_outages_are_told_from_refusals():

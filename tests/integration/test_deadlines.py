@@ -166,3 +166,36 @@ def test_the_registry_counts_stuck_handlers(dsn, conn):
                    timeout=5, message="the heartbeat to report the stuck handler")
         assert not worker.worker.restart_requested  # 1 stuck < 2 (the default bound: concurrency)
     assert [e[0] for e in errors_of(conn, blocked)] == ["JobTimeout"]
+
+
+def test_a_timeout_given_at_enqueue_overrides_the_tasks(dsn, conn):
+    """`slow` declares timeout=60; this job carries 0.3 s of its own."""
+    job_id = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 5}', timeout => interval '0.3 seconds', "
+                          "max_attempts => 1)").fetchone()[0]
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter", timeout=10)
+    [(error_type, message)] = errors_of(conn, job_id)
+    assert error_type == "JobTimeout" and "deadline (0.3 s)" in message
+
+
+def test_a_job_still_waiting_at_its_expiry_is_dead_lettered_as_expired_and_can_be_retried(dsn, conn):
+    """Expired jobs are never started and never silently deleted: they go to the DLQ with reason
+    expired, and an admin retry (which clears the expiry) runs them."""
+    from jobqueue import Client
+
+    conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('default', true)")
+    job_id = conn.execute("SELECT jobqueue.enqueue('record', expire_after => interval '0.3 seconds')").fetchone()[0]
+    assert db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
+                                             now=datetime.now(timezone.utc) + timedelta(seconds=1))) == []
+    with WorkerThread(apps.queue, test_settings(dsn, sweep_interval=0.2)):
+        wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter", timeout=10)
+        row = job_row(conn, job_id)
+        assert row["dead_reason"] == "expired" and row["attempts"] == 0
+        assert conn.execute("SELECT dead_reason FROM jobqueue.dead_letters WHERE id = %s", (job_id,)).fetchone() == (
+            "expired",)
+        assert apps.runs == []
+        conn.execute("UPDATE jobqueue.queue_settings SET paused = false WHERE queue = 'default'")
+        with Client(dsn) as client:
+            assert client.retry_dead(job_id).value == "retried"
+        wait_until(lambda: job_row(conn, job_id)["state"] == "completed", timeout=10)
+    assert job_row(conn, job_id)["expires_at"] is None

@@ -46,6 +46,25 @@ def test_sql_enqueue_rolled_back_leaves_nothing(dsn):
     ("SELECT jobqueue.enqueue('x', queue => '')", "queue"),
     ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"priority\": \"nope\"}]')",
      "jobs[1].priority"),
+    ("SELECT jobqueue.enqueue('x', timeout => '0 seconds')", "timeout"),
+    ("SELECT jobqueue.enqueue('x', '{}', timeout => '-1 minute')", "timeout"),  # the text-payload overload
+    ("SELECT jobqueue.enqueue('x', timeout => '3651 days')", "timeout"),
+    ("SELECT jobqueue.enqueue('x', expire_after => '0')", "expire_after"),
+    ("SELECT jobqueue.enqueue('x', expires_at => now())", "expires_at"),  # not after run_at
+    ("SELECT jobqueue.enqueue('x', delay => '1 hour', expires_at => now() + interval '30 minutes')", "expires_at"),
+    ("SELECT jobqueue.enqueue('x', expires_at => now() + interval '1 hour', expire_after => '1 hour')", "expire_after"),
+    ("SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_window => '-1 hour')", "idempotency_window"),
+    ("SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_mismatch => 'error')", "idempotency_mismatch"),
+    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"timeout\": \"soon\"}]')",
+     "jobs[1].timeout"),
+    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"expires_at\": \"tomorrow-ish\"}]')",
+     "jobs[0].expires_at"),
+    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"max_attempts\": \"many\"}]')",
+     "jobs[0].max_attempts"),
+    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"expire_after\": \"-5 minutes\"}]')",
+     "jobs[1].expire_after"),
+    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"idempotency_window\": \"0 seconds\"}]')",
+     "jobs[0].idempotency_window"),
 ])
 def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
@@ -53,6 +72,7 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     assert info.value.diag.column_name == field
     assert field in info.value.diag.message_primary
     assert count_jobs(conn) == 0
+    assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -64,6 +84,13 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     (dict(job_type="x", max_attempts=0), "max_attempts"),
     (dict(job_type="x", run_at=datetime(2030, 1, 1)), "run_at"),
     (dict(job_type="x", producer_id=""), "producer_id"),
+    (dict(job_type="x", timeout=0), "timeout"),
+    (dict(job_type="x", expire_after=-1), "expire_after"),
+    (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
+    (dict(job_type="x", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), "expires_at"),  # SQL's check
+    (dict(job_type="x", delay=3600, expires_at=datetime.now(timezone.utc) + timedelta(minutes=30)), "expires_at"),
+    (dict(job_type="x", idempotency_key="k", idempotency_window=timedelta(0)), "idempotency_window"),
+    (dict(job_type="x", idempotency_key="k", idempotency_mismatch="maybe"), "idempotency_mismatch"),
 ])
 def test_python_bad_input_names_the_field_and_writes_nothing(dsn, conn, kwargs, field):
     with Client(dsn) as client:
@@ -71,6 +98,53 @@ def test_python_bad_input_names_the_field_and_writes_nothing(dsn, conn, kwargs, 
             client.enqueue(**kwargs)
     assert info.value.field == field
     assert count_jobs(conn) == 0
+
+
+def test_timeout_and_expiry_are_stored_as_given(dsn, conn):
+    run_at = datetime.now(timezone.utc) + timedelta(hours=1)
+    from_sql = conn.execute("SELECT jobqueue.enqueue('x', run_at => %s, timeout => '90 seconds', "
+                            "expire_after => '2 hours')", (run_at,)).fetchone()[0]
+    at = datetime.now(timezone.utc) + timedelta(hours=5)
+    with Client(dsn) as client:
+        from_python = client.enqueue("x", timeout=timedelta(minutes=5), expires_at=at)
+        bulk = client.enqueue_many([{"job_type": "x", "timeout": 2.5, "delay": 60, "expire_after": 30},
+                                    {"job_type": "x"}])
+        info = client.get(from_python)
+        plain = client.get(bulk[1])
+    row = job_row(conn, from_sql)
+    assert (row["timeout"], row["expires_at"]) == (timedelta(seconds=90), run_at + timedelta(hours=2))
+    assert (info.timeout, info.expires_at) == (timedelta(minutes=5), at)
+    row = job_row(conn, bulk[0])
+    assert (row["timeout"], row["expires_at"]) == (timedelta(seconds=2.5), row["run_at"] + timedelta(seconds=30))
+    assert (plain.timeout, plain.expires_at) == (None, None)
+
+
+def test_a_queues_job_ttl_applies_when_the_call_gives_no_expiry(dsn, conn):
+    later = datetime.now(timezone.utc) + timedelta(days=1)
+    with Client(dsn) as client:
+        settings = client.set_queue_defaults("mail", job_ttl=3600, idempotency_window=None)
+        assert (settings.job_ttl, settings.idempotency_window) == (timedelta(hours=1), None)
+        scheduled = client.enqueue("x", queue="mail", run_at=later)
+        own = client.enqueue("x", queue="mail", expire_after=60)
+        elsewhere = client.enqueue("x", queue="other")
+        bulk = client.enqueue_many([{"job_type": "x", "queue": "mail"}])[0]
+        for field, bad in (("job_ttl", 0), ("job_ttl", "1h"), ("idempotency_window", -1)):
+            with pytest.raises(ValidationError) as info:
+                client.set_queue_defaults("mail", **{"job_ttl": None, "idempotency_window": None, field: bad})
+            assert info.value.field == field
+        from_sql = conn.execute("SELECT jobqueue.enqueue('x', queue => 'mail')").fetchone()[0]
+        client.set_queue_defaults("mail", job_ttl=None, idempotency_window=None)
+        unset = client.enqueue("x", queue="mail")
+
+    def expiry_after_run_at(job_id):
+        row = job_row(conn, job_id)
+        return row["expires_at"] - row["run_at"] if row["expires_at"] else None
+
+    assert job_row(conn, scheduled)["expires_at"] == later + timedelta(hours=1)
+    assert expiry_after_run_at(own) == timedelta(seconds=60)
+    assert expiry_after_run_at(bulk) == timedelta(hours=1)
+    assert expiry_after_run_at(from_sql) == timedelta(hours=1)
+    assert expiry_after_run_at(elsewhere) is None and expiry_after_run_at(unset) is None
 
 
 def test_python_validation_in_sql_reaches_the_caller_with_its_field(dsn, conn):
@@ -128,19 +202,20 @@ def test_async_client_connection_and_many(dsn):
         assert client.get(job_id).job_type == "c"
 
 
-def test_idempotency_key_returns_the_live_job(dsn, conn):
+def test_idempotency_key_returns_the_original_job(dsn, conn):
+    """A repeat returns the job first submitted with the key — also with another payload (the
+    original wins) and inside one batch (the first element wins)."""
     with Client(dsn) as client:
         first = client.enqueue("x", idempotency_key="order-1")
         again = client.enqueue("x", {"other": "payload"}, idempotency_key="order-1")
-        in_bulk = client.enqueue_many([{"job_type": "x", "idempotency_key": "order-1"},
-                                       {"job_type": "x", "idempotency_key": "order-2"},
-                                       {"job_type": "x", "idempotency_key": "order-2"}])
+        in_bulk = client.submit([{"job_type": "x", "idempotency_key": "order-1"},
+                                 {"job_type": "x", "idempotency_key": "order-2"},
+                                 {"job_type": "x", "idempotency_key": "order-2", "payload": {"n": 2}}])
     assert again == first
-    assert in_bulk[0] == first and in_bulk[1] == in_bulk[2] != first
+    assert in_bulk[0] == (first, False)
+    assert in_bulk[1][1] is True and in_bulk[2] == (in_bulk[1][0], False) and in_bulk[1][0] != first
     assert count_jobs(conn) == 2
-    conn.execute("UPDATE jobqueue.jobs SET state = 'completed' WHERE id = %s", (first,))
-    with Client(dsn) as client:
-        assert client.enqueue("x", idempotency_key="order-1") != first  # a finished job frees its key
+    assert job_row(conn, first)["payload"] == {} and job_row(conn, in_bulk[1][0])["payload"] == {}
 
 
 def test_idempotency_keys_are_scoped_by_producer(dsn, conn):

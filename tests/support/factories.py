@@ -34,6 +34,12 @@ def make_job(conn: psycopg.Connection, *, state: str = "pending", job_type: str 
     row = conn.execute(
         f"INSERT INTO jobqueue.jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))}) RETURNING id",
         values).fetchone()
+    if idempotency_key is not None:  # as enqueue does: the job takes its key unless another job holds it
+        conn.execute("""INSERT INTO jobqueue.idempotency_keys (producer, key, job_id, fingerprint, expires_at)
+                        SELECT coalesce(producer_id, ''), idempotency_key, id,
+                               jobqueue.job_fingerprint(job_type, queue, payload), now() + interval '24 hours'
+                        FROM jobqueue.jobs WHERE id = %s
+                        ON CONFLICT DO NOTHING""", (row[0],))
     return row[0]
 
 
@@ -46,3 +52,15 @@ def count_jobs(conn: psycopg.Connection, queue: str | None = None) -> int:
     """Jobs in the table (of ``queue`` when given): what "nothing was written" tests count."""
     return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE %(queue)s::text IS NULL OR queue = %(queue)s",
                         {"queue": queue}).fetchone()[0]
+
+
+def finish_job(conn: psycopg.Connection, job_id: uuid.UUID, state: str, result: Any = None) -> None:
+    """End a job as a worker (completed, dead_letter) or a cancel (cancelled) would, with its result row."""
+    if state == "cancelled":
+        assert conn.execute("SELECT jobqueue.cancel(%s)", (job_id,)).fetchone()[0] == "cancelled"
+        return
+    conn.execute("UPDATE jobqueue.jobs SET state = %s, attempts = greatest(attempts, 1), finished_at = now(), "
+                 "updated_at = now() WHERE id = %s", (state, job_id))
+    conn.execute("INSERT INTO jobqueue.job_results (job_id, outcome, result, error) VALUES (%s, %s, %s, %s)",
+                 (job_id, state, json.dumps(result) if state == "completed" else None,
+                  None if state == "completed" else json.dumps({"type": "E", "message": "gave up"})))

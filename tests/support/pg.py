@@ -28,11 +28,13 @@ class TestServer:
         self.template = f"jqtest_template_{uuid.uuid4().hex[:8]}"
 
     @classmethod
-    def throwaway(cls) -> "TestServer":
+    def throwaway(cls, *, durable: bool = False) -> "TestServer":
+        """``durable``: fsync and synchronous_commit on, so a commit that answered survives a crash
+        (``restart -m immediate``); the default turns them off for speed."""
         base = Path(os.environ.get("JOBQUEUE_TEST_TMP", tempfile.gettempdir()))
         tempdir = tempfile.mkdtemp(prefix="jobqueue-pg-", dir=base)
         os.chmod(tempdir, 0o755)
-        cluster = LocalCluster(Path(tempdir) / "data", free_port(), fast=True)
+        cluster = LocalCluster(Path(tempdir) / "data", free_port(), fast=not durable)
         cluster.start()
         return cls(cluster.dsn(), cluster, tempdir)
 

@@ -7,7 +7,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -105,8 +105,15 @@ def test_new_job_normalises_and_serialises_for_bulk():
     job = NewJob.build("send", {"to": "x"}, priority=1, delay=1.5, queue="mail", idempotency_key="k")
     assert job.priority == "high" and job.delay == timedelta(seconds=1.5)
     element = json.loads(job.as_json_fragment())
-    assert element == {"job_type": "send", "priority": "high", "queue": "mail", "delay": "1.5 seconds",
+    assert element == {"job_type": "send", "priority": "high", "queue": "mail", "delay": "0 days 1.500000 seconds",
                        "idempotency_key": "k", "payload": {"to": "x"}}
+    at = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    job = NewJob.build("send", timeout=timedelta(days=2, microseconds=7), expires_at=at, idempotency_window=90,
+                       idempotency_mismatch="reject")
+    element = json.loads(job.as_json_fragment())
+    assert (element["timeout"], element["expires_at"], element["idempotency_window"], element["idempotency_mismatch"]) \
+        == ("2 days 0.000007 seconds", "2030-01-01T00:00:00+00:00", "0 days 90.000000 seconds", "reject")
+    assert "expire_after" not in element
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -114,6 +121,17 @@ def test_new_job_normalises_and_serialises_for_bulk():
     (dict(job_type="x", priority=True), "priority"), (dict(job_type="x", delay="soon"), "delay"),
     (dict(job_type="x", max_attempts=2.5), "max_attempts"), (dict(job_type="x", idempotency_key=""), "idempotency_key"),
     (dict(job_type="x", payload=float("nan")), "payload"), (dict(job_type="x", run_at="tomorrow"), "run_at"),
+    (dict(job_type="x", timeout=0), "timeout"), (dict(job_type="x", timeout=-1), "timeout"),
+    (dict(job_type="x", timeout="30"), "timeout"), (dict(job_type="x", timeout=float("inf")), "timeout"),
+    (dict(job_type="x", timeout=float("nan")), "timeout"), (dict(job_type="x", timeout=timedelta(days=3651)), "timeout"),
+    (dict(job_type="x", expire_after=0), "expire_after"), (dict(job_type="x", expire_after=True), "expire_after"),
+    (dict(job_type="x", expires_at="2030-01-01"), "expires_at"),
+    (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
+    (dict(job_type="x", expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc), expire_after=5), "expire_after"),
+    (dict(job_type="x", run_at=datetime(2030, 1, 2, tzinfo=timezone.utc),
+          expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc)), "expires_at"),
+    (dict(job_type="x", idempotency_window=-5), "idempotency_window"),
+    (dict(job_type="x", idempotency_mismatch="error"), "idempotency_mismatch"),
 ])
 def test_new_job_refuses_bad_fields(kwargs, field):
     with pytest.raises(ValidationError) as info:

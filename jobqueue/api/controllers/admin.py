@@ -47,7 +47,7 @@ class AdminController(Controller):
         if outcome is RetryOutcome.NOT_DEAD:
             return error_response(409, f"job {job_id} is not in the dead-letter queue", error="not_dead")
         if outcome is RetryOutcome.KEY_TAKEN:
-            return error_response(409, f"job {job_id} stays dead: a live job holds its idempotency key",
+            return error_response(409, f"job {job_id} stays dead: another job holds its idempotency key",
                                   error=outcome.value)
         return Response(RetryResult(job_id, outcome.value))
 

@@ -23,7 +23,7 @@ from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobL
 from jobqueue.api.services import ServicesDep
 from jobqueue.client import NewJob
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
-from jobqueue.models import CancelOutcome, JobInfo, JobState
+from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
 
 AnyRequest = Request[Principal, Any, Any]
 
@@ -60,25 +60,28 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
     services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
-    return [SubmittedJob(job_id, state, created, JobLinks.of(job_id))
-            for (job_id, created), state in zip(results, await _states(services, results))]
+    return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), outcome.result)
+            for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
 
 
 def _demands(jobs: Iterable[NewJob]) -> list:
     return Backpressure.demands((job.queue, job.priority) for job in jobs)
 
 
-async def _states(services: ServicesDep, results: list[tuple[uuid.UUID, bool]]) -> list[str]:
-    """What to report per job: a created one is pending; one that already held its key is read.
-    The jobs are committed by now, so a failed read must not turn the answer into a 503 (a client
-    would resubmit): such a job held its key a moment ago, so it was live — pending."""
+_PENDING = JobOutcome(JobState.PENDING)
+
+
+async def _outcomes(services: ServicesDep, results: list[tuple[uuid.UUID, bool]]) -> list[JobOutcome]:
+    """What to report per job: a created one is pending; one that already held its key is read,
+    state and result, in one query. The jobs are committed by now, so a failed read must not turn
+    the answer into a 503 (a client would resubmit, and get the same answer): such a job is
+    reported pending, its state unknown, and a GET of its link tells the truth."""
     existing = [job_id for job_id, created in results if not created]
     try:
-        states = await services.client.states(existing) if existing else {}
+        outcomes = await services.client.outcomes(existing) if existing else {}
     except DatabaseUnavailable:
-        states = {}
-    return [JobState.PENDING.value if created else states.get(job_id, JobState.PENDING).value
-            for job_id, created in results]
+        outcomes = {}
+    return [_PENDING if created else outcomes.get(job_id, _PENDING) for job_id, created in results]
 
 
 class JobsController(Controller):
@@ -86,16 +89,17 @@ class JobsController(Controller):
     tags = ["jobs"]
 
     @post("/", summary="Submit a job", status_code=201,
-          responses={200: ResponseSpec(SubmittedJob, description="a live job already holds this idempotency "
-                                       "key: that job, nothing created"),
-                     **error_responses(413, 422, 429, 503)})
+          responses={200: ResponseSpec(SubmittedJob, description="the idempotency key is held (within its "
+                                       "window): the job first submitted with it, its state and result; "
+                                       "nothing created"),
+                     **error_responses(409, 413, 422, 429, 503)})
     async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission], services: ServicesDep) -> Response[SubmittedJob]:
         job = (await _submit(services, request, [data], batch=False))[0]
         return Response(job, status_code=201 if job.created else 200)
 
     @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
           responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
-                     **error_responses(413, 422, 429, 503)})
+                     **error_responses(409, 413, 422, 429, 503)})
     async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission],
                            services: ServicesDep) -> Response[SubmittedBatch]:
         limit = services.settings.api_max_batch

@@ -1,4 +1,5 @@
-"""``/queues``: depth and state counts per queue and priority; pause/resume; limits (admin).
+"""``/queues``: depth and state counts per queue and priority; pause/resume; limits and enqueue
+defaults (job TTL, idempotency window) (admin).
 
 A paused queue keeps accepting jobs; workers stop claiming from it within milliseconds (the
 change NOTIFYs ``jobqueue_control``) and resume the same way.
@@ -11,13 +12,8 @@ from litestar.params import FromPath, JSONBody
 
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
-from jobqueue.api.schemas import QueueLimits, QueueList, QueueOut, QueueSettingsOut
+from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueOut, QueueSettingsOut
 from jobqueue.api.services import ServicesDep
-from jobqueue.models import QueueSettings
-
-
-def _settings_out(settings: QueueSettings) -> QueueSettingsOut:
-    return QueueSettingsOut(settings.queue, settings.paused, settings.soft_limit, settings.hard_limit)
 
 
 class QueuesController(Controller):
@@ -32,15 +28,22 @@ class QueuesController(Controller):
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))
     async def pause(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
-        return _settings_out(await services.client.pause_queue(name))
+        return QueueSettingsOut.of(await services.client.pause_queue(name))
 
     @post("/{name:str}/resume", summary="Let workers claim from the queue again (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))
     async def resume(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
-        return _settings_out(await services.client.resume_queue(name))
+        return QueueSettingsOut.of(await services.client.resume_queue(name))
 
     @put("/{name:str}/limits", summary="Set the queue's backpressure limits (admin; null: the default)",
          guards=[admin_only], responses=error_responses(403, 422, 503))
     async def set_limits(self, name: FromPath[str], data: JSONBody[QueueLimits], services: ServicesDep) -> QueueSettingsOut:
-        return _settings_out(await services.client.set_queue_limits(
+        return QueueSettingsOut.of(await services.client.set_queue_limits(
             name, soft_limit=data.soft_limit, hard_limit=data.hard_limit))
+
+    @put("/{name:str}/defaults", summary="Set the queue's job TTL and idempotency window (admin; null: the default)",
+         guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def set_defaults(self, name: FromPath[str], data: JSONBody[QueueDefaults],
+                           services: ServicesDep) -> QueueSettingsOut:
+        return QueueSettingsOut.of(await services.client.set_queue_defaults(
+            name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds))

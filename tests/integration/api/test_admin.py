@@ -54,9 +54,10 @@ def test_retry_one_dead_job(http, conn):
     assert admin.post(f"/admin/jobs/{uuid.uuid4()}/retry").status_code == 404
 
 
-def test_a_dead_job_whose_key_a_live_job_holds_stays_dead(http, conn):
+def test_a_dead_job_whose_key_another_job_now_holds_stays_dead(http, conn):
     job_id = dead(conn, idempotency_key="welcome-1")
-    make_job(conn, state="pending", idempotency_key="welcome-1")
+    conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = now() - interval '1 second'")  # window over
+    conn.execute("SELECT jobqueue.enqueue('x', idempotency_key => 'welcome-1')")  # takes the key
     response = http("admin").post(f"/admin/jobs/{job_id}/retry")
     assert response.status_code == 409 and response.json()["error"] == "idempotency_key_taken"
     assert job_row(conn, job_id)["state"] == "dead_letter"

@@ -1,8 +1,10 @@
-"""/queues: counts per queue and priority; pause/resume honoured by workers; per-queue limits."""
+"""/queues: counts per queue and priority; pause/resume honoured by workers; per-queue limits and
+enqueue defaults."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 from tests.support import apps
 from tests.support.factories import job_row, make_job
@@ -68,3 +70,28 @@ def test_queue_limits_are_set_per_queue(http):
     zero = admin.put("/queues/mail/limits", json={"soft_limit": 0})
     assert zero.status_code == 422 and zero.json()["field"] == "soft_limit"
     assert http("bob").put("/queues/mail/limits", json={}).status_code == 403
+
+
+def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
+    admin = http("admin")
+    response = admin.put("/queues/mail/defaults", json={"job_ttl_seconds": 3600, "idempotency_window_seconds": 600})
+    assert response.status_code == 200, response.text
+    assert (response.json()["job_ttl_seconds"], response.json()["idempotency_window_seconds"]) == (3600, 600)
+    listed = admin.put("/queues/mail/limits", json={"soft_limit": 10, "hard_limit": 20}).json()
+    assert listed["job_ttl_seconds"] == 3600  # one setting does not reset the other
+    job = http("alice").post("/jobs", json={"job_type": "x", "queue": "mail", "idempotency_key": "k"}).json()
+    shown = http("alice").get(f"/jobs/{job['id']}").json()
+    row = job_row(conn, job["id"])
+    assert row["expires_at"] - row["run_at"] == timedelta(hours=1)
+    assert datetime.fromisoformat(shown["expires_at"]) == row["expires_at"]
+    assert conn.execute("SELECT expires_at - created_at FROM jobqueue.idempotency_keys").fetchone()[0] == \
+        timedelta(minutes=10)
+    queue = next(q for q in http("bob").get("/queues").json()["queues"] if q["queue"] == "mail")
+    assert (queue["job_ttl_seconds"], queue["idempotency_window_seconds"]) == (3600, 600)
+    for body, field in (({"job_ttl_seconds": 0}, "job_ttl"), ({"idempotency_window_seconds": -1}, "idempotency_window"),
+                        ({"job_ttl": 5}, "job_ttl")):
+        bad = admin.put("/queues/mail/defaults", json=body)
+        assert bad.status_code == 422 and bad.json()["field"] == field, bad.text
+    assert http("bob").put("/queues/mail/defaults", json={}).status_code == 403
+    cleared = admin.put("/queues/mail/defaults", json={}).json()
+    assert (cleared["job_ttl_seconds"], cleared["idempotency_window_seconds"], cleared["soft_limit"]) == (None, None, 10)

@@ -8,8 +8,9 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import psycopg
+import pytest
 
-from tests.support.factories import count_jobs, job_row
+from tests.support.factories import count_jobs, finish_job, job_row
 from tests.support.waiting import wait_until
 
 
@@ -42,13 +43,62 @@ def test_the_traceparent_header_is_stored_with_the_job(http, conn):
     assert job_row(conn, body["id"])["traceparent"] == traceparent
 
 
-def test_same_idempotency_key_while_live_returns_the_existing_job(http, conn):
+def test_same_idempotency_key_returns_the_existing_job(http, conn):
     client = http("alice")
     first = client.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})
     second = client.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1", "payload": {"other": 1}})
     assert (first.status_code, second.status_code) == (201, 200)
     assert second.json()["id"] == first.json()["id"] and second.json()["created"] is False
     assert count_jobs(conn) == 1
+
+
+@pytest.mark.parametrize("state, result", [("completed", {"paid": True}), ("dead_letter", None), ("cancelled", None)])
+def test_a_repeat_after_the_job_finished_answers_200_with_its_state_and_result(http, conn, state, result):
+    """A client retrying a 503-on-commit whose first submission had committed and run gets that
+    job — its current state, and its result once completed — never a second job."""
+    client = http("alice")
+    first = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "pay-1", "payload": {"amount": 5}})
+    assert first.status_code == 201 and first.json()["result"] is None
+    finish_job(conn, first.json()["id"], state, result=result)
+    again = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "pay-1", "payload": {"amount": 5}})
+    assert again.status_code == 200, again.text
+    assert again.json() | {"links": None} == {"id": first.json()["id"], "state": state, "created": False,
+                                              "result": result, "links": None}
+    batch = client.post("/jobs/batch", json={"jobs": [{"job_type": "pay", "idempotency_key": "pay-1"}]})
+    assert batch.status_code == 200 and batch.json()["jobs"][0]["result"] == result
+    assert count_jobs(conn) == 1
+
+
+def test_a_key_is_free_after_its_window_and_a_mismatch_can_be_refused(http, conn):
+    client = http("alice")
+    first = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "k", "payload": {"amount": 5},
+                                       "idempotency_window_seconds": 60}).json()
+    differs = {"job_type": "pay", "idempotency_key": "k", "payload": {"amount": 6}}
+    assert client.post("/jobs", json=differs).json()["id"] == first["id"]  # the original wins
+    refused = client.post("/jobs", json=differs | {"idempotency_mismatch": "reject"})
+    assert refused.status_code == 409, refused.text
+    assert (refused.json()["error"], refused.json()["field"]) == ("idempotency_mismatch", "idempotency_key")
+    assert first["id"] in refused.json()["message"]
+    conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = now() - interval '1 second'")
+    second = client.post("/jobs", json=differs | {"idempotency_mismatch": "reject"})
+    assert second.status_code == 201 and second.json()["id"] != first["id"]
+    assert count_jobs(conn) == 2
+
+
+def test_timeout_and_expiry_fields_are_stored_and_shown(http, conn):
+    client = http("alice")
+    at = datetime.now(timezone.utc) + timedelta(hours=3)
+    given = client.post("/jobs", json={"job_type": "x", "timeout_seconds": 90.5, "expires_at": at.isoformat()}).json()
+    relative = client.post("/jobs/batch", json={"jobs": [{"job_type": "x", "delay_seconds": 60,
+                                                          "expire_after_seconds": 120}]}).json()["jobs"][0]
+    shown = client.get(f"/jobs/{given['id']}").json()
+    assert shown["timeout_seconds"] == 90.5 and datetime.fromisoformat(shown["expires_at"]) == at
+    row = job_row(conn, given["id"])
+    assert (row["timeout"], row["expires_at"]) == (timedelta(seconds=90.5), at)
+    row = job_row(conn, relative["id"])
+    assert row["timeout"] is None and row["expires_at"] - row["run_at"] == timedelta(seconds=120)
+    plain = client.get(f"/jobs/{client.post('/jobs', json={'job_type': 'x'}).json()['id']}").json()
+    assert (plain["timeout_seconds"], plain["expires_at"]) == (None, None)
 
 
 def test_two_producers_using_the_same_idempotency_key_each_get_their_own_job(http, conn):
@@ -99,6 +149,18 @@ INVALID = [
     ({"job_type": "x\u0000y"}, "input"),
     ({"job_type": "x", "payload": {"note": "a\u0000b"}}, "payload"),
     ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "input"),  # too big for its index
+    ({"job_type": "x", "timeout_seconds": 0}, "timeout"),
+    ({"job_type": "x", "timeout_seconds": -1}, "timeout"),
+    ({"job_type": "x", "timeout_seconds": 1e12}, "timeout_seconds"),
+    ({"job_type": "x", "expire_after_seconds": 0}, "expire_after"),
+    ({"job_type": "x", "expires_at": "2030-01-01T00:00:00"}, "expires_at"),
+    ({"job_type": "x", "expires_at": "2020-01-01T00:00:00Z"}, "expires_at"),
+    ({"job_type": "x", "delay_seconds": 600, "expires_at": (datetime.now(timezone.utc) + timedelta(seconds=300)).isoformat()},
+     "expires_at"),
+    ({"job_type": "x", "expires_at": "2030-01-01T00:00:00Z", "expire_after_seconds": 5}, "expire_after"),
+    ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": -1}, "idempotency_window"),
+    ({"job_type": "x", "idempotency_key": "k", "idempotency_mismatch": "error"}, "idempotency_mismatch"),
+    ({"job_type": "x", "idempotency_key": "k", "idempotency_mismatch": 1}, "idempotency_mismatch"),
 ]
 
 

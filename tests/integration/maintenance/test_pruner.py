@@ -1,5 +1,6 @@
 """The pruner: retention boundaries per state and queue, live jobs untouched, bounded batches,
-results and errors deleted with their jobs, and a plan that does not read live rows."""
+results, errors and idempotency keys deleted with their jobs, expired keys pruned, and plans that
+do not read live rows or the whole key table."""
 
 from __future__ import annotations
 
@@ -80,18 +81,24 @@ def test_per_queue_retention_overrides_the_defaults(dsn, conn):
     assert ids(conn) == kept
 
 
-def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
-    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
-                    SELECT 'x', 'q' || (g %% 3), 'completed', %s FROM generate_series(1, 2500) g""",
-                 (NOW - timedelta(days=40),))
+def record_batches(monkeypatch, name: str) -> list[int]:
+    """What each batch of ``retention_store.<name>`` deleted, in order, as the pruner runs it."""
     batches: list[int] = []
-    original = retention_store.prune_jobs
+    original = getattr(retention_store, name)
 
     def recording(**params):
         call = original(**params)
         return dataclasses.replace(call, decode=lambda rows: batches.append(call.decode(rows)) or batches[-1])
 
-    monkeypatch.setattr(retention_store, "prune_jobs", recording)
+    monkeypatch.setattr(retention_store, name, recording)
+    return batches
+
+
+def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
+    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
+                    SELECT 'x', 'q' || (g %% 3), 'completed', %s FROM generate_series(1, 2500) g""",
+                 (NOW - timedelta(days=40),))
+    batches = record_batches(monkeypatch, "prune_jobs")
     assert prune(dsn, batch_size=400) == 2500
     assert ids(conn) == set()
     assert max(batches) == 400 and sum(batches) == 2500 and len(batches) >= 7
@@ -136,3 +143,57 @@ def walk(node: dict):
     yield node
     for child in node.get("Plans", []):
         yield from walk(child)
+
+
+def keys(conn) -> dict:
+    return {r[0]: r[1] for r in conn.execute("SELECT key, job_id FROM jobqueue.idempotency_keys")}
+
+
+def test_idempotency_keys_whose_window_closed_are_pruned_in_batches(dsn, conn, monkeypatch):
+    """Expired key rows are dead weight (the key is free already); open ones stay, whatever their job."""
+    open_keys = {f"open-{i}": make_job(conn, state="completed", idempotency_key=f"open-{i}") for i in range(3)}
+    for i in range(5):
+        make_job(conn, state="pending", idempotency_key=f"closed-{i}")
+    conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = %s WHERE key LIKE 'closed-%%'",
+                 (NOW - timedelta(seconds=1),))
+    batches = record_batches(monkeypatch, "prune_idempotency_keys")
+    prune(dsn, batch_size=2)
+    assert keys(conn) == open_keys
+    assert batches == [2, 2, 1]
+    assert len(ids(conn)) == 8  # no job goes with an expired key
+
+
+def test_a_pruned_job_takes_the_key_it_holds_along(dsn, conn):
+    """A key never outlives its job: a retention shorter than the window frees the key with the job."""
+    conn.execute("INSERT INTO jobqueue.queue_retention (queue, completed) VALUES ('chatty', '1 hour')")
+    gone = make_job(conn, state="completed", queue="chatty", idempotency_key="a", finished_at=NOW - timedelta(hours=2))
+    kept = make_job(conn, state="completed", queue="chatty", idempotency_key="b", finished_at=NOW)
+    # "c" is held by a newer job: pruning an older job with the same key leaves it alone
+    old_c = make_job(conn, state="completed", queue="chatty", finished_at=NOW - timedelta(hours=2))
+    conn.execute("UPDATE jobqueue.jobs SET idempotency_key = 'c' WHERE id = %s", (old_c,))
+    holder_c = make_job(conn, state="pending", idempotency_key="c")
+    assert prune(dsn) == 2
+    assert ids(conn) == {kept, holder_c} and gone not in ids(conn)
+    assert keys(conn) == {"b": kept, "c": holder_c}
+
+
+def test_pruning_keys_with_their_jobs_probes_the_key_table_by_primary_key(dsn):
+    """200k open keys, 1,000 old finished jobs holding keys: the batch deletes their key rows by
+    (producer, key) — never a scan of the whole key table."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("""INSERT INTO jobqueue.jobs (job_type, state, finished_at, idempotency_key, producer_id)
+                        SELECT 'x', 'completed', CASE WHEN g <= 1000 THEN now() - interval '60 days' ELSE now() END,
+                               'k' || g, 'p' || (g % 7)
+                        FROM generate_series(1, 200000) g""")
+        conn.execute("""INSERT INTO jobqueue.idempotency_keys (producer, key, job_id, expires_at)
+                        SELECT producer_id, idempotency_key, id, now() + interval '1 day' FROM jobqueue.jobs""")
+        conn.execute("ANALYZE jobqueue.jobs")
+        conn.execute("ANALYZE jobqueue.idempotency_keys")
+        params = {"state": "completed", "keep_seconds": 30 * DAY, "limit": 1000, "now": None}
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + queries()["retention_prune_jobs"], params).fetchone()[0]
+        left = conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys").fetchone()[0]
+        conn.rollback()
+    on_keys = [node for node in walk(plan[0]["Plan"]) if node.get("Relation Name") == "idempotency_keys"]
+    assert on_keys and all(node["Node Type"] != "Seq Scan" for node in on_keys)
+    assert {node.get("Index Name") for node in on_keys} - {None} == {"idempotency_keys_pkey"}
+    assert left == 199000

@@ -1,0 +1,25 @@
+"""Roles other than the suite's superuser, for privilege tests. Import the fixture by name."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from tests.support.waiting import wait_until
+
+
+@pytest.fixture
+def reader_dsn(dsn, conn):
+    """The test database as a role that may read everything and write nothing; dropped afterwards
+    (request it before anything that keeps connections as the role, e.g. an API server)."""
+    role = f"jqtest_reader_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data").format(sql.Identifier(role)))
+    try:
+        yield make_conninfo(dsn, user=role)
+    finally:
+        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                                            (role,)).fetchall(), message=f"no session of {role}")
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
