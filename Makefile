@@ -73,7 +73,10 @@ run: install
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The benchmark on a durable local cluster (or JOBQUEUE_DSN).
+# The benchmark on a durable local cluster (or JOBQUEUE_DSN): issue 10's figures beside a raw baseline
+# measured in the same run, medians of 3 runs. BENCH_ARGS="--backlog 1000000 [--hold-xmin]", "--rest",
+# "--json", "--runs K", "api" (POST /jobs over HTTP only) or "enqueue" (the cost of idempotency keys);
+# see `jobqueue bench --help`.
 bench: install
 	@$(USE_DB); \
 	$(BIN)/jobqueue migrate >/dev/null; \

@@ -155,7 +155,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         return run_api_bench(args, _settings(args))
     if args.target == "enqueue":
-        from jobqueue.bench_enqueue import run_enqueue_bench
+        from jobqueue.bench.keys import run_enqueue_bench
 
         return run_enqueue_bench(args, _settings(args))
     from jobqueue.bench import run_bench

@@ -45,8 +45,7 @@ class FaultCluster:
 
     def describe(self) -> str:
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
-            fsync, synchronous_commit = db.run_sync(conn, bench_store.server_settings())
-            version = db.run_sync(conn, faults_store.server_version())
+            version, _, fsync, synchronous_commit, *_ = db.run_sync(conn, bench_store.server_settings())
         return f"PostgreSQL {version} on port {self.cluster.port}, fsync={fsync}, synchronous_commit={synchronous_commit}"
 
     def _admin(self, statement: sql.Composable) -> None:

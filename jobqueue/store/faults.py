@@ -57,7 +57,3 @@ def job_outcomes() -> Call[list[JobOutcome]]:
 
 def terminate_backends() -> Call[int]:
     return Call("faults_terminate_backends", {}, scalar)
-
-
-def server_version() -> Call[str]:
-    return Call("faults_server_version", {}, scalar)

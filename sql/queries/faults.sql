@@ -57,6 +57,3 @@ LEFT JOIN (SELECT job_id, count(*) AS runs, count(*) FILTER (WHERE fails) AS fai
 -- pg_terminate_backend of every client session of this database but the caller's own.
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend';
-
--- name: faults_server_version
-SELECT current_setting('server_version');

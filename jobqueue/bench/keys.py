@@ -1,5 +1,5 @@
-"""`jobqueue bench enqueue`: what idempotency keys cost an enqueue, against a baseline without keys
-measured in the same run.
+"""`jobqueue bench enqueue`: what idempotency keys cost an enqueue, against a baseline without
+keys measured in the same run.
 
 On a queue of its own (``bench-enq-<random>``, deleted afterwards with its keys), ``--runs`` times,
 each mode right after the others so that drift on the machine hits them alike:
@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import uuid
 from typing import Callable
 
-import psycopg
-
-from jobqueue import db
-from jobqueue.bench import open_bench, percentile
+from jobqueue.bench.common import Bench, bench_client, open_bench, percentile
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
-from jobqueue.store import bench as bench_store
+from jobqueue.store import bench as store
 
 MODES = ("no key", "new key", "held key")
 Keys = Callable[[int], "str | None"]
@@ -62,17 +60,20 @@ async def _bulk(client: AsyncClient, queue: str, batches: int, size: int, key: K
 
 
 def run_enqueue_bench(args: argparse.Namespace, settings: Settings) -> int:
-    queue, conn, where = open_bench(settings, "bench-enq")
-    print(f"jobqueue bench enqueue {where}: {args.runs} runs of {args.single} single enqueues and "
-          f"{args.batches} x enqueue_many({args.batch_size}) per mode")
-    return asyncio.run(_run(args, settings, queue, conn))
+    bench = open_bench(settings, args, "bench-enq")
+    server = bench.server
+    print(f"jobqueue bench enqueue on {server['where']} (fsync={server['fsync']}, synchronous_commit="
+          f"{server['synchronous_commit']}, {os.cpu_count()} cores), queue {bench.queue}: {args.runs} runs of "
+          f"{args.single} single enqueues and {args.batches} x enqueue_many({args.batch_size}) per mode")
+    return asyncio.run(_run(bench))
 
 
-async def _run(args: argparse.Namespace, settings: Settings, queue: str, conn: psycopg.Connection) -> int:
+async def _run(bench: Bench) -> int:
+    args, queue = bench.args, bench.queue
     single: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
     bulk: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
-        async with AsyncClient(settings=settings, pool_size=2) as client:
+        async with bench_client(bench.settings, pool_size=2) as client:
             for mode in MODES:  # warm-up: prepared statements, and the held keys
                 await _single(client, queue, 200, _keys(mode, -1))
                 await _bulk(client, queue, 2, args.batch_size, _keys(mode, -1))
@@ -81,10 +82,10 @@ async def _run(args: argparse.Namespace, settings: Settings, queue: str, conn: p
                     single[mode].append(await _single(client, queue, args.single, _keys(mode, run)))
                 for mode in MODES:
                     bulk[mode].append(await _bulk(client, queue, args.batches, args.batch_size, _keys(mode, run)))
-                db.run_sync(conn, bench_store.vacuum())
+                bench.run(store.vacuum())
     finally:
-        db.run_sync(conn, bench_store.delete_queue(queue))
-        conn.close()
+        bench.run(store.delete_queue(queue))  # its jobs, with their results and idempotency keys
+        bench.conn.close()
     base_rate = statistics.median(r[0] for r in single["no key"])
     base_bulk = statistics.median(bulk["no key"])
     for mode in MODES:
