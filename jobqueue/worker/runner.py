@@ -83,7 +83,7 @@ class Worker:
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
-        self.deadlines = DeadlineWatch()
+        self.deadline_watch = DeadlineWatch()
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
             held=self._held, on_cancel_requested=self._mark_cancel_requested,
@@ -193,7 +193,7 @@ class Worker:
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
-                (self.deadlines.run(), "deadlines")]
+                (self.deadline_watch.run(), "deadlines")]
         if self.settings.worker_metrics_port:
             server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running),
                                    stuck_handlers=lambda: self.threads.stuck)
@@ -357,10 +357,10 @@ class Worker:
     async def _run_job(self, job: Job) -> None:
         task = self.app.tasks.get(job.job_type)
         current = asyncio.current_task()
-        self.deadlines.watch(current, attempt_timeout(job, task))
+        self.deadline_watch.watch(current, attempt_timeout(job, task))
         try:
             outcome = await traced(self.tracing, job, execute(
-                job, task, self.threads, self.deadlines, max_result_bytes=self.settings.max_result_bytes))
+                job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself
@@ -368,7 +368,7 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
-            self.deadlines.forget(current)
+            self.deadline_watch.forget(current)
             self.running.pop(job.key, None)
             self._slot_freed.set()
         if job.key in self._released:
