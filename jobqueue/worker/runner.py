@@ -121,7 +121,17 @@ class Worker:
     # --- control --------------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Stop claiming; running jobs get the shutdown grace period to finish."""
+        """Stop claiming; running jobs get the shutdown grace period to finish. A stop asked for
+        (SIGTERM) wins over a restart the worker was about to make of itself."""
+        self.restart_requested = False
+        self._stop()
+
+    def request_restart(self) -> None:
+        """Stop as `request_stop` does, then have the process started afresh."""
+        self._stop()
+        self.restart_requested = True
+
+    def _stop(self) -> None:
         self._stopping.set()
         self._wake.set()
         self._slot_freed.set()
@@ -388,8 +398,7 @@ class Worker:
         if self.threads.starving and not self.restart_requested:
             log.error("%d sync handlers are stuck past their deadline (limit %d): this worker stops claiming "
                       "and restarts its process to get its threads back", self.threads.stuck, self.threads.max_stuck)
-            self.restart_requested = True
-            self.request_stop()
+            self.request_restart()
 
     # --- shutdown -------------------------------------------------------------------------------
 

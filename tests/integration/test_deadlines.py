@@ -199,3 +199,13 @@ def test_a_job_still_waiting_at_its_expiry_is_dead_lettered_as_expired_and_can_b
             assert client.retry_dead(job_id).value == "retried"
         wait_until(lambda: job_row(conn, job_id)["state"] == "completed", timeout=10)
     assert job_row(conn, job_id)["expires_at"] is None
+
+
+def test_a_sigterm_during_a_self_restart_stops_the_worker_for_good(dsn):
+    """The poison campaign once saw a worker re-execute itself after SIGTERM: the stop arrived
+    while it was stopping to restart, and the restart won. A requested stop wins."""
+    worker = WorkerThread(apps.queue, test_settings(dsn)).worker
+    worker.request_restart()
+    assert worker.restart_requested and worker.stopping
+    worker.request_stop()
+    assert not worker.restart_requested and worker.stopping
