@@ -119,11 +119,11 @@ class Job:
     """
 
     __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
-                 "traceparent", "cancel_requested", "created_at", "timeout")
+                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key")
 
     def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
                  attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
-                 created_at: datetime, timeout: float | None = None) -> None:
+                 created_at: datetime, timeout: float | None = None, order_key: tuple | None = None) -> None:
         self.id = id
         self.queue = queue
         self.job_type = job_type
@@ -135,6 +135,7 @@ class Job:
         self.cancel_requested = cancel_requested
         self.created_at = created_at
         self.timeout = timeout
+        self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
 
     @property
     def key(self) -> tuple[uuid.UUID, int]:

@@ -39,7 +39,13 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
-    return [Job(*row) for row in rows]
+    """Claimed jobs; the last two columns are each job's order key (run_at, seq)."""
+    return [Job(*row[:11], order_key=row[11:13]) for row in rows]
+
+
+#: Where a one-queue claim resumes, per priority level: the order key (run_at, seq) of the last
+#: job claimed at that level (see job_claim); None at a level: scan it from the start.
+ResumePoints = Sequence[tuple[datetime, int] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +63,13 @@ class Deadlines:
 
 
 def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
-          deadlines: Deadlines = Deadlines(), now: datetime | None = None) -> Call[list[Job]]:
+          deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), now: datetime | None = None) -> Call[list[Job]]:
+    """``resume`` applies to a one-queue claim only."""
     return Call("job_claim", {
         "worker_id": worker_id, "queues": list(queues), "limit": limit,
         "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
+        "after_run_at": [point[0] if point else None for point in resume],
+        "after_seq": [point[1] if point else None for point in resume],
     }, _decode_jobs)
 
 

@@ -61,6 +61,9 @@ from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.threads import HandlerThreads
 
 ACK_DRAIN_SECONDS = 5.0
+#: How long a worker's claims resume after the last job they took before one scans from the start
+#: again: a job put back behind the resume point waits at most this long.
+RESUME_FOR = 1.0
 
 log = logging.getLogger("jobqueue.worker")
 
@@ -108,6 +111,9 @@ class Worker:
         self._released: set[Attempt] = set()
         self._next_wake_at: float | None = None
         self._last_claim_at = time.monotonic()
+        self._resume: list = []  # per level: the order key the next one-queue claim resumes after
+        self._resume_queue = ""
+        self._resume_until = 0.0  # resume until then; a full scan after (see job_claim)
         self._rng = random.Random()
         self._paused: set[str] = set()
         self._paused_refresh: asyncio.Task | None = None
@@ -314,6 +320,8 @@ class Worker:
         if not queues:
             return []
         self._last_claim_at = time.monotonic()
+        if self.settings.priority_mode == "strict" and len(queues) == 1:
+            return await self._claim_resuming(queues, free)
         async with db.connection(self.pool) as conn:
             if self.settings.priority_mode == "weighted":
                 slots = draw_slots(free, self.settings.priority_weights, queues, self._rng)
@@ -326,6 +334,26 @@ class Worker:
                 return jobs
             return await db.run(conn, job_store.claim(
                 worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=lease, deadlines=self.deadlines))
+
+    async def _claim_resuming(self, queues: list[str], free: int) -> list[Job]:
+        """A one-queue claim that resumes, per level, after the last job it claimed while claims
+        keep filling up (a backlog: what lies behind is already taken), and scans from the start
+        whenever one did not fill, or a second has passed (to pick up jobs put back behind)."""
+        resume = self._resume if time.monotonic() < self._resume_until and self._resume_queue == queues[0] else ()
+        async with db.connection(self.pool) as conn:
+            jobs = await db.run(conn, job_store.claim(
+                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
+                deadlines=self.deadlines, resume=resume))
+        if len(jobs) < free:
+            self._resume_until = 0.0
+            return jobs
+        points = list(resume) or [None] * 4
+        for job in jobs:  # in claim order: the last one of each level is where it resumes
+            points[job.priority] = job.order_key
+        if not resume:
+            self._resume_until = time.monotonic() + RESUME_FOR
+        self._resume, self._resume_queue = points, queues[0]
+        return jobs
 
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timedelta, timezone
 import subprocess
 import sys
 
@@ -62,7 +64,7 @@ def _plan(conn, name: str, params: dict) -> str:
 
 
 CLAIM = {"queues": ["default", "other"], "limit": 4, "worker_id": "w", "lease_seconds": 30, "now": None,
-         **Deadlines().params()}
+         "after_run_at": [], "after_seq": [], **Deadlines().params()}
 
 
 def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):
@@ -103,6 +105,75 @@ def test_a_one_queue_claim_locks_only_the_rows_it_takes(dsn):
         claimer.rollback()
     assert [row[4] for row in taken] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
     assert free == 29 - 10
+
+
+def test_a_claim_resuming_after_its_last_job_does_not_walk_the_dead_entries_behind_it(dsn):
+    """A drained backlog leaves dead claim-index entries in front of the runnable jobs, and a
+    held snapshot (a long report query) keeps vacuum and the scan's hints from clearing them: a
+    claim from the start walks them all, a claim resuming after the last job it took does not."""
+    from jobqueue import db
+    from jobqueue.store import jobs as job_store
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT 'x' FROM generate_series(1, 30000)")
+        conn.execute("VACUUM ANALYZE jobqueue.jobs")
+        with psycopg.connect(dsn) as holder:
+            holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            holder.execute("SELECT count(*) FROM jobqueue.jobs")  # the snapshot stays until rollback
+            last = None
+            for _ in range(100):  # 20,000 claimed and completed behind the held snapshot
+                jobs = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=200,
+                                                         lease_seconds=30))
+                db.run_sync(conn, job_store.complete_many(
+                    worker_id="w", ids=[j.id for j in jobs], attempts=[j.attempt for j in jobs],
+                    results=[None] * len(jobs), durations=[1.0] * len(jobs)))
+                last = jobs[-1].order_key
+            params = dict(CLAIM, queues=["default"], limit=200)
+            resumed = dict(params, after_run_at=[None, None, last[0], None], after_seq=[None, None, last[1], None])
+            reads = {}
+            for name, claim in (("from the start", params), ("resumed", resumed)):
+                conn.execute("BEGIN")
+                plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries()["job_claim"],
+                                    claim).fetchone()[0]
+                conn.execute("ROLLBACK")
+                probes = _nodes(plan[0]["Plan"], "jobs_claim_idx")
+                reads[name] = sum(node["Shared Hit Blocks"] + node["Shared Read Blocks"] for node in probes)
+            holder.rollback()
+    assert reads["resumed"] * 20 < reads["from the start"], reads
+
+
+def _nodes(node: dict, index: str) -> list[dict]:
+    """The plan nodes (under ``node``) that scan ``index``."""
+    found = [node] if node.get("Index Name") == index else []
+    for child in node.get("Plans", []):
+        found += _nodes(child, index)
+    return found
+
+
+def test_a_job_put_back_behind_the_resume_point_is_claimed_within_a_second(dsn, conn):
+    """Resuming claims skip what lies behind their mark; a job put back there (its lease
+    reclaimed) is found by the full scan each worker makes at least every second."""
+    from jobqueue import db
+    from jobqueue.store import jobs as job_store
+    from tests.support import apps
+    from tests.support.waiting import wait_until
+    from tests.support.workers import WorkerThread, test_settings
+
+    early = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 0.01}')").fetchone()[0]
+    db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=30))
+    conn.execute("INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.01}' "
+                 "FROM generate_series(1, 3000)")
+    with WorkerThread(apps.queue, test_settings(dsn, concurrency=20)):
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] > 300, timeout=20)
+        db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=31)))
+        put_back = time.monotonic()
+        wait_until(lambda: conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (early,)).fetchone()[0]
+                   == "completed", timeout=10)
+        found_in = time.monotonic() - put_back
+        still_pending = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'pending'").fetchone()[0]
+    assert found_in < 2.0 and still_pending > 0  # taken while the backlog was still being drained
+    apps.runs.clear()
 
 
 def test_the_claim_probes_the_claim_index_and_updates_by_primary_key(dsn):

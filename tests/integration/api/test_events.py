@@ -169,6 +169,7 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
         with psycopg.connect(dsn, autocommit=True) as worker:
             claimed = worker.execute(query("job_claim"), {"queues": ["bulk"], "limit": 200, "worker_id": "w",
                                                            "lease_seconds": 30, "now": None,
+                                                           "after_run_at": [], "after_seq": [],
                                                            **Deadlines().params()}).fetchall()
             assert len(claimed) == 200
             started = _notifications(listener)
