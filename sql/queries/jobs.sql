@@ -166,13 +166,13 @@ WITH input AS (
 ), done AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = %(worker_id)s,
-        locked_until = NULL, deadline_at = NULL,
-        duration_ms = (%(durations)s::double precision[])[array_position(%(ids)s::uuid[], j.id)]
-    -- No join with the input: with statistics taken before anything was processing, a join let
-    -- the planner rescan the whole batch for every processing row (180 ms per ack at 20k rows).
-    -- id = ANY is primary-key probes (or one pass with a hashed array), whatever the estimates.
-    WHERE j.id = ANY(%(ids)s::uuid[])
-      AND j.attempts = (%(attempts)s::integer[])[array_position(%(ids)s::uuid[], j.id)]
+        locked_until = NULL, deadline_at = NULL, duration_ms = i.duration_ms
+    FROM input i
+    -- id = ANY makes the jobs side primary-key probes whatever the statistics say (a plan joining
+    -- the batch against every processing row once took 180 ms per ack at 20k rows); the join
+    -- with the batch is then 200 rows against 200 (array_position per row did the same, slower).
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id
+      AND j.attempts = i.attempt
       AND ((j.state = 'processing' AND j.locked_by = %(worker_id)s)
            OR (j.state = 'pending' AND j.locked_by IS NULL))
     RETURNING j.id
