@@ -92,7 +92,7 @@ async def _default_run(bench: Bench, jq: JobqueueQueue, raw: RawQueue, order: tu
     for side in order:
         say(f"  {side.name}: pick-up, {args.pickup_samples} samples")
         pickups[side.name] = await pickup.pickup(bench, side, args.pickup_samples)
-    for measure in ("p50_ms", "p99_ms"):
+    for measure in ("p50_ms", "p99_ms", "from_call_p50_ms", "from_call_p99_ms"):
         figures[f"pickup.{measure}"] = (pickups["jobqueue"][measure], pickups["raw"][measure])
     if args.rest:
         figures["rest.paced_p99_ms"] = (bulk["rest_paced_p99_ms"], None)
