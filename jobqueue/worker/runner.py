@@ -32,7 +32,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 import socket
 import time
 import uuid
@@ -51,19 +50,16 @@ from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt, Deadlines
 from jobqueue.worker.acks import AckBuffer
+from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
-from jobqueue.worker.priorities import draw_slots
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.threads import HandlerThreads
 
 ACK_DRAIN_SECONDS = 5.0
-#: How long a worker's claims resume after the last job they took before one scans from the start
-#: again: a job put back behind the resume point waits at most this long.
-RESUME_FOR = 1.0
 
 log = logging.getLogger("jobqueue.worker")
 
@@ -93,9 +89,9 @@ class Worker:
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running",
             stuck_handlers=lambda: self.threads.stuck)
-        self.deadlines = Deadlines(
+        self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
-            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace)
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace))
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
         self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
                                  occupancy=lambda: len(self.running))
@@ -110,11 +106,6 @@ class Worker:
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
         self._next_wake_at: float | None = None
-        self._last_claim_at = time.monotonic()
-        self._resume: list = []  # per level: the order key the next one-queue claim resumes after
-        self._resume_queue = ""
-        self._resume_until = 0.0  # resume until then; a full scan after (see job_claim)
-        self._rng = random.Random()
         self._paused: set[str] = set()
         self._paused_refresh: asyncio.Task | None = None
         self.started = asyncio.Event()
@@ -265,8 +256,9 @@ class Worker:
             self._wake.clear()
             try:
                 if self._claim_uncertain:
-                    await self._reconcile()
-                jobs = await self._claim(free)
+                    await self.claimer.reconcile(self._held)
+                    self._claim_uncertain = False
+                jobs = await self.claimer.claim(self._claimable(), free)
                 backoff = 0.1
             except NotMigrated:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
@@ -301,60 +293,6 @@ class Worker:
                             self.acks.backlog)
                 warned = True
 
-    async def _reconcile(self) -> None:
-        """After a claim whose outcome is unknown: attempts the database says this worker holds but
-        that it never saw were claimed by the lost statement. They never started, so they go back
-        to the queue with the attempt not counted (instead of waiting out their lease, then coming
-        back with a LeaseExpired error and one attempt fewer)."""
-        async with db.connection(self.pool) as conn:
-            held = await db.run(conn, job_store.held_by(self.worker_id))
-            unknown = held - set(self._held())
-            if unknown:
-                released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=list(unknown)))
-                log.warning("released %s jobs claimed by a statement whose reply was lost", released)
-        self._claim_uncertain = False
-
-    async def _claim(self, free: int) -> list[Job]:
-        lease = self.settings.lease_seconds
-        queues = self._claimable()
-        if not queues:
-            return []
-        self._last_claim_at = time.monotonic()
-        if self.settings.priority_mode == "strict" and len(queues) == 1:
-            return await self._claim_resuming(queues, free)
-        async with db.connection(self.pool) as conn:
-            if self.settings.priority_mode == "weighted":
-                slots = draw_slots(free, self.settings.priority_weights, queues, self._rng)
-                jobs = await db.run(conn, job_store.claim_weighted(
-                    worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines))
-                if len(jobs) < free:
-                    jobs += await db.run(conn, job_store.claim(
-                        worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
-                        deadlines=self.deadlines))
-                return jobs
-            return await db.run(conn, job_store.claim(
-                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=lease, deadlines=self.deadlines))
-
-    async def _claim_resuming(self, queues: list[str], free: int) -> list[Job]:
-        """A one-queue claim that resumes, per level, after the last job it claimed while claims
-        keep filling up (a backlog: what lies behind is already taken), and scans from the start
-        whenever one did not fill, or a second has passed (to pick up jobs put back behind)."""
-        resume = self._resume if time.monotonic() < self._resume_until and self._resume_queue == queues[0] else ()
-        async with db.connection(self.pool) as conn:
-            jobs = await db.run(conn, job_store.claim(
-                worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
-                deadlines=self.deadlines, resume=resume))
-        if len(jobs) < free:
-            self._resume_until = 0.0
-            return jobs
-        points = list(resume) or [None] * 4
-        for job in jobs:  # in claim order: the last one of each level is where it resumes
-            points[job.priority] = job.order_key
-        if not resume:
-            self._resume_until = time.monotonic() + RESUME_FOR
-        self._resume, self._resume_queue = points, queues[0]
-        return jobs
-
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
         timeout = self.settings.poll_interval
@@ -363,7 +301,7 @@ class Worker:
         try:
             async with db.connection(self.pool) as conn:
                 next_run = await db.run(conn, job_store.next_run_at(
-                    queues=self._claimable(), since=time.monotonic() - self._last_claim_at + 0.001))
+                    queues=self._claimable(), since=time.monotonic() - self.claimer.last_claim_at + 0.001))
         except DatabaseUnavailable:
             next_run = None
         except Exception:

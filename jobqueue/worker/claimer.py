@@ -1,0 +1,104 @@
+"""`Claimer`: what one worker's claim statements are — which query, where a claim resumes, and how
+an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when to claim.
+
+- Strict priorities on one queue (the usual case): `job_claim` resuming, per priority level, just
+  past the last job this worker claimed there while its claims keep filling up — with a backlog,
+  what lies behind is taken already, and skipping it skips its dead index entries. It scans from
+  the start whenever a claim did not fill, or ``RESUME_FOR`` has passed (a job put back behind the
+  mark — a reclaimed lease, a late commit with an old ``run_at`` — waits at most that long).
+- Several queues: `job_claim` from the start. Weighted priorities: `job_claim_weighted` with
+  slots drawn by weight, then a strict fill-up claim for slots a level could not use.
+- Every claim sets each attempt's deadline and lease from `Deadlines`.
+- `reconcile()`, after a claim whose outcome is unknown (the connection dropped, maybe after the
+  commit): attempts the database says this worker holds but that it does not know of were claimed
+  by the lost statement and never started; they go back uncounted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Callable, Sequence
+
+from jobqueue import db
+from jobqueue.config import Settings
+from jobqueue.models import Job
+from jobqueue.store import jobs as job_store
+from jobqueue.store.jobs import Attempt, Deadlines
+from jobqueue.worker.priorities import draw_slots
+
+log = logging.getLogger("jobqueue.worker")
+
+#: How long claims resume after the last job they took before one scans from the start again.
+RESUME_FOR = 1.0
+
+
+class Claimer:
+    def __init__(self, pool, worker_id: str, settings: Settings, deadlines: Deadlines) -> None:
+        self._pool = pool
+        self.worker_id = worker_id
+        self.settings = settings
+        self.deadlines = deadlines
+        self.last_claim_at = time.monotonic()
+        self._resume: list = []  # per level: the order key the next one-queue claim resumes after
+        self._resume_queue = ""
+        self._resume_until = 0.0
+        self._rng = random.Random()
+
+    async def claim(self, queues: Sequence[str], free: int) -> list[Job]:
+        """Up to ``free`` jobs of ``queues`` (none when there are no queues to claim from)."""
+        if not queues:
+            return []
+        self.last_claim_at = time.monotonic()
+        if self.settings.priority_mode == "weighted":
+            return await self._claim_weighted(queues, free)
+        if len(queues) == 1:
+            return await self._claim_resuming(queues[0], free)
+        return await self._run(job_store.claim(
+            worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
+            deadlines=self.deadlines))
+
+    async def _claim_resuming(self, queue: str, free: int) -> list[Job]:
+        resuming = time.monotonic() < self._resume_until and self._resume_queue == queue
+        resume = self._resume if resuming else ()
+        jobs = await self._run(job_store.claim(
+            worker_id=self.worker_id, queues=[queue], limit=free, lease_seconds=self.settings.lease_seconds,
+            deadlines=self.deadlines, resume=resume))
+        if len(jobs) < free:
+            self._resume_until = 0.0
+            return jobs
+        points = list(resume) or [None] * 4
+        for job in jobs:  # in claim order: the last one of each level is where it resumes
+            points[job.priority] = job.order_key
+        if not resuming:
+            self._resume_until = time.monotonic() + RESUME_FOR
+        self._resume, self._resume_queue = points, queue
+        return jobs
+
+    async def _claim_weighted(self, queues: Sequence[str], free: int) -> list[Job]:
+        lease = self.settings.lease_seconds
+        slots = draw_slots(free, self.settings.priority_weights, list(queues), self._rng)
+        async with db.connection(self._pool) as conn:
+            jobs = await db.run(conn, job_store.claim_weighted(
+                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines))
+            if len(jobs) < free:
+                jobs += await db.run(conn, job_store.claim(
+                    worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
+                    deadlines=self.deadlines))
+        return jobs
+
+    async def reconcile(self, known: Callable[[], list[Attempt]]) -> int:
+        """Release the attempts this worker holds in the database but not in ``known()``."""
+        async with db.connection(self._pool) as conn:
+            held = await db.run(conn, job_store.held_by(self.worker_id))
+            unknown = held - set(known())
+            if not unknown:
+                return 0
+            released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=list(unknown)))
+        log.warning("released %s jobs claimed by a statement whose reply was lost", released)
+        return released
+
+    async def _run(self, call: db.Call[list[Job]]) -> list[Job]:
+        async with db.connection(self._pool) as conn:
+            return await db.run(conn, call)
