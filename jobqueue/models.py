@@ -119,7 +119,7 @@ class Job:
     """
 
     __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
-                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key")
+                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key", "key")
 
     def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
                  attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
@@ -136,11 +136,9 @@ class Job:
         self.created_at = created_at
         self.timeout = timeout
         self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
+        #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
+        self.key: tuple[uuid.UUID, int] = (id, attempt)
 
-    @property
-    def key(self) -> tuple[uuid.UUID, int]:
-        """(id, attempt): one attempt of this job, as the worker tracks, heartbeats and acks it."""
-        return (self.id, self.attempt)
 
     @property
     def is_last_attempt(self) -> bool:

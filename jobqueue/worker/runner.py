@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 
 from jobqueue import db, tracing
 from jobqueue.background import watch
-from jobqueue.app import JobQueue
+from jobqueue.app import JobQueue, TaskDef
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.models import Job
@@ -327,13 +327,12 @@ class Worker:
             pass
 
     def _start(self, job: Job) -> None:
-        task = asyncio.create_task(self._run_job(job))
+        handler = self.app.tasks.get(job.job_type)
+        task = asyncio.create_task(self._run_job(job, handler))
+        self.deadline_watch.watch(task, attempt_timeout(job, handler))
         self.running[job.key] = (job, task)
 
-    async def _run_job(self, job: Job) -> None:
-        task = self.app.tasks.get(job.job_type)
-        current = asyncio.current_task()
-        self.deadline_watch.watch(current, attempt_timeout(job, task))
+    async def _run_job(self, job: Job, task: TaskDef | None) -> None:
         try:
             outcome = await traced(self.tracing, job, execute(
                 job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes))
@@ -344,8 +343,9 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
-            self.deadline_watch.forget(current)
-            self.running.pop(job.key, None)
+            entry = self.running.pop(job.key, None)
+            if entry is not None:
+                self.deadline_watch.forget(entry[1])
             self._slot_freed.set()
         if job.key in self._released:
             return
