@@ -34,14 +34,38 @@ log = logging.getLogger("jobqueue.process")
 
 
 def load_app(path: str) -> JobQueue:
-    """Import ``module:attribute`` and check it is a JobQueue."""
+    """Import ``module:attribute`` and check it is a JobQueue. The current directory is on the
+    import path, as other worker commands do: ``jobqueue-worker --app myapp:queue`` run beside
+    ``myapp.py`` finds it. What cannot be loaded is one clear `ValueError`, not a traceback."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"--app must look like module:attribute (got {path!r})")
-    app = getattr(importlib.import_module(module_name), attribute)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"--app {path}: no module named {exc.name!r} (run from the folder that holds it, "
+                         "or put it on PYTHONPATH)") from None
+    try:
+        app = getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"--app {path}: module {module_name!r} has no attribute {attribute!r}") from None
     if not isinstance(app, JobQueue):
         raise TypeError(f"{path} is a {type(app).__name__}, not a jobqueue.JobQueue")
     return app
+
+
+#: How long a starting worker tries to reach its database before it gives up with one clear line.
+PREFLIGHT_TIMEOUT = 5
+
+
+def preflight(settings: Settings) -> None:
+    """Reach the database once, quickly, before anything starts: a wrong DSN or an unreachable
+    server is `DatabaseUnavailable` in a few seconds (the command prints it and exits 2; an
+    orchestrator starts the worker again), not a pool that waits 30 s and dies with a traceback."""
+    conn = db.connect_sync(db.Session.of(settings, db.worker_name("preflight")), connect_timeout=PREFLIGHT_TIMEOUT)
+    conn.close()
 
 
 class WorkerProcess:
@@ -126,11 +150,12 @@ CRASH_LOOP_WINDOW = 60.0
 
 def supervise(app_path: str, settings: Settings) -> int:
     """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
+    load_app(app_path)  # fail fast, in the parent, on a bad --app or database
+    preflight(settings)
     if settings.processes == 1:
         run_worker_process(app_path, settings, restart_in_place=True)
         return 0
     configure_logging()
-    load_app(app_path)  # fail fast, in the parent, on a bad --app
     context = multiprocessing.get_context("spawn")
     stopping = False
 

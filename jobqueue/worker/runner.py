@@ -101,6 +101,7 @@ class Worker:
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
+        self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -328,6 +329,11 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         handler = self.app.tasks.get(job.job_type)
+        if handler is None and (job.queue, job.job_type) not in self._unknown_types:
+            self._unknown_types.add((job.queue, job.job_type))
+            log.warning("queue %r has jobs of type %r, which this worker has no handler for: they fail and are "
+                        "retried, then dead-lettered (every worker of a queue should know all its job types)",
+                        job.queue, job.job_type)
         task = asyncio.create_task(self._run_job(job, handler))
         self.deadline_watch.watch(task, attempt_timeout(job, handler))
         self.running[job.key] = (job, task)

@@ -42,7 +42,8 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(dsn, conn):
 
 
 @pytest.mark.parametrize("command", [("enqueue", "echo"), ("migrate",), ("downgrade", "base"), ("schedule", "list"),
-                                     ("apikey", "list"), ("demo", "--count", "1")])
+                                     ("apikey", "list"), ("demo", "--count", "1"),
+                                     ("worker", "--app", "jobqueue.demo:queue")])
 def test_unreachable_database_is_reported_not_a_traceback(command):
     started = time.monotonic()
     result = jobqueue(*command, dsn="postgresql://postgres@127.0.0.1:1/nothing?connect_timeout=1")
@@ -59,3 +60,25 @@ def test_demo_command_shows_jobs_finishing(dsn):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "fail_permanent  dead_letter" in result.stdout
     assert result.stdout.count("completed") == 5  # echo, flaky (second attempt), sleep, 2 x noop
+
+
+def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(dsn, tmp_path):
+    """`jobqueue-worker --app myapp:queue` run from the folder that holds myapp.py (it failed with
+    ModuleNotFoundError); a missing module or attribute is one line, not a traceback."""
+    (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
+    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())"]
+    worker = subprocess.Popen([*command, "--app", "myapp:queue", "--dsn", dsn], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        started = ""
+        while "started" not in started and time.monotonic() < deadline and worker.poll() is None:
+            started = worker.stdout.readline()
+        assert "started" in started
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    for app, says in (("nosuch:queue", "no module named 'nosuch'"), ("myapp:nope", "has no attribute 'nope'")):
+        result = subprocess.run([*command, "--app", app, "--dsn", dsn], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr

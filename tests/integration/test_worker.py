@@ -231,10 +231,15 @@ def test_sync_handler_runs_in_a_thread_and_stores_its_result(dsn, conn):
     assert info.duration_ms is not None and info.duration_ms >= 0
 
 
-def test_unknown_job_type_fails_with_a_clear_error(dsn, conn):
+def test_unknown_job_type_fails_with_a_clear_error(dsn, conn, caplog):
     job_id = make_job(conn, job_type="nobody_knows_me", max_attempts=1)
-    with WorkerThread(apps.queue, test_settings(dsn)):
-        wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
+    second = make_job(conn, job_type="nobody_knows_me", max_attempts=1)
+    with caplog.at_level("WARNING", logger="jobqueue.worker"), WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [job_id, second], "dead_letter"))
+    warnings = [r.getMessage() for r in caplog.records if "no handler for" in r.getMessage()]
+    assert warnings == ["queue 'default' has jobs of type 'nobody_knows_me', which this worker has no handler "
+                        "for: they fail and are retried, then dead-lettered (every worker of a queue should know "
+                        "all its job types)"]  # once, not per job
     message = conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchone()[0]
     assert "no handler registered for job type 'nobody_knows_me'" in message
 
