@@ -7,13 +7,14 @@ Workers: define handlers on a `JobQueue` and run `jobqueue-worker --app module:q
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import Settings
-from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobNotFound,
-                             JobQueueError, JobTimeout, NotMigrated, PermanentError, Retry, ValidationError)
+from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobFailed, JobNotFound,
+                             JobQueueError, JobTimeout, NotMigrated, PermanentError, Retry, ValidationError,
+                             WaitTimeout)
 from jobqueue.models import CancelOutcome, Job, JobInfo, JobState, Priority
 from jobqueue.retry import Backoff
 
 __all__ = [
     "AsyncClient", "Backoff", "CancelOutcome", "Client", "Conflict", "DatabaseUnavailable", "IdempotencyMismatch",
-    "Job", "JobCancelled", "JobInfo", "JobNotFound", "JobQueue", "JobQueueError", "JobState", "JobTimeout", "NotMigrated",
-    "PermanentError", "Priority", "Retry", "Settings", "TaskDef", "ValidationError",
+    "Job", "JobCancelled", "JobFailed", "JobInfo", "JobNotFound", "JobQueue", "JobQueueError", "JobState", "JobTimeout", "NotMigrated",
+    "PermanentError", "Priority", "Retry", "Settings", "TaskDef", "ValidationError", "WaitTimeout",
 ]

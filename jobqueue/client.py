@@ -7,6 +7,8 @@ if your transaction commits (the NOTIFY that wakes workers is sent at that commi
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +19,8 @@ import psycopg
 from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
-from jobqueue.errors import JobNotFound, ValidationError
+from jobqueue.errors import JobFailed, JobNotFound, ValidationError, WaitTimeout
+from jobqueue.job_events import EventHub, EventsUnavailable
 from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary, Priority,
                              QueueSettings, QueueStats, RetryOutcome)
 from jobqueue.schedule_admin import Schedules
@@ -202,6 +205,21 @@ def _many_call(built: Sequence[NewJob], *, lock_wait: float | None = None) -> db
                                   lock_wait=lock_wait if keyed else None)
 
 
+#: How often wait() reads the job anyway, in case its final event was missed; and how often it
+#: polls when the process has no LISTEN connection.
+WAIT_RECHECK = 5.0
+WAIT_POLL = 0.5
+_FINAL = (JobState.COMPLETED, JobState.DEAD_LETTER, JobState.CANCELLED)
+_FINAL_EVENTS = ("job.completed", "job.dead_letter", "job.cancelled")
+
+
+def _outcome(info: JobInfo) -> Any:
+    """What wait() answers for a finished job: its result, or `JobFailed`."""
+    if info.state is JobState.COMPLETED:
+        return info.result
+    raise JobFailed(info)
+
+
 MAX_PAGE = 500
 ROLES = ("producer", "admin")
 
@@ -332,12 +350,16 @@ class AsyncClient:
                           if submit_lanes > 0 else None)
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
+        self._application_name = application_name
+        self._events: EventHub | None = None  # opened by the first wait()
 
     async def open(self) -> "AsyncClient":
         await self._pool.open()
         return self
 
     async def close(self) -> None:
+        if self._events is not None:
+            await self._events.stop()
         await self._pool.close()
 
     async def __aenter__(self) -> "AsyncClient":
@@ -389,6 +411,58 @@ class AsyncClient:
                      connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
         """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
         return await self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
+
+    async def wait(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
+        """The job's result once it has completed; `JobFailed` when it was dead-lettered or
+        cancelled (``.info`` holds its errors); `WaitTimeout` after ``timeout`` seconds (None: no
+        limit). Woken by the job's own events (LISTEN, one connection per client, shared by every
+        wait), not by polling: the job is read once when waiting starts, then on its final event,
+        and every `WAIT_RECHECK` seconds and after a reconnect in case an event was missed. Without
+        a LISTEN connection (``JOBQUEUE_LISTEN=0``) it reads the job every `WAIT_POLL` seconds."""
+        job_id = _job_id(job_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        subscription = await self._subscribe(job_id)
+        try:
+            while True:
+                info = await self.get(job_id)
+                if info.state in _FINAL:
+                    return _outcome(info)
+                if not await self._next_event(subscription, deadline):
+                    raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s (it goes on)")
+        finally:
+            if subscription is not None:
+                self._events.unsubscribe(subscription)
+
+    async def _subscribe(self, job_id: uuid.UUID):
+        """A subscription to ``job_id``'s events, or None when this process listens to nothing."""
+        if self._events is None:
+            listen = (db.Session.of(self.settings, self._application_name, dsn=self.dsn, direct=True).conninfo()
+                      if self.settings.listen else None)
+            self._events = EventHub(self, listen, name="client-wait")
+        try:
+            return await self._events.subscribe(queue=None, job_id=job_id, producer_id=None)
+        except EventsUnavailable:
+            return None
+
+    async def _next_event(self, subscription, deadline: float | None) -> bool:
+        """Until the job's next final event, a reconnect or the recheck interval (True: read the job
+        again), or the deadline (False)."""
+        recheck = time.monotonic() + (WAIT_RECHECK if subscription is not None else WAIT_POLL)
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            remaining = (recheck if deadline is None else min(recheck, deadline)) - time.monotonic()
+            if remaining <= 0:
+                return True
+            if subscription is None:
+                await asyncio.sleep(remaining)
+                continue
+            try:
+                event = await asyncio.wait_for(subscription.inbox.get(), remaining)
+            except asyncio.TimeoutError:
+                continue
+            if event.event in _FINAL_EVENTS or event.event.startswith("stream."):
+                return True
 
     async def outcomes(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobOutcome]:
         """The state of each job and its result once completed, in one query; ids that do not
@@ -550,6 +624,15 @@ class Client:
     def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                connection: psycopg.Connection | None = None) -> CancelOutcome:
         return self._run(job_store.cancel(_job_id(job_id), producer_id), connection)
+
+    def wait(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
+        """`AsyncClient.wait`, blocking (it runs one on its own event loop for the call: not from
+        inside a running event loop)."""
+        async def waiting() -> Any:
+            async with AsyncClient(self.dsn, settings=self.settings, pool_size=1) as client:
+                return await client.wait(job_id, timeout=timeout)
+
+        return asyncio.run(waiting())
 
     def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
         return _page(self._run(_list_call(limit, cursor, **filters), None), limit)

@@ -46,6 +46,23 @@ class PermissionDenied(JobQueueError):
     operator grants it."""
 
 
+class JobFailed(JobQueueError):
+    """`wait()` for a job that ended without a result: dead-lettered or cancelled. ``info`` is the
+    job as it ended (its ``final_error`` and every attempt's ``errors``)."""
+
+    def __init__(self, info: object) -> None:
+        self.info = info
+        self.job_id = getattr(info, "id", None)
+        self.state = getattr(getattr(info, "state", None), "value", None)
+        error = getattr(info, "final_error", None) or {}
+        detail = f": {error.get('type')}: {error.get('message')}" if isinstance(error, dict) and error else ""
+        super().__init__(f"job {self.job_id} ended {self.state}{detail}")
+
+
+class WaitTimeout(JobQueueError, TimeoutError):
+    """`wait()` gave up: the job had not finished within the timeout (it goes on regardless)."""
+
+
 class Conflict(JobQueueError):
     """The change collides with the current state (e.g. an idempotency key a live job now holds)."""
 

@@ -27,7 +27,7 @@ from litestar.openapi import ResponseSpec
 
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
-from jobqueue.api.events import EventsUnavailable
+from jobqueue.job_events import EventsUnavailable
 from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
                              PermissionDenied, ScheduleNotFound, ValidationError)
 

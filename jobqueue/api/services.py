@@ -22,7 +22,7 @@ from jobqueue import db, migrate
 from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure
-from jobqueue.api.events import EventHub
+from jobqueue.job_events import EventHub
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 

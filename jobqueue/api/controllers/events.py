@@ -20,7 +20,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from jobqueue.api.auth import Principal
 from jobqueue.api.errors import error_responses
-from jobqueue.api.events import EventHub, JobEvent, Subscription
+from jobqueue.job_events import EventHub, JobEvent, Subscription
 from jobqueue.api.services import ServicesDep
 
 KEEPALIVE_SECONDS = 15.0

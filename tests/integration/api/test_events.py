@@ -13,7 +13,7 @@ import psycopg
 
 from jobqueue.store.jobs import Deadlines
 from jobqueue.api.controllers.events import event_stream
-from jobqueue.api.events import MAX_BACKLOG, EventHub, decode
+from jobqueue.job_events import MAX_BACKLOG, EventHub, decode
 from jobqueue.client import AsyncClient, Client
 from jobqueue.sql import query
 from tests.support import apps

@@ -1,4 +1,5 @@
-"""Job events for the SSE stream: one LISTEN connection per API process, fanned out to streams.
+"""Job events: one LISTEN connection per process, fanned out to subscriptions — the REST API's SSE
+streams and `AsyncClient.wait()`.
 
 The database announces job transitions itself (statement-level triggers of migration 0003): one
 NOTIFY on ``jobqueue_events`` per statement, whatever path changed the job — REST, Python, SQL,
@@ -29,11 +30,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from jobqueue.client import AsyncClient
+from typing import Protocol
+
 from jobqueue.errors import DatabaseUnavailable, JobQueueError, NotMigrated
 from jobqueue.notifier import Notifier
 
-log = logging.getLogger("jobqueue.api.events")
+log = logging.getLogger("jobqueue.events")
 
 CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
@@ -42,7 +44,15 @@ ID_WIDTH = 22
 
 
 class EventsUnavailable(JobQueueError):
-    """This API process opens no LISTEN connection (``JOBQUEUE_LISTEN=0``), so it has no events."""
+    """This process opens no LISTEN connection (``JOBQUEUE_LISTEN=0``), so it has no events."""
+
+
+class Registrar(Protocol):
+    """Registers the process in ``jobqueue.event_listeners`` (an `AsyncClient` does)."""
+
+    async def register_event_listener(self, listener_id: str, *, ttl: float) -> None: ...
+
+    async def unregister_event_listener(self, listener_id: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +117,8 @@ class EventHub:
     no subscriber anywhere the database's event triggers stop after one probe of that table, so
     neither a worker's claim/ack statements nor this process spend anything on events."""
 
-    def __init__(self, client: AsyncClient, dsn: str | None, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, client: Registrar, dsn: str | None, *, connect_timeout: float = 5.0,
+                 name: str = "api-events") -> None:
         """``dsn``: where to LISTEN (a conninfo naming the connection); None: no events here."""
         self.client = client
         self.listener_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -120,13 +131,14 @@ class EventHub:
         self._listener: asyncio.Task | None = None
         self._stopping: asyncio.Task | None = None  # a listener cancelled, still unregistering
         self._registered = asyncio.Event()
+        self._name = name
 
     async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None,
                         producer_id: str | None) -> Subscription:
         """A subscription that receives every event committed from now on; `DatabaseUnavailable`
         if the LISTEN connection or the registration cannot be made in time."""
         if not self.enabled:
-            raise EventsUnavailable("job events need a LISTEN connection, and this API opens none "
+            raise EventsUnavailable("job events need a LISTEN connection, and this process opens none "
                                     "(JOBQUEUE_LISTEN=0; behind PgBouncer set JOBQUEUE_DIRECT_DSN to reach "
                                     "PostgreSQL directly for it)")
         subscription = Subscription(queue, job_id, producer_id)
@@ -136,7 +148,7 @@ class EventHub:
             await asyncio.gather(stopping, return_exceptions=True)
         if self._listener is None or self._listener.done():
             self._registered.clear()
-            self._listener = asyncio.create_task(self._listen(), name="api-events")
+            self._listener = asyncio.create_task(self._listen(), name=self._name)
         try:
             await asyncio.wait_for(asyncio.gather(self.notifier.connected.wait(), self._registered.wait()),
                                    self._connect_timeout)
@@ -162,7 +174,7 @@ class EventHub:
 
     async def _listen(self) -> None:
         """LISTEN, and keep this process registered (TTL ``LISTENER_TTL``) until cancelled."""
-        notifier = asyncio.create_task(self.notifier.run(), name="api-events-listen")
+        notifier = asyncio.create_task(self.notifier.run(), name=f"{self._name}-listen")
         try:
             while True:
                 try:
