@@ -4,6 +4,7 @@
     jobqueue downgrade REVISION               downgrade (``base`` removes jobqueue entirely)
     jobqueue enqueue TYPE [--payload JSON] …  enqueue one job, print its id
     jobqueue get ID | cancel ID               inspect or cancel a job
+    jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.admin_cli)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
     jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.schedule_cli)
@@ -207,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("maintenance", help="run only the leader-only maintenance services")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_maintenance)
+
+    from jobqueue.admin_cli import add_admin_commands
+
+    add_admin_commands(commands, settings=_settings)
 
     from jobqueue.schedule_cli import add_schedule_commands
 

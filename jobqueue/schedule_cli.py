@@ -18,6 +18,7 @@ import dataclasses
 import json
 from typing import Callable
 
+from jobqueue.admin_cli import format_table as table
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
@@ -36,11 +37,8 @@ def _row(schedule: Schedule) -> dict[str, str]:
 
 
 def format_table(schedules: list[Schedule]) -> str:
-    rows = [{c: c.upper() for c in COLUMNS}] + [_row(s) for s in schedules]
-    widths = {c: max(len(r[c]) for r in rows) for c in COLUMNS}
-    lines = ["  ".join(r[c].ljust(widths[c]) for c in COLUMNS).rstrip() for r in rows]
     errors = [f"  {s.name}: {s.error}" for s in schedules if s.error]
-    return "\n".join(lines + (["errors:"] + errors if errors else []))
+    return "\n".join([table(COLUMNS, [_row(s) for s in schedules])] + (["errors:"] + errors if errors else []))
 
 
 def _payload(raw: str | None) -> object:

@@ -1,0 +1,60 @@
+"""The operator's commands as a user types them: jobs, dlq, queues, workers."""
+
+from __future__ import annotations
+
+import json
+
+from tests.acceptance.test_cli import jobqueue
+from tests.support.factories import job_row, make_job
+
+
+def test_jobs_list_get_cancel_and_retry(dsn, conn):
+    pending = make_job(conn, job_type="mail", queue="q1", priority="high")
+    dead = make_job(conn, job_type="mail", queue="q1", state="dead_letter")
+    other = make_job(conn, job_type="report", queue="q2")
+    listed = jobqueue("jobs", "list", "--queue", "q1", dsn=dsn)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["ID", "JOB_TYPE", "QUEUE", "PRIORITY", "STATE", "ATTEMPTS", "CREATED_AT", "LAST_ERROR"]
+    assert {line.split()[0] for line in lines[1:]} == {str(pending), str(dead)}
+    as_json = json.loads(jobqueue("jobs", "list", "--job-type", "report", "--json", dsn=dsn).stdout)
+    assert [job["id"] for job in as_json["jobs"]] == [str(other)] and as_json["next_cursor"] is None
+    paged = jobqueue("jobs", "list", "--limit", "1", dsn=dsn).stdout
+    assert "more: --cursor" in paged
+    assert json.loads(jobqueue("jobs", "get", str(pending), dsn=dsn).stdout)["priority"] == 1
+    assert jobqueue("jobs", "cancel", str(pending), dsn=dsn).stdout.strip() == "cancelled"
+    retried = jobqueue("jobs", "retry", str(dead), dsn=dsn)
+    assert (retried.returncode, retried.stdout.strip()) == (0, "retried")
+    assert job_row(conn, dead)["state"] == "pending"
+    refused = jobqueue("jobs", "retry", str(other), dsn=dsn)
+    assert (refused.returncode, refused.stdout.strip()) == (1, "not_dead")
+
+
+def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
+    dead = [make_job(conn, job_type="mail", queue="q1", state="dead_letter") for _ in range(3)]
+    make_job(conn, job_type="report", queue="q1", state="dead_letter")
+    listed = jobqueue("dlq", "list", dsn=dsn).stdout.splitlines()
+    assert len(listed) == 1 + 4
+    assert jobqueue("dlq", "retry-all", "--job-type", "mail", dsn=dsn).stdout.strip() == "3"
+    assert {job_row(conn, j)["state"] for j in dead} == {"pending"}
+    refused = jobqueue("dlq", "purge", dsn=dsn)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (1,)
+    assert jobqueue("dlq", "purge", "--yes", dsn=dsn).stdout.strip() == "1"
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (0,)
+
+
+def test_queues_and_workers(dsn, conn):
+    make_job(conn, queue="q1")
+    paused = jobqueue("queues", "pause", "q1", dsn=dsn)
+    assert json.loads(paused.stdout)["paused"] is True
+    limits = json.loads(jobqueue("queues", "limits", "q1", "--soft", "10", "--hard", "20", dsn=dsn).stdout)
+    assert (limits["soft_limit"], limits["hard_limit"]) == (10, 20)
+    bad = jobqueue("queues", "limits", "q1", "--soft", "30", "--hard", "20", dsn=dsn)
+    assert bad.returncode == 2 and "soft_limit" in bad.stderr
+    table = jobqueue("queues", "list", dsn=dsn).stdout.splitlines()
+    row = next(line.split() for line in table if line.startswith("q1 "))
+    assert row[:3] == ["q1", "True", "1"] and row[-2:] == ["10", "20"]
+    assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "PROCESSED",
+                                                          "FAILED", "STUCK", "LAST_HEARTBEAT"]
+    assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []
