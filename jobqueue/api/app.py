@@ -38,9 +38,9 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from jobqueue.api import openapi_ui
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
 from jobqueue.api.controllers.events import EventsController
@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         return services
 
     return Litestar(
-        route_handlers=list(ROUTE_HANDLERS),
+        route_handlers=[*ROUTE_HANDLERS, openapi_ui.assets_router()],
         dependencies={"services": Provide(provide_services, use_cache=True)},
         middleware=[auth_middleware()],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -114,7 +114,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                         "live job events. Authenticate with `Authorization: Bearer <API key>` "
                         "(`jobqueue apikey create`).",
             path="/schema",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin()],
+            render_plugins=[openapi_ui.render_plugin()],
             components=Components(security_schemes={
                 "apiKey": SecurityScheme(type="http", scheme="bearer", description="an API key"),
             }),

@@ -165,3 +165,19 @@ def test_cancel_over_rest_of_a_running_job_is_honoured_when_its_attempt_fails(ds
         wait_until(lambda: http("alice").get(f"/jobs/{job_id}").json()["state"] == "cancelled", timeout=10)
     assert len(apps.runs) == 1
     assert http("alice").get(f"/jobs/{job_id}").json()["attempts"] == 1
+
+
+def test_the_schema_pages_work_offline(http):
+    """/schema and /schema/swagger loaded their scripts from a CDN and stayed blank offline: every
+    script and stylesheet they reference is served by the API itself, without a key."""
+    import re
+
+    anonymous = http(None)
+    for page in ("/schema", "/schema/swagger"):
+        response = anonymous.get(page)
+        assert response.status_code == 200
+        assets = re.findall(r'(?:src|href)="([^"]+)"', response.text)
+        assert len(assets) == 3 and all(asset.startswith("/schema/assets/") for asset in assets), assets
+        for asset in assets:
+            served = anonymous.get(asset)
+            assert served.status_code == 200 and len(served.content) > 1000, asset
