@@ -73,6 +73,10 @@ class Config:
         return self.timeout or 120.0 + 0.03 * self.jobs
 
 
+#: How long a started fleet may take to register every worker (imports on a loaded 2-core box).
+WORKERS_READY_TIMEOUT = 60.0
+
+
 class Stage:
     """One scenario's world: its fresh database, worker fleet, harness connection, and its `Run`."""
 
@@ -111,9 +115,22 @@ class Stage:
         return [{"job_type": job_type, "payload": {"k": f"{prefix}{i}", "ms": ms}, "max_attempts": max_attempts}
                 for i in range(count)]
 
-    def start_workers(self) -> None:
+    async def start_workers(self) -> None:
+        """Start the fleet and wait until every worker has registered: a fault must hit running
+        workers, not processes still importing (a worker that cannot reach its database while it
+        starts exits at once with one line, by design, and would count as a crash)."""
         self.fleet.start()
         self._keeper = asyncio.create_task(self.fleet.keep())
+        deadline = time.monotonic() + WORKERS_READY_TIMEOUT
+        while True:
+            pids = [worker.pid for worker in self.fleet.running()]
+            if len(pids) == len(self.fleet.workers) and \
+                    len(await self.monitor.run(faults_store.registered_pids(pids))) == len(pids):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the workers did not register within {WORKERS_READY_TIMEOUT:.0f} s "
+                                   f"(logs: {self.logdir})")
+            await asyncio.sleep(0.1)
 
     async def start_api(self) -> ApiProcess:
         self.api = ApiProcess(self.dsn, free_port(), self.logdir)
@@ -189,7 +206,7 @@ class Stage:
 async def sigkill(stage: Stage) -> None:
     stage.run.min_faults = 1
     await stage.seed(stage.record_jobs(stage.config.jobs, stage.work_ms(20), max_attempts=5))
-    stage.start_workers()
+    await stage.start_workers()
     await stage.under_way()
     rng = random.Random()
     while await stage.pending():
@@ -209,7 +226,7 @@ async def sigstop(stage: Stage) -> None:
     stage.run.min_faults = 1
     pause = 2 * stage.config.lease + stage.config.sweep_interval + 1
     await stage.seed(stage.record_jobs(stage.config.jobs, stage.work_ms(24), max_attempts=5))
-    stage.start_workers()
+    await stage.start_workers()
     await stage.under_way()
     rng = random.Random()
     while await stage.pending():
@@ -233,7 +250,7 @@ async def _database_faults(stage: Stage, count: int, spacing: float,
     may hit every job in processing just before it or just after it."""
     stage.run.min_faults = 1
     await stage.seed(stage.record_jobs(stage.config.jobs, stage.work_ms(15), max_attempts=1))
-    stage.start_workers()
+    await stage.start_workers()
     await stage.under_way()
     for _ in range(count):
         if not await stage.pending():
@@ -300,7 +317,7 @@ def _shares(keys: list[str], parts: int) -> list[list[str]]:
 async def producers(stage: Stage) -> None:
     stage.run.min_faults = 1
     api = await stage.start_api()
-    stage.start_workers()
+    await stage.start_workers()
     keys = [f"p{i}" for i in range(stage.config.jobs)]
     python, rest = Tally("python"), Tally("rest")
     async with stage.client(producer_id="faults-python", pool_size=PRODUCERS, pool_timeout=2.0,
@@ -328,7 +345,7 @@ async def producers(stage: Stage) -> None:
 async def api_kill(stage: Stage) -> None:
     stage.run.min_faults = 1
     api = await stage.start_api()
-    stage.start_workers()
+    await stage.start_workers()
     keys = [f"a{i}" for i in range(stage.config.jobs)]
     rest = Tally("rest")
     async with stage.client() as client:
@@ -374,7 +391,7 @@ async def poison(stage: Stage) -> None:
             stage.run.failures.append("a payload holding NUL was accepted")
         except ValidationError as exc:
             stage.run.notes.append(f"NUL payload refused ({exc.field})")
-    stage.start_workers()
+    await stage.start_workers()
     await stage.drained()
 
 

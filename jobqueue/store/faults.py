@@ -42,6 +42,10 @@ def held_by_pid(pid: int) -> Call[list[uuid.UUID]]:
     return Call("faults_held_by_pid", {"pid": pid}, column)
 
 
+def registered_pids(pids: list[int]) -> Call[list[int]]:
+    return Call("faults_registered_pids", {"pids": pids}, column)
+
+
 def processing() -> Call[list[uuid.UUID]]:
     return Call("faults_processing", {}, column)
 

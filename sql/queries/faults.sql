@@ -30,6 +30,10 @@ ON CONFLICT (token) DO NOTHING;
 SELECT j.id FROM jobqueue.jobs j JOIN jobqueue.workers w ON w.id = j.locked_by
 WHERE w.pid = %(pid)s AND j.state = 'processing';
 
+-- name: faults_registered_pids
+-- Which of these worker processes have registered (the fleet is up before any fault is injected).
+SELECT pid FROM jobqueue.workers WHERE pid = ANY(%(pids)s);
+
 -- name: faults_processing
 SELECT id FROM jobqueue.jobs WHERE state = 'processing';
 

@@ -97,6 +97,11 @@ def leader(conn) -> int | None:
     return int(row[0].split(":")[1]) if row else None
 
 
+def application_names(conn) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT application_name FROM pg_stat_activity "
+                                           "WHERE datname = current_database()")]
+
+
 def completed(conn, ids: list) -> int:
     return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s::uuid[]) AND state = 'completed'",
                         ([str(job_id) for job_id in ids],)).fetchone()[0]
@@ -144,9 +149,10 @@ def test_workers_api_cron_and_leader_election_through_pgbouncer(bouncer, dsn, co
         ticks = len(fired_ticks(conn, "every-second"))
         wait_until(lambda: len(fired_ticks(conn, "every-second")) >= ticks + 2, timeout=20,
                    message="cron ticks under the new leader")
-        names = [row[0] for row in conn.execute("SELECT application_name FROM pg_stat_activity "
-                                                "WHERE datname = current_database()")]
-        assert any(name.startswith("jobqueue-worker ") for name in names), names  # PgBouncer passes it on
+        # PgBouncer passes each client's name on to the server connection it lends it; the lender's
+        # last borrower shows, so the worker's polling claims appear among the maintenance calls.
+        wait_until(lambda: any(name.startswith("jobqueue-worker ") for name in application_names(conn)),
+                   timeout=10, message="a server connection named after the worker using it")
     finally:
         outputs = [terminate(worker) for worker in workers] + [terminate(api, timeout=20)]
     assert second in (worker.pid for worker in workers)
