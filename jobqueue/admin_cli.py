@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -116,6 +117,18 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
 WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "processed", "failed", "stuck", "last_heartbeat")
 
 
+def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
+    return getattr(client, method)(args.queue)
+
+
+def _queue_settings_printer(change: Callable[[Client, argparse.Namespace], Any]) -> Callable[[Client, argparse.Namespace], int]:
+    """A queue command that changes its settings and prints them as they now are, in JSON."""
+    def run(client: Client, args: argparse.Namespace) -> int:
+        print(_json(dataclasses.asdict(change(client, args))))
+        return 0
+    return run
+
+
 def _workers(client: Client, args: argparse.Namespace) -> int:
     workers = client.workers()
     if args.json:
@@ -180,13 +193,12 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     for name, method in (("pause", "pause_queue"), ("resume", "resume_queue")):
         p = queues.add_parser(name, help=f"{name} claiming from a queue (it keeps accepting jobs)")
         p.add_argument("queue")
-        command(p, lambda c, a, method=method: print(_json(dataclasses.asdict(getattr(c, method)(a.queue)))) or 0)
+        command(p, _queue_settings_printer(functools.partial(_call_on_queue, method)))
     p = queues.add_parser("limits", help="backpressure limits of a queue (omit both: the defaults)")
     p.add_argument("queue")
     p.add_argument("--soft", type=int)
     p.add_argument("--hard", type=int)
-    command(p, lambda c, a: print(_json(dataclasses.asdict(
-        c.set_queue_limits(a.queue, soft_limit=a.soft, hard_limit=a.hard)))) or 0)
+    command(p, _queue_settings_printer(lambda c, a: c.set_queue_limits(a.queue, soft_limit=a.soft, hard_limit=a.hard)))
 
     p = commands.add_parser("workers", help="the worker registry")
     p.add_argument("--json", action="store_true")

@@ -430,7 +430,7 @@ class AsyncClient:
                 if not await self._next_event(subscription, deadline):
                     raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s (it goes on)")
         finally:
-            if subscription is not None:
+            if subscription is not None and self._events is not None:
                 self._events.unsubscribe(subscription)
 
     async def _subscribe(self, job_id: uuid.UUID):

@@ -32,14 +32,14 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, NotMigrated
 
 Results = list[tuple[uuid.UUID, bool]]
 #: Runs one statement for the given jobs (grouped: several callers' jobs) and returns (id, created)
 #: per job, in order.
-Runner = Callable[[Sequence[object], bool], Awaitable[Results]]
+Runner = Callable[[Sequence[Any], bool], Awaitable[Results]]
 
 
 class _Waiting:

@@ -51,7 +51,7 @@ class Call(Generic[T]):
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
-    decode: Callable[[list[tuple]], T] = lambda rows: rows  # type: ignore[assignment]
+    decode: Callable[[list[tuple]], T] = lambda rows: rows  # type: ignore[assignment,return-value]
 
     @property
     def sql(self) -> str:

@@ -54,6 +54,8 @@ def _database_errors() -> Iterator[None]:
     try:
         yield
     except DBAPIError as exc:
+        if not isinstance(exc.orig, BaseException):
+            raise
         with db.translated_errors():
             raise exc.orig from None
 
@@ -70,7 +72,10 @@ def downgrade(target: str | db.Session, revision: str = "base") -> None:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    if head is None:
+        raise RuntimeError("no migrations found (is the migrations/ folder missing?)")
+    return head
 
 
 def current_revision(target: str | db.Session) -> str | None:

@@ -53,8 +53,8 @@ class Notifier:
                 self.connected.set()
                 if not first:
                     log.info("notifier reconnected")
-                    for callback in self._on_reconnect:
-                        callback()
+                    for reconnected in self._on_reconnect:
+                        reconnected()
                 first = False
                 delay = self._reconnect_delay
                 async for notification in self._conn.notifies():

@@ -159,7 +159,7 @@ def supervise(app_path: str, settings: Settings) -> int:
     context = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start_child(index: int) -> multiprocessing.Process:
+    def start_child(index: int) -> multiprocessing.process.BaseProcess:
         own = settings
         if settings.worker_metrics_port:  # --metrics-port N: process i listens on N + i
             own = settings.with_(worker_metrics_port=settings.worker_metrics_port + index)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Callable
+from typing import Any, Callable
 
 from jobqueue.admin_cli import format_table as table
 from jobqueue.config import Settings
@@ -52,7 +52,7 @@ def add_schedule_commands(parser: argparse.ArgumentParser, settings: Callable[[a
     """Add the ``schedule`` subcommands to ``parser``; ``settings`` builds Settings from the args."""
     actions = parser.add_subparsers(dest="action", required=True)
 
-    def run(args: argparse.Namespace, use: Callable) -> int:
+    def run(args: argparse.Namespace, use: Callable) -> Any:
         from jobqueue.oneshot import open_client
 
         with open_client(settings(args)) as client:

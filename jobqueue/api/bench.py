@@ -45,7 +45,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     async with bench_client(settings) as admin:
         key, key_info = await admin.create_api_key(queue)
     server = None if args.url else ApiServer(settings, args.api_workers)
-    url = args.url or server.url
+    url = server.url if server is not None else args.url
     conns: list[Connection] = []
     try:
         if server is not None:
@@ -65,6 +65,6 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             conn.close()
         if server is not None:
             server.stop()
-        with connect(settings) as conn:
-            db.run_sync(conn, bench_store.delete_queue(queue))
-            db.run_sync(conn, bench_store.delete_api_key(key_info.id))
+        with connect(settings) as admin_conn:
+            db.run_sync(admin_conn, bench_store.delete_queue(queue))
+            db.run_sync(admin_conn, bench_store.delete_api_key(key_info.id))

@@ -40,7 +40,9 @@ _STATUS_NAMES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
 
 def error_response(status: int, message: str, *, error: str | None = None, field: str | None = None,
                    retry_after: float | None = None, headers: dict[str, str] | None = None,
-                   state: str | None = None) -> Response[ErrorBody]:
+                   state: str | None = None) -> Response[Any]:
+    """An `ErrorBody` response; typed ``Any`` so a handler declaring its success body (which
+    Litestar documents as the 200 schema) can return it too."""
     headers = dict(headers or {})
     if retry_after is not None:
         headers["Retry-After"] = str(max(1, math.ceil(retry_after)))

@@ -36,14 +36,14 @@ def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if args.apikey_action == "list":
             print(f"{'id':36}  {'role':8}  {'prefix':11}  {'created':25}  {'revoked':25}  producer")
-            for key in client.api_keys():
-                revoked = key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "-"
-                print(f"{key.id!s:36}  {key.role:8}  {key.key_prefix:11}  "
-                      f"{key.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  {key.producer_id}")
+            for listed in client.api_keys():
+                revoked = listed.revoked_at.isoformat(timespec="seconds") if listed.revoked_at else "-"
+                print(f"{listed.id!s:36}  {listed.role:8}  {listed.key_prefix:11}  "
+                      f"{listed.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  {listed.producer_id}")
             return 0
-        revoked = client.revoke_api_key(args.key_id)
-        if revoked is None:
+        gone = client.revoke_api_key(args.key_id)
+        if gone is None:
             print(f"error: no live key with id {args.key_id}", file=sys.stderr)
             return 1
-        print(f"revoked key {revoked.id} of producer {revoked.producer_id!r}")
+        print(f"revoked key {gone.id} of producer {gone.producer_id!r}")
         return 0

@@ -73,7 +73,7 @@ async def _wait_drained(side: Side, workers, expected: int, timeout: float) -> i
 async def drain(bench: Bench, side: Side, count: int, *, hold_xmin: bool) -> dict[str, Any]:
     args = bench.args
     before = settled_counters(bench)
-    workers = await side.start_workers(args.processes, args.concurrency)
+    workers: Any = await side.start_workers(args.processes, args.concurrency)  # the side's own kind
     holder = None
     try:
         holder = hold_snapshot(bench.settings) if hold_xmin else None

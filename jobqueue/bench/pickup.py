@@ -35,7 +35,7 @@ async def _claims(side: Side, ids: list, timeout: float) -> dict:
 
 
 async def pickup(bench: Bench, side: Side, samples: int) -> dict[str, Any]:
-    workers = await side.start_workers(1, bench.args.concurrency)
+    workers: Any = await side.start_workers(1, bench.args.concurrency)  # the side's own kind
     try:
         await side.release(workers)
         async with side.producer() as enqueue:

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime
-from typing import AsyncIterator, Awaitable, Callable
+from typing import IO, AsyncIterator, Awaitable, Callable
 
 import psycopg
 
@@ -174,7 +174,7 @@ class RawWorkers:
                                            stderr=process_log("raw-worker"), text=True)
                 self.processes.append(process)
             for process in self.processes:
-                if process.stdout.readline().strip() != "ready":
+                if _pipe(process.stdout).readline().strip() != "ready":
                     raise RuntimeError("a raw worker process did not start (see its log)")
         except BaseException:
             self.stop()
@@ -182,8 +182,8 @@ class RawWorkers:
 
     def go(self) -> None:
         for process in self.processes:
-            process.stdin.write("go\n")
-            process.stdin.flush()
+            _pipe(process.stdin).write("go\n")
+            _pipe(process.stdin).flush()
 
     def alive(self) -> bool:
         return all(process.poll() is None for process in self.processes)
@@ -191,9 +191,16 @@ class RawWorkers:
     def stop(self) -> None:
         for process in self.processes:
             with contextlib.suppress(OSError):
-                process.stdin.close()  # a worker still waiting for "go" exits on end of input
+                _pipe(process.stdin).close()  # a worker still waiting for "go" exits on end of input
         for process in self.processes:
             stop_process(process, timeout=10)
+
+
+def _pipe(stream: IO[str] | None) -> IO[str]:
+    """A raw worker's stdin or stdout: always a pipe, as it is started."""
+    if stream is None:
+        raise RuntimeError("a raw worker process was started without its pipes")
+    return stream
 
 
 async def noop(payload: object) -> None:

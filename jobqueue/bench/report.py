@@ -162,8 +162,9 @@ def summarize(runs: list[dict[str, tuple[Any, Any]]], sections: list[tuple[str, 
             pairs = [run[spec.key] for run in runs if spec.key in run]
             jq = _stats([pair[0] for pair in pairs if pair[0] is not None])
             raw = _stats([pair[1] for pair in pairs if pair[1] is not None]) if spec.has_raw else None
-            ratios = [_number(a) / _number(b) for a, b in pairs
-                      if spec.has_raw and spec.ratio and spec.unit != "yes" and _number(a) is not None and _number(b)]
+            ratios = [x / y for a, b in pairs
+                      if spec.has_raw and spec.ratio and spec.unit != "yes"
+                      and (x := _number(a)) is not None and (y := _number(b))]
             ratio = _stats(ratios)
             value = None if jq is None else jq.get("median", jq.get("all"))
             verdict = spec.target.check(value, None if ratio is None else ratio["median"]) if spec.target else None
@@ -231,7 +232,8 @@ def table(summary: dict[str, Any], sections: list[tuple[str, list[Spec]]], label
                          _ratio_cell(entry["ratio"]), entry["target"] or "", met))
     cells = [header] + [row for row in rows if isinstance(row, tuple)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    widths[0] = max([widths[0]] + [len(row.partition("\0")[0]) for row in rows if "\0" in row])
+    widths[0] = max([widths[0]] + [len(row.partition("\0")[0]) for row in rows
+                                        if isinstance(row, str) and "\0" in row])
 
     def line(row: tuple[str, ...]) -> str:
         return " | ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()

@@ -136,6 +136,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     runs: list[dict[str, Any]] = []
     status = 0
     loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    if main is None:
+        raise RuntimeError("the bench must run inside a task")
     for signum in (signal.SIGINT, signal.SIGTERM):  # stop where we are, then clean up
         loop.add_signal_handler(signum, main.cancel)
     try:

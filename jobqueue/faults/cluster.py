@@ -48,7 +48,7 @@ class FaultCluster:
             version, _, fsync, synchronous_commit, *_ = db.run_sync(conn, bench_store.server_settings())
         return f"PostgreSQL {version} on port {self.cluster.port}, fsync={fsync}, synchronous_commit={synchronous_commit}"
 
-    def _admin(self, statement: sql.Composable) -> None:
+    def _admin(self, statement: sql.Composed) -> None:
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
             conn.execute(statement)
 

@@ -42,10 +42,14 @@ class _Process:
         with open(self.log_path, "a") as log:
             self.popen = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
+    def _started(self) -> subprocess.Popen:
+        if self.popen is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.popen
+
     @property
     def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
+        return self._started().pid
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -62,7 +66,7 @@ class _Process:
         """SIGKILL, waited for; returns the pid it had."""
         pid = self.pid
         self.signal(signal.SIGKILL)
-        self.popen.wait()
+        self._started().wait()
         self.stopped = False
         return pid
 
@@ -71,7 +75,7 @@ class _Process:
         if self.alive():
             if self.stopped:
                 self.signal(signal.SIGCONT)
-            self.popen.send_signal(signal.SIGTERM)
+            self._started().send_signal(signal.SIGTERM)
 
     def exited_by(self, deadline: float) -> bool:
         """Wait until ``deadline`` (monotonic); False, and SIGKILL, when it is still running then."""

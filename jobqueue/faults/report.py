@@ -23,8 +23,11 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from jobqueue.store.faults import JobOutcome
+
+Ordered = TypeVar("Ordered", float, datetime)
 
 END_STATES = ("completed", "dead_letter", "cancelled")
 
@@ -80,6 +83,12 @@ class Row:
         return asdict(self)
 
 
+def latest(values: list[Ordered | None]) -> Ordered | None:
+    """The largest value, or None when there is none or any is unknown (an outcome not reached)."""
+    known = [value for value in values if value is not None]
+    return max(known) if known and len(known) == len(values) else None
+
+
 def _seconds(later: datetime | None, earlier: datetime) -> float | None:
     return None if later is None else max((later - earlier).total_seconds(), 0.0)
 
@@ -89,12 +98,13 @@ def _recovery(fault: Fault, outcomes: dict[uuid.UUID, JobOutcome], finishes: lis
     backs: list[float | None] = []
     if fault.held:
         ends = [outcomes[i].finished_at if i in outcomes else None for i in fault.held]
-        backs.append(None if None in ends else _seconds(max(ends), fault.at))
+        last = latest(ends)
+        backs.append(None if last is None else _seconds(last, fault.at))
     if fault.producers:
         backs.append(_seconds(fault.service_back, fault.at))
     if not backs:
         backs.append(_seconds(next((t for t in finishes if t > fault.at), None), fault.at))
-    return None if None in backs else max(backs)
+    return latest(backs)
 
 
 def _lost(run: Run, outcomes: dict[uuid.UUID, JobOutcome]) -> tuple[int, str]:
@@ -186,7 +196,7 @@ def judge(run: Run, outcomes: list[JobOutcome]) -> Row:
         notes.append(f"wedged: {run.wedged}")
     failed = lost or duplicates > allowed or wrong or failures or run.wedged
     status = "WEDGED" if run.wedged else "FAIL" if failed else "ok"
-    recovery = None if not recoveries or None in recoveries else max(recoveries)
+    recovery = latest(recoveries)
     return Row(scenario=run.name, jobs=len(run.expected), lost=lost, duplicates=duplicates, allowed=allowed,
                wrong=sum(wrong.values()), recovery=recovery, status=status, notes="; ".join(notes),
                faults=[f.as_dict() for f in run.faults], logs=run.logs)

@@ -38,7 +38,7 @@ from jobqueue.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTE
 from jobqueue.faults.cluster import FaultCluster, Monitor, now
 from jobqueue.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
 from jobqueue.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
-from jobqueue.faults.report import Fault, Row, Run, judge
+from jobqueue.faults.report import Fault, Row, Run, judge, latest
 from jobqueue.store import faults as faults_store
 
 
@@ -299,7 +299,7 @@ def _service_back(fault: Fault, tallies: list[Tally], since: datetime | None = N
     """When every path had a submission accepted after ``since`` (default: the fault)."""
     fault.producers = True
     backs = [t.first_accept_after(since or fault.at) for t in tallies]
-    fault.service_back = None if None in backs else max(backs)
+    fault.service_back = latest(backs)
 
 
 def _produced(stage: Stage, tallies: list[Tally]) -> None:

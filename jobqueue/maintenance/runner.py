@@ -51,7 +51,11 @@ class Maintenance:
                                            interval=settings.reindex_interval, clock=clock))
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
         notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
-        self.elector.on_change(lambda _leading: [service.wake() for service in self.services])
+        self.elector.on_change(self._wake_services)
+
+    def _wake_services(self, _leading: bool) -> None:
+        for service in self.services:
+            service.wake()
 
     async def run(self) -> None:
         await self.pool.open(wait=False)

@@ -40,7 +40,10 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
     """Claimed jobs; the last two columns are each job's order key (run_at, seq)."""
-    return [Job(*row[:11], order_key=row[11:13]) for row in rows]
+    return [Job(id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
+                created_at, timeout, (run_at, seq))
+            for (id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
+                 created_at, timeout, run_at, seq) in rows]
 
 
 #: Where a one-queue claim resumes, per priority level: the order key (run_at, seq) of the last

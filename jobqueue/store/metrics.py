@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
@@ -76,7 +76,7 @@ class TypeDelta:
     processed: int = 0
     failed: int = 0
     duration_ms_sum: float = 0.0
-    buckets: list[int] | None = None
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS_MS) + 1))
 
 
 def _decode_queue_counts(rows: list[tuple]) -> list[QueueCounts]:

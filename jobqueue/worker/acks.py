@@ -142,10 +142,11 @@ class AckBuffer:
         accepted: set[uuid.UUID] = set()
         async with db.connection(self._pool) as conn, _together(conn, done and failed):
             if done:
-                accepted.update(await db.run(conn, job_store.complete_many(
+                completed: list[uuid.UUID] = await db.run(conn, job_store.complete_many(
                     worker_id=self.worker_id,
                     ids=[o.job.id for o in done], attempts=[o.job.attempt for o in done],
-                    results=[o.result_json for o in done], durations=[o.duration_ms for o in done])))
+                    results=[o.result_json for o in done], durations=[o.duration_ms for o in done]))
+                accepted.update(completed)
             if failed:
                 rows = await db.run(conn, job_store.fail_many(
                     worker_id=self.worker_id,

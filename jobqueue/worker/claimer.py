@@ -83,9 +83,10 @@ class Claimer:
             jobs = await db.run(conn, job_store.claim_weighted(
                 worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines))
             if len(jobs) < free:
-                jobs += await db.run(conn, job_store.claim(
+                more = await db.run(conn, job_store.claim(
                     worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
                     deadlines=self.deadlines))
+                jobs.extend(more)
         return jobs
 
     async def reconcile(self, known: Callable[[], list[Attempt]]) -> int:

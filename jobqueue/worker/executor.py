@@ -98,6 +98,8 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
         return error_outcome(job, CANCELLED, started, exc)
     except asyncio.CancelledError as exc:
         current = asyncio.current_task()
+        if current is None:  # cannot happen inside a task; keeps the narrowing below honest
+            raise
         if deadlines.expired(current):
             current.uncancel()
             timeout = attempt_timeout(job, task)

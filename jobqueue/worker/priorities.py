@@ -13,10 +13,13 @@ from collections import Counter
 from typing import Sequence
 
 
+_RNG = random.Random()
+
+
 def draw_slots(free: int, weights: Sequence[int], queues: Sequence[str],
                rng: random.Random | None = None) -> list[tuple[str, int, int]]:
     """(queue, priority level, slots) triples whose slots add up to ``free``."""
-    rng = rng or random
-    levels = rng.choices(range(len(weights)), weights=weights, k=free)
-    picks = Counter((rng.choice(queues), level) for level in levels)
+    draw = rng or _RNG
+    levels = draw.choices(range(len(weights)), weights=weights, k=free)
+    picks = Counter((draw.choice(queues), level) for level in levels)
     return [(queue, level, count) for (queue, level), count in sorted(picks.items())]

@@ -52,7 +52,7 @@ class WorkerStats:
         key = (job.queue, job.job_type)
         delta = self._deltas.get(key)
         if delta is None:
-            delta = self._deltas[key] = TypeDelta(buckets=[0] * (len(DURATION_BUCKETS_MS) + 1))
+            delta = self._deltas[key] = TypeDelta()
         delta.processed += 1
         if outcome.kind not in (COMPLETED, CANCELLED):
             delta.failed += 1
@@ -115,7 +115,7 @@ class WorkerStats:
 
 def _merge(into: dict[tuple[str, str], TypeDelta], deltas: dict[tuple[str, str], TypeDelta]) -> None:
     for key, delta in deltas.items():
-        total = into.setdefault(key, TypeDelta(buckets=[0] * (len(DURATION_BUCKETS_MS) + 1)))
+        total = into.setdefault(key, TypeDelta())
         total.processed += delta.processed
         total.failed += delta.failed
         total.duration_ms_sum += delta.duration_ms_sum
