@@ -39,8 +39,9 @@ log = logging.getLogger("jobqueue.vacuumer")
 
 class Vacuumer(Service):
     name = "vacuumer"
+    DEFAULT_MIN_DEAD = 50_000
 
-    def __init__(self, pool, session: db.Session, *, interval: float = 60.0, min_dead: int = 50_000,
+    def __init__(self, pool, session: db.Session, *, interval: float = 60.0, min_dead: int = DEFAULT_MIN_DEAD,
                  dead_fraction: float = 0.2, max_xact_age: float = 10.0, clock: Clock | None = None) -> None:
         super().__init__(interval=interval, clock=clock)
         if min_dead < 0 or dead_fraction < 0 or max_xact_age < 0:
