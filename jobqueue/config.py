@@ -94,7 +94,12 @@ class Settings:
     leader_ttl: float = 15.0  # seconds a leader lease lasts; a dead leader is replaced within it
     misfire_grace: float = 60.0  # a cron tick later than this counts as missed (misfire policy)
     prune_interval: float = 60.0
-    reindex_interval: float = 3600.0  # seconds between bloat checks of the live-state indexes; 0: off
+    reindex_interval: float = 600.0  # seconds between bloat checks of the job table's indexes; 0: off
+    reindex_factor: float = 2.0  # rebuild an index whose file is this many times what it needs...
+    reindex_min_waste_mb: float = 10.0  # ... and at least this much bigger
+    vacuum_interval: float = 60.0  # seconds between the vacuumer's checks of the job table; 0: off
+    vacuum_min_dead: int = 50_000  # dead row versions that make the job table due a VACUUM (and 20 % of live rows)
+    maintenance_xact_age: float = 10.0  # an older open transaction holds the vacuumer and reindexer back
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
@@ -149,8 +154,13 @@ class Settings:
             raise ValueError("the processing TTL must be positive")
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
-        if self.reindex_interval < 0:
-            raise ValueError("the reindex interval must not be negative (0 turns the reindexer off)")
+        if self.reindex_interval < 0 or self.vacuum_interval < 0:
+            raise ValueError("the reindex and vacuum intervals must not be negative (0 turns the service off)")
+        if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
+            raise ValueError("the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
+                             "dead rows not negative")
+        if self.maintenance_xact_age < 0:
+            raise ValueError("the maintenance transaction age must not be negative")
         if self.leader_ttl <= 0 or self.misfire_grace < 0 or self.prune_interval <= 0:
             raise ValueError("leader TTL and prune interval must be positive, misfire grace not negative")
         if min(self.retention_completed_days, self.retention_cancelled_days, self.retention_dead_letter_days) < 0:
@@ -196,6 +206,11 @@ class Settings:
             misfire_grace=_float(env, "JOBQUEUE_MISFIRE_GRACE", defaults.misfire_grace),
             prune_interval=_float(env, "JOBQUEUE_PRUNE_INTERVAL", defaults.prune_interval),
             reindex_interval=_float(env, "JOBQUEUE_REINDEX_INTERVAL", defaults.reindex_interval),
+            reindex_factor=_float(env, "JOBQUEUE_REINDEX_FACTOR", defaults.reindex_factor),
+            reindex_min_waste_mb=_float(env, "JOBQUEUE_REINDEX_MIN_WASTE_MB", defaults.reindex_min_waste_mb),
+            vacuum_interval=_float(env, "JOBQUEUE_VACUUM_INTERVAL", defaults.vacuum_interval),
+            vacuum_min_dead=_int(env, "JOBQUEUE_VACUUM_MIN_DEAD", defaults.vacuum_min_dead),
+            maintenance_xact_age=_float(env, "JOBQUEUE_MAINTENANCE_XACT_AGE", defaults.maintenance_xact_age),
             retention_completed_days=_float(env, "JOBQUEUE_RETENTION_COMPLETED_DAYS", defaults.retention_completed_days),
             retention_cancelled_days=_float(env, "JOBQUEUE_RETENTION_CANCELLED_DAYS", defaults.retention_cancelled_days),
             retention_dead_letter_days=_float(env, "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",

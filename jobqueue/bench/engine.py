@@ -1,6 +1,7 @@
 """jobqueue's side of every measurement, used as a new user would: `AsyncClient.enqueue` and
 `enqueue_many`, `jobqueue-worker` processes running an async no-op task (`jobqueue.bench.app`)
-with their defaults (maintenance included), `pause_queue`/`resume_queue`, and the `Pruner`.
+with their defaults (maintenance included), `pause_queue`/`resume_queue`, and the leader's
+`Pruner`, `Vacuumer` and `Reindexer`.
 
 The queue is paused while jobs are loaded and the workers start, and resumed once every worker
 process listens, so all of them start the drain together (a process starting late would leave
@@ -24,12 +25,17 @@ from jobqueue.bench.app import JOB_TYPE
 from jobqueue.bench.common import Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
 from jobqueue.maintenance.pruner import DAY, Pruner
+from jobqueue.maintenance.reindexer import Reindexer
+from jobqueue.maintenance.vacuumer import Vacuumer
 from jobqueue.store import bench as store
+from jobqueue.store import reindex as reindex_store
 from jobqueue.store.retention import FINISHED_STATES
 
 #: What the worker logs once it listens (jobqueue.worker.runner); the bench waits for it so no
 #: process misses the resume notification.
 STARTED_LINE = " started: queues="
+#: How long the bench waits for the table to be vacuumed after the prune.
+VACUUM_WAIT = 60.0
 #: Retention the bench's Pruner gives every other queue: it must prune nothing but the bench's.
 KEEP_OTHERS = 100 * 365 * DAY
 
@@ -117,20 +123,52 @@ class JobqueueQueue:
         return dict(self.bench.run(store.claimed_at(ids)))
 
     async def prune(self) -> int:
-        """The `Pruner` with retention 0 for the bench queue only, then VACUUM; returns jobs pruned.
-        Like every run of the Pruner it also drops idempotency keys whose window has closed, in any
-        queue: such a key no longer holds anything."""
+        """The `Pruner` with retention 0 for the bench queue only, then the `Vacuumer` as the leader
+        runs it (polled until the table has been vacuumed, by it or by autovacuum: the pruner's
+        deletes reach the statistics it reads a moment later); returns jobs pruned. Like every run
+        of the Pruner it also drops idempotency keys whose window has closed, in any queue: such a
+        key no longer holds anything. The results and errors tables are vacuumed by the bench."""
         self.bench.run(store.set_retention(self.bench.queue))
-        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings)
-        await pool.open(wait=True)
-        try:
+        vacuums = self.bench.run(store.vacuum_count())
+        async with self._pool() as pool:  # closed after: its backend's counters reach the statistics on exit
             pruner = Pruner(pool, retention={state: KEEP_OTHERS for state in FINISHED_STATES},
                             fire_history=KEEP_OTHERS)
             pruned = await pruner.run_once()
-        finally:
-            await pool.close()
+        async with self._pool() as pool:
+            # its default bound, or the whole prune when the backlog was smaller than that
+            vacuumer = Vacuumer(pool, self._session(), min_dead=min(Vacuumer.DEFAULT_MIN_DEAD, max(pruned, 1)))
+            deadline = time.monotonic() + VACUUM_WAIT
+            while not await vacuumer.run_once() and self.bench.run(store.vacuum_count()) == vacuums:
+                if time.monotonic() > deadline:
+                    say(f"  jobqueue: the table was not vacuumed within {VACUUM_WAIT:.0f} s of the prune")
+                    break
+                await asyncio.sleep(0.5)
         self.bench.run(store.vacuum_after_prune())
         return pruned
+
+    async def maintain(self) -> int:
+        """The `Reindexer` as the leader runs it, one index per run until none is worth a rebuild;
+        returns the indexes rebuilt (and leftovers dropped)."""
+        reindexer = Reindexer(self._session())
+        done = 0
+        for _ in range(2 * len(reindex_store.COVERED_INDEXES)):
+            rebuilt = await reindexer.run_once()
+            if not rebuilt:
+                break
+            done += rebuilt
+        return done
+
+    def _session(self) -> db.Session:
+        return db.Session.of(self.bench.settings, db.BENCH_NAME, dsn=self.bench.dsn, direct=True)
+
+    @contextlib.asynccontextmanager
+    async def _pool(self) -> AsyncIterator:
+        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings)
+        await pool.open(wait=True)
+        try:
+            yield pool
+        finally:
+            await pool.close()
 
 
 class JobqueueWorkers:

@@ -1,24 +1,47 @@
-"""`Reindexer`: rebuilds the live-state indexes of ``jobqueue.jobs`` once churn has bloated them
+"""`Reindexer`: gives back the space the indexes of ``jobqueue.jobs`` keep after churn and pruning
 (leader only).
 
-Every job enters the claim index (and, while it runs or waits for a retry, the lease and retry
-indexes) and leaves it again; btree pages emptied that way are reused but never returned, so after
-a burst or a long-held snapshot an index can stay many times larger than the live jobs it holds,
-and every claim walks that dead space. River rebuilds its indexes for the same reason (one had
-reached 4 GB against 35 MB rebuilt). This service checks the four live-state indexes every
-``interval`` and rebuilds, with ``REINDEX INDEX CONCURRENTLY`` (claims and inserts go on), those
-whose file is ``factor`` times what their entries need and at least ``min_pages`` pages. A rebuild
-that failed before (timeout, cancel) leaves an invalid ``<index>_ccnew``; it is dropped first.
+A btree reuses the pages its deleted entries emptied but never returns them to the file: after a
+1,000,000-job backlog was drained and pruned, the job table's indexes kept their peak size (172
+MB against 19 MB at the start), and every claim walked the empty part of the claim index. River
+rebuilds its indexes for the same reason (one had reached 4 GB against 35 MB rebuilt). Every
+``interval`` this service measures each index of the table — the live-state ones (claim, lease,
+expiry, retry wait) and the ones that grow with history (primary key, finished, dead letters) —
+and rebuilds the one with the most space to win, with ``REINDEX INDEX CONCURRENTLY`` (claims,
+acks and inserts go on), if rebuilt it would need at most 1/``factor`` of its file and give back
+at least ``min_waste_mb``. One index per run: a rebuild writes a second copy of the index and
+reads the whole table, so they go one after another, the next ``follow_up`` seconds after, until
+none is left worth it.
 
-The check runs on the maintenance pool; drops and rebuilds on a connection of their own, opened
-for them from ``session`` without a statement or lock timeout: a rebuild of a big index takes
-long, and ``REINDEX CONCURRENTLY`` waits for every transaction older than it, which is no harm
-(claims and inserts go on) and must not be cut after ``JOBQUEUE_LOCK_TIMEOUT``. Behind PgBouncer
-that connection goes to ``JOBQUEUE_DIRECT_DSN``; without one, through PgBouncer, the role's own
-timeouts apply (a rebuild they cut is retried next interval, its leftover dropped first).
+How it measures: with ``pgstatindex()`` (the pgstattuple extension, which migration 0010 creates
+where the server has it and the role may), how full the leaf pages really are; else an estimate
+that can only err towards "healthy": the entries the last VACUUM/ANALYZE counted plus every row
+changed since, times the key's width from ``pg_stats`` (``reltuples`` alone lies after a bulk load,
+which once made this service rebuild a healthy 400,000-entry claim index). Either way it judges
+the index after VACUUM has removed dead entries — the `Vacuumer` sees to it — since an entry not
+yet vacuumed still fills its page.
 
-Options (defaults): ``interval`` 3600 s (`JOBQUEUE_REINDEX_INTERVAL`, 0 turns the service off),
-``factor`` 4, ``min_pages`` 1280 (10 MB: smaller indexes cost nothing worth a rebuild), ``clock``.
+When it does nothing: while a transaction of this database has been open for more than
+``max_xact_age`` seconds with a snapshot or a transaction id. ``REINDEX CONCURRENTLY`` (and the
+``DROP INDEX CONCURRENTLY`` of a leftover) waits for every transaction older than it, holding a lock
+on the table that keeps VACUUM away meanwhile: under a held snapshot a rebuild would stall and
+bloat the table it is meant to shrink. It runs once such transactions are gone. A transaction that
+starts after the check is waited for, however long it takes (no statement or lock timeout on the
+rebuild's connection, as a big index takes long).
+
+A rebuild that failed (cancelled, the server restarted, a timeout of a pooler) leaves an invalid
+``<index>_ccnew`` or ``_ccold``, which PostgreSQL keeps updating on every write: each run drops
+such leftovers first.
+
+It runs on a connection of its own, opened for each run from ``session`` (``JOBQUEUE_DIRECT_DSN``
+behind PgBouncer, where a rebuild works only on a direct connection; without one, through
+PgBouncer, the role's own timeouts apply and a rebuild they cut is dropped and retried next run).
+
+Options (defaults): ``interval`` 600 s (`JOBQUEUE_REINDEX_INTERVAL`, 0 turns the service off);
+``factor`` 2 (`JOBQUEUE_REINDEX_FACTOR`); ``min_waste_mb`` 10 (`JOBQUEUE_REINDEX_MIN_WASTE_MB`:
+smaller wins are not worth a rebuild); ``max_xact_age`` 10 s (`JOBQUEUE_MAINTENANCE_XACT_AGE`,
+shared with the `Vacuumer`); ``exact`` True (False: the estimate even where pgstattuple is
+installed); ``follow_up`` 5 s; ``clock``.
 """
 
 from __future__ import annotations
@@ -29,6 +52,7 @@ from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.maintenance.base import Service
 from jobqueue.store import reindex as reindex_store
+from jobqueue.store import vacuum as vacuum_store
 
 log = logging.getLogger("jobqueue.reindexer")
 
@@ -36,22 +60,49 @@ log = logging.getLogger("jobqueue.reindexer")
 class Reindexer(Service):
     name = "reindexer"
 
-    def __init__(self, pool, session: db.Session, *, interval: float = 3600.0, factor: float = 4.0,
-                 min_pages: int = 1280, clock: Clock | None = None) -> None:
+    def __init__(self, session: db.Session, *, interval: float = 600.0, factor: float = 2.0,
+                 min_waste_mb: float = 10.0, max_xact_age: float = 10.0, exact: bool = True,
+                 follow_up: float = 5.0, clock: Clock | None = None) -> None:
         super().__init__(interval=interval, clock=clock)
-        self._pool = pool
+        if factor < 1 or min_waste_mb < 0 or max_xact_age < 0:
+            raise ValueError("the reindex factor must be at least 1, the minimum waste and transaction age not negative")
         self._session = session.unbounded()
         self.factor = factor
-        self.min_pages = min_pages
+        self.min_waste_mb = min_waste_mb
+        self.max_xact_age = max_xact_age
+        self.exact = exact
+        self.follow_up = follow_up
+        self._more = False
+
+    def next_delay(self) -> float:
+        return min(self.follow_up, self.idle_delay()) if self._more else self.idle_delay()
 
     async def run_once(self) -> int:
-        async with db.connection(self._pool) as conn:
-            bloated = await db.run(conn, reindex_store.bloated(factor=self.factor, min_pages=self.min_pages))
-        if bloated:
-            async with await db.connect(self._session) as conn:
-                for index in bloated:
-                    log.info("rebuilding %s: its file is over %gx what its entries need", index, self.factor)
-                    for drop in reindex_store.drop_leftovers(index):
-                        await db.run(conn, drop)
-                    await db.run(conn, reindex_store.rebuild(index))
-        return len(bloated)
+        """Drop leftovers, then rebuild the most bloated index; returns the indexes dropped and rebuilt."""
+        self._more = False
+        async with await db.connect(self._session) as conn:
+            holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
+            if holder:
+                log.info("not rebuilding: %s has been open for %.0f s and would stall a rebuild",
+                         f"backend {holder.pid}" if holder.pid else "a prepared transaction", holder.seconds)
+                return 0
+            dropped = 0
+            for leftover in await db.run(conn, reindex_store.leftovers()):
+                log.warning("dropping %s, left by a rebuild that failed", leftover)
+                await db.run(conn, reindex_store.drop_leftover(leftover))
+                dropped += 1
+            bloated = await self._measure(conn)
+            if not bloated:
+                return dropped
+            worst = bloated[0]
+            log.info("rebuilding %s: %d pages, %d needed", worst.index, worst.file_pages, worst.needed_pages)
+            await db.run(conn, reindex_store.rebuild(worst.index))
+            self._more = len(bloated) > 1
+            return dropped + 1
+
+    async def _measure(self, conn) -> list[reindex_store.Bloated]:
+        """The bloated indexes, most space to win first; exactly where pgstattuple can be used."""
+        async with conn.transaction():  # the search_path that finds pgstatindex() is this transaction's
+            exact = self.exact and await db.run(conn, reindex_store.use_pgstattuple())
+            return await db.run(conn, reindex_store.bloated(exact=exact, factor=self.factor,
+                                                            min_waste_mb=self.min_waste_mb))

@@ -2,8 +2,9 @@
 
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
-the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers)
-and the reindexer (bloated live-state indexes). The sweeper (expired leases) runs in every such
+the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers),
+the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
+indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
 ``jobqueue_schedules`` NOTIFY wakes the scheduler.
 
@@ -27,6 +28,7 @@ from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
+from jobqueue.maintenance.vacuumer import Vacuumer
 from jobqueue.notifier import Notifier
 
 
@@ -46,9 +48,15 @@ class Maintenance:
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
         ]
+        direct = db.Session.of(settings, name, direct=True)  # VACUUM and REINDEX: long, session-bound
+        if settings.vacuum_interval > 0:
+            self.services.append(Vacuumer(self.pool, direct, interval=settings.vacuum_interval,
+                                          min_dead=settings.vacuum_min_dead,
+                                          max_xact_age=settings.maintenance_xact_age, clock=clock))
         if settings.reindex_interval > 0:
-            self.services.append(Reindexer(self.pool, db.Session.of(settings, name, direct=True),
-                                           interval=settings.reindex_interval, clock=clock))
+            self.services.append(Reindexer(direct, interval=settings.reindex_interval, factor=settings.reindex_factor,
+                                           min_waste_mb=settings.reindex_min_waste_mb,
+                                           max_xact_age=settings.maintenance_xact_age, clock=clock))
         notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
         notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
         self.elector.on_change(self._wake_services)

@@ -106,6 +106,10 @@ def vacuum_after_prune() -> Call[None]:
     return Call("bench_vacuum_after_prune", {}, no_result)
 
 
+def vacuum_count() -> Call[int]:
+    return Call("bench_vacuum_count", {}, scalar)
+
+
 def set_retention(queue: str) -> Call[None]:
     return Call("bench_set_retention", {"queue": queue}, no_result)
 

@@ -89,7 +89,12 @@ SELECT count(*) FROM jobqueue.workers WHERE queues = ARRAY[%(queue)s]::text[] AN
 VACUUM ANALYZE jobqueue.jobs;
 
 -- name: bench_vacuum_after_prune
-VACUUM jobqueue.jobs, jobqueue.job_results, jobqueue.job_errors;
+-- The pruned jobs' results and errors (jobqueue.jobs is the Vacuumer's).
+VACUUM jobqueue.job_results, jobqueue.job_errors;
+
+-- name: bench_vacuum_count
+-- VACUUMs of jobqueue.jobs so far, manual and auto.
+SELECT vacuum_count + autovacuum_count FROM pg_stat_user_tables WHERE relid = 'jobqueue.jobs'::regclass;
 
 -- name: bench_set_retention
 -- The bench queue keeps nothing once finished, so the Pruner takes all of its jobs.

@@ -135,6 +135,9 @@ def test_backlog_under_a_held_snapshot_drains_prunes_and_reports_sizes(dsn, conn
         assert details["sizes"]["loaded"]["heap_mb"] > 0 and details["sizes"]["loaded"]["index_mb"] > 0
         assert details["sizes"]["drained"]["heap_mb"] > details["sizes"]["loaded"]["heap_mb"]  # claims and acks
         assert isinstance(details["autovacuum_runs"], int)
+        assert details["sizes"]["maintained"]["heap_mb"] == details["sizes"]["pruned"]["heap_mb"]
+        assert details["sizes"]["maintained"]["index_mb"] <= details["sizes"]["pruned"]["index_mb"]
+    assert document["runs"][0]["details"]["raw"]["rebuilt"] == 0  # the raw queue has no reindexer
     assert any("held snapshot" in note for note in document["notes"])
     assert "snapshot held" in result.stderr
     clean(conn)

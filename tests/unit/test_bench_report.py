@@ -51,12 +51,12 @@ def test_the_table_has_a_row_per_figure_and_says_how_to_get_the_missing_ones():
     assert "not measured: add --rest" in closed
 
 
-def test_growth_left_is_the_share_of_the_backlogs_growth_still_there_after_pruning():
+def test_growth_left_is_the_share_of_the_backlogs_growth_still_there_after_pruning_and_reindexing():
     from jobqueue.bench.backlog import growth_left
 
-    def sizes(start, loaded, pruned):  # (heap, index) MB at each stage
-        return {"sizes": {stage: {"heap_mb": heap, "index_mb": index}
-                          for stage, (heap, index) in (("start", start), ("loaded", loaded), ("pruned", pruned))}}
+    def sizes(start, loaded, maintained):  # (heap, index) MB at each stage
+        return {"sizes": {stage: {"heap_mb": heap, "index_mb": index} for stage, (heap, index)
+                          in (("start", start), ("loaded", loaded), ("maintained", maintained))}}
 
     assert growth_left(sizes((0, 20), (200, 120), (0, 20))) == 0  # back to where it started
     assert growth_left(sizes((0, 20), (200, 120), (0, 170))) == 0.5  # the indexes kept half of the growth

@@ -1,0 +1,3 @@
+-- Nothing to undo: the pgstattuple extension is left in place. It holds no data, lives outside the
+-- jobqueue schema, and may have been there before 0010 (which then created nothing); dropping it
+-- could take away a DBA's extension. DROP EXTENSION pgstattuple removes it by hand.
