@@ -95,8 +95,8 @@ class Reindexer(Service):
             if not bloated:
                 return dropped
             worst = bloated[0]
-            log.info("rebuilding %s: %d pages, %d needed", worst.index, worst.file_pages, worst.needed_pages)
-            await db.run(conn, reindex_store.rebuild(worst.index))
+            log.info("rebuilding %s: %d pages, %d needed", worst.name, worst.file_pages, worst.needed_pages)
+            await db.run(conn, reindex_store.rebuild(worst.name))
             self._more = len(bloated) > 1
             return dropped + 1
 

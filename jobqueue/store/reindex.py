@@ -17,7 +17,7 @@ LEFTOVER_SUFFIXES = ("_ccnew", "_ccold")
 
 
 class Bloated(NamedTuple):
-    index: str
+    name: str  # the index
     file_pages: int
     needed_pages: int
 
