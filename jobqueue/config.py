@@ -133,6 +133,8 @@ class Settings:
     api_depth_refresh: float = 1.0
     api_depth_max_age: float = 10.0  # a depth count is redone at least this often (see api.backpressure)
     api_key_cache_seconds: float = 2.0
+    metrics_token: str | None = None  # JOBQUEUE_METRICS_TOKEN: a bearer token for /metrics and the dashboard's figures
+    metrics_public: bool = False  # JOBQUEUE_METRICS_PUBLIC=1: /metrics and /dashboard/overview without a key
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
     metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused
     metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
@@ -228,6 +230,8 @@ class Settings:
             **_api_settings(env, defaults),
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
             metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),
+            metrics_token=env.get("JOBQUEUE_METRICS_TOKEN") or defaults.metrics_token,
+            metrics_public=_bool(env, "JOBQUEUE_METRICS_PUBLIC", defaults.metrics_public),
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),

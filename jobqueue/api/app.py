@@ -20,8 +20,11 @@ How auth is applied:
   * Any valid key (role ``producer`` or ``admin``): nothing to add. Handlers that touch jobs pass
     ``request.user`` on so a producer sees and cancels only its own jobs (admins see all).
   * Admin only: ``guards=[admin_only]`` on the controller or handler (403 for producer keys).
-  * Public (health probes, Prometheus scrapes, a dashboard page): ``exclude_from_auth=True`` on the
+  * Public (health probes, the dashboard's page and assets): ``exclude_from_auth=True`` on the
     handler (Litestar route ``opt``). The OpenAPI schema at ``/schema`` is public too.
+  * The system's figures (``/metrics``, ``/dashboard/overview``): ``exclude_from_auth=True`` plus
+    ``guards=[metrics_reader]``, which takes an admin key or the metrics token (see
+    `jobqueue.api.request_checks`, which also refuses ambiguous query strings before any handler).
 
 Errors are JSON ``{"error", "message", "field"?}`` with the status codes of `jobqueue.api.errors`:
 a database outage is 503 with ``Retry-After``, never 500.
@@ -52,6 +55,7 @@ from jobqueue.api.controllers.schedules import SchedulesController
 from jobqueue.api.controllers.workers import WorkersController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
+from jobqueue.api.request_checks import refuse_ambiguous_query
 from jobqueue.api.services import Services
 from jobqueue.config import Settings
 
@@ -105,6 +109,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         dependencies={"services": Provide(provide_services, use_cache=True)},
         middleware=[auth_middleware()],
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=refuse_ambiguous_query,
         lifespan=[lifespan],
         request_max_body_size=settings.api_max_body_bytes,
         openapi_config=OpenAPIConfig(

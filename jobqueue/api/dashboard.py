@@ -24,6 +24,7 @@ from litestar.response import Response
 from jobqueue import metrics
 from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
+from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import ServicesDep
 
 # The REST routes the page calls; {name} placeholders are filled in by the script.
@@ -69,8 +70,8 @@ class DashboardController(Controller):
             raise NotFoundException(f"no dashboard file {name!r}")
         return Response(_asset(name), media_type=_ASSETS[name], headers={"Cache-Control": "max-age=60"})
 
-    @get("/overview", exclude_from_auth=True, security=[], summary="The dashboard's figures (JSON)",
-         responses=error_responses(503))
+    @get("/overview", exclude_from_auth=True, guards=[metrics_reader],
+         summary="The dashboard's figures (JSON); an admin key or the metrics token", responses=error_responses(403, 503))
     async def overview(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[dict[str, Any]]:
         snapshot = await collector(request, services).snapshot()
         return Response(metrics.overview(snapshot), headers=_NO_STORE)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import uuid
 from typing import Any
 
 from litestar import MediaType, Request, Response
@@ -134,8 +135,28 @@ def _overloaded(_request: Request, exc: Overloaded) -> Response:
     return error_response(exc.status, exc.message, error=exc.reason, retry_after=exc.retry_after)
 
 
-def _http(_request: Request, exc: HTTPException) -> Response:
+def _http(request: Request, exc: HTTPException) -> Response:
+    if exc.status_code == 404 and exc.detail == "Not Found":  # no route matched: say what was wrong
+        return error_response(404, _no_route(request.url.path), error="not_found")
     return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+_ID_PATH = re.compile(r"^/(?:admin/)?jobs/([^/]+)")
+
+
+def _no_route(path: str) -> str:
+    matched = _ID_PATH.match(path)
+    if matched and matched.group(1) != "batch":
+        try:
+            uuid.UUID(matched.group(1))
+        except ValueError:
+            return f"{matched.group(1)[:100]!r} is not a job id: job ids are UUIDs"
+    return f"no endpoint at {path[:200]} (see /schema)"
+
+
+def _too_deep(request: Request, _exc: RecursionError) -> Response:
+    log.warning("422: a body too deeply nested to decode on %s %s", request.method, request.url.path)
+    return error_response(422, "the JSON body nests too deeply", error="invalid")
 
 
 def _internal(request: Request, exc: Exception) -> Response:
@@ -156,5 +177,6 @@ EXCEPTION_HANDLERS: dict = {
     NotMigrated: _not_migrated,
     Overloaded: _overloaded,
     HTTPException: _http,
+    RecursionError: _too_deep,  # the body decoder recursing into a body built to be deep
     Exception: _internal,
 }

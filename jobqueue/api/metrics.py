@@ -1,4 +1,5 @@
-"""``GET /metrics``: the one Prometheus scrape target for the whole system (public, like a probe).
+"""``GET /metrics``: the one Prometheus scrape target for the whole system (an admin key or the
+metrics token: see `jobqueue.api.request_checks`).
 
 Workers report through the database, so scraping the API is enough: the figures are described in
 `jobqueue.metrics`. Every process of the API keeps one cached `Collector` (in the app's state), so
@@ -14,6 +15,7 @@ from litestar.response import Response
 
 from jobqueue import metrics
 from jobqueue.api.errors import error_responses
+from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import Services, ServicesDep
 
 _MEDIA_TYPE = metrics.CONTENT_TYPE.removesuffix("; charset=utf-8")  # Litestar appends the charset
@@ -37,9 +39,9 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
 class MetricsController(Controller):
     tags = ["observability"]
 
-    @get("/metrics", exclude_from_auth=True, security=[], media_type=_MEDIA_TYPE,
-         summary="Prometheus metrics: queues, dead letters, workers (text format 0.0.4)",
-         responses=error_responses(503))
+    @get("/metrics", exclude_from_auth=True, guards=[metrics_reader], media_type=_MEDIA_TYPE,
+         summary="Prometheus metrics: queues, dead letters, workers (text format 0.0.4); an admin key or "
+                 "the metrics token", responses=error_responses(403, 503))
     async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
         snapshot = await collector(request, services).snapshot()
         return Response(metrics.render(snapshot), media_type=_MEDIA_TYPE)

@@ -134,13 +134,19 @@ class JobDetail(msgspec.Struct):
     expires_at: datetime | None
 
     @classmethod
-    def of(cls, info: JobInfo) -> "JobDetail":
-        errors = [AttemptErrorOut(e.attempt, e.error_type, e.message, e.traceback, e.worker_id, e.failed_at)
+    def of(cls, info: JobInfo, *, tracebacks: bool = True) -> "JobDetail":
+        """``tracebacks``: whether the reader may see the handlers' tracebacks (admins); producers
+        get each error's type and message, not the code paths of the workers that ran them."""
+        errors = [AttemptErrorOut(e.attempt, e.error_type, e.message, e.traceback if tracebacks else None,
+                                  e.worker_id, e.failed_at)
                   for e in info.errors]
+        final_error = info.final_error
+        if not tracebacks and isinstance(final_error, dict) and "traceback" in final_error:
+            final_error = {**final_error, "traceback": None}
         return cls(info.id, info.queue, info.job_type, info.priority.label, info.state.value, info.attempts,
                    info.max_attempts, info.payload, info.run_at, info.created_at, info.updated_at,
                    info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
-                   info.cancel_requested, info.result, errors[-1] if errors else None, info.final_error,
+                   info.cancel_requested, info.result, errors[-1] if errors else None, final_error,
                    info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at)
 
 

@@ -20,6 +20,7 @@ from jobqueue.api.backpressure import Backpressure
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
+from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
 from jobqueue.api.services import ServicesDep
 from jobqueue.client import NewJob
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
@@ -45,6 +46,10 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
                   batch: bool) -> list[SubmittedJob]:
     user = request.user
     traceparent = request.headers.get("traceparent")
+    for index, item in enumerate(items):
+        if json_depth_exceeds(item.payload):
+            raise ValidationError(f"jobs[{index}].payload" if batch else "payload",
+                                  f"nests deeper than {MAX_JSON_DEPTH} levels")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
     accepted: list[NewJob] = []
 
@@ -131,7 +136,8 @@ class JobsController(Controller):
     @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
          responses=error_responses(404, 503))
     async def get_job(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> JobDetail:
-        return JobDetail.of(visible(await services.client.get(job_id), request.user))
+        user = request.user
+        return JobDetail.of(visible(await services.client.get(job_id), user), tracebacks=user.is_admin)
 
     @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
          responses=error_responses(404, 503))

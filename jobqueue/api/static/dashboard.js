@@ -155,6 +155,10 @@
 
   async function poll() {
     try {
+      if (needKey("see the figures (an admin key; the figures show hosts, processes and queues)")) {
+        setLive(false, "no API key");
+        return;
+      }
       const overview = await api("GET", ROUTES.overview);
       onOverview(overview);
       setLive(true);

@@ -21,11 +21,13 @@ from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
 CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+METRICS_TOKEN = "scrape-token-for-tests"
+METRICS = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 @pytest.fixture
 def server(dsn):
-    api = ApiServer(api_settings(dsn, metrics_ttl=0.0)).start()
+    api = ApiServer(api_settings(dsn, metrics_ttl=0.0, metrics_token=METRICS_TOKEN)).start()
     yield api
     api.stop()
 
@@ -37,8 +39,8 @@ def admin_key(dsn) -> str:
         return client.create_api_key("ops", role="admin")[0]
 
 
-def test_metrics_are_public_prometheus_text_and_follow_the_database(server, conn, dsn):
-    response = httpx.get(server.url + "/metrics")
+def test_metrics_are_prometheus_text_and_follow_the_database(server, conn, dsn):
+    response = httpx.get(server.url + "/metrics", headers=METRICS)
     assert response.status_code == 200
     assert response.headers["content-type"] == CONTENT_TYPE
     assert value(parse(response.text), "jobqueue_jobs_submitted_total") == 0
@@ -46,7 +48,7 @@ def test_metrics_are_public_prometheus_text_and_follow_the_database(server, conn
     for _ in range(3):
         make_job(conn, queue="mail", priority="high")
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
-    samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics").text))
+    samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
                          and value(s, "jobqueue_jobs_submitted_total") == 4 and s, message="a fresh collection")
     assert value(samples, "jobqueue_queue_depth", queue="mail", priority="high") == 3
     assert value(samples, "jobqueue_jobs_in_dlq", queue="mail", job_type="send") == 1
@@ -54,10 +56,34 @@ def test_metrics_are_public_prometheus_text_and_follow_the_database(server, conn
 
     with WorkerThread(test_app, test_settings(dsn, stats_interval=0.2)):
         conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"record\"}, {\"job_type\": \"record\"}]')")
-        samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics").text))
+        samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
                              and total(s, "jobqueue_jobs_processed_total") == 2 and s,
                              timeout=15, message="the worker's attempts on /metrics")
         assert value(samples, "jobqueue_worker_count") == 1
+
+
+def test_the_figures_need_an_admin_key_or_the_metrics_token_and_probes_stay_public(server, dsn, admin_key):
+    from jobqueue.client import Client
+    with Client(dsn, pool_size=1) as client:
+        producer_key = client.create_api_key("acme")[0]
+    for path in ("/metrics", "/dashboard/overview"):
+        assert httpx.get(server.url + path).status_code == 401
+        assert httpx.get(server.url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        refused = httpx.get(server.url + path, headers={"Authorization": f"Bearer {producer_key}"})
+        assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+        assert httpx.get(server.url + path, headers={"Authorization": f"Bearer {admin_key}"}).status_code == 200
+        assert httpx.get(server.url + path, headers=METRICS).status_code == 200
+    for path in ("/healthz", "/readyz", "/dashboard"):
+        assert httpx.get(server.url + path).status_code == 200
+
+
+def test_figures_may_be_made_public_explicitly(dsn):
+    api = ApiServer(api_settings(dsn, metrics_public=True)).start()
+    try:
+        assert httpx.get(api.url + "/metrics").status_code == 200
+        assert httpx.get(api.url + "/dashboard/overview").status_code == 200
+    finally:
+        api.stop()
 
 
 def test_dashboard_page_and_files_are_served_from_the_package(server):
@@ -77,13 +103,13 @@ def test_overview_json_has_totals_queues_and_pause_state(server, conn, admin_key
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
     paused = httpx.post(server.url + "/queues/mail/pause", headers={"Authorization": f"Bearer {admin_key}"})
     assert paused.status_code == 200, paused.text
-    overview = wait_until(lambda: (o := httpx.get(server.url + "/dashboard/overview").json())["submitted"] == 2 and o,
+    overview = wait_until(lambda: (o := httpx.get(server.url + "/dashboard/overview", headers=METRICS).json())["submitted"] == 2 and o,
                           message="a fresh collection")
     assert overview["depth"] == 1 and overview["dead"] == 1 and overview["submitted"] == 2
     (mail,) = [q for q in overview["queues"] if q["queue"] == "mail"]
     assert mail["paused"] is True and mail["depth_by_priority"]["low"] == 1 and mail["dead"] == 1
     assert len(overview["buckets"]) == len(overview["bounds_ms"]) + 1
-    assert value(parse(httpx.get(server.url + "/metrics").text), "jobqueue_queue_paused", queue="mail") == 1
+    assert value(parse(httpx.get(server.url + "/metrics", headers=METRICS).text), "jobqueue_queue_paused", queue="mail") == 1
 
 
 def test_rest_submit_opens_a_producer_span_under_the_callers_traceparent(dsn, conn, admin_key):
