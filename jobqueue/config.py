@@ -45,6 +45,19 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off (got {env[name]!r})")
 
 
+def concurrency_range(raw: str, name: str = "concurrency") -> tuple[int, int]:
+    """``N`` → (0, N), a fixed concurrency; ``MIN:MAX`` → (MIN, MAX), autoscaling between them
+    (MIN = MAX is fixed too)."""
+    low_text, sep, high_text = raw.strip().partition(":")
+    try:
+        low, high = int(low_text), int(high_text if sep else low_text)
+    except ValueError:
+        raise ValueError(f"{name} must be N or MIN:MAX, whole numbers (got {raw!r})") from None
+    if not 1 <= low <= high:
+        raise ValueError(f"{name} must be at least 1, and MIN:MAX needs MIN <= MAX (got {raw!r})")
+    return (low if low < high else 0), high
+
+
 def parse_weights(raw: str) -> tuple[int, int, int, int]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -74,7 +87,16 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
 class Settings:
     dsn: str = DEFAULT_DSN
     queues: tuple[str, ...] = ("default",)
-    concurrency: int = 10
+    concurrency: int = 10  # slots per worker process; with autoscaling, the most it scales to
+    # --concurrency MIN:MAX (jobqueue.autoscale): the fewest slots (0: a fixed concurrency), how often
+    # the worker decides, its cooldowns and step; the fleet gauge's worker bounds.
+    concurrency_min: int = 0
+    autoscale_interval: float = 5.0
+    autoscale_up_cooldown: float = 30.0
+    autoscale_down_cooldown: float = 300.0
+    autoscale_step: int = 2
+    autoscale_min_workers: int = 2
+    autoscale_max_workers: int = 100
     processes: int = 1
     lease_seconds: float = 30.0
     poll_interval: float = 5.0
@@ -137,6 +159,12 @@ class Settings:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not 0 <= self.concurrency_min <= self.concurrency:
+            raise ValueError("the autoscaling minimum concurrency must be between 1 and the concurrency")
+        if self.autoscale_interval <= 0 or min(self.autoscale_up_cooldown, self.autoscale_down_cooldown) < 0:
+            raise ValueError("the autoscaling interval must be positive, its cooldowns not negative")
+        if self.autoscale_step < 1 or not 1 <= self.autoscale_min_workers <= self.autoscale_max_workers:
+            raise ValueError("the autoscaling step must be positive, and 1 <= min workers <= max workers")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if self.lease_seconds <= 0:
@@ -175,10 +203,19 @@ class Settings:
         weights_raw = env.get("JOBQUEUE_PRIORITY_WEIGHTS")
         pgbouncer = _bool(env, "JOBQUEUE_PGBOUNCER", defaults.pgbouncer)
         direct_dsn = env.get("JOBQUEUE_DIRECT_DSN") or defaults.direct_dsn
+        concurrency_min, concurrency = concurrency_range(env.get("JOBQUEUE_CONCURRENCY") or str(defaults.concurrency),
+                                                         "JOBQUEUE_CONCURRENCY")
         return cls(
             dsn=env.get("JOBQUEUE_DSN") or defaults.dsn,
             queues=queues or defaults.queues,
-            concurrency=_int(env, "JOBQUEUE_CONCURRENCY", defaults.concurrency),
+            concurrency=concurrency,
+            concurrency_min=concurrency_min,
+            autoscale_interval=_float(env, "JOBQUEUE_AUTOSCALE_INTERVAL", defaults.autoscale_interval),
+            autoscale_up_cooldown=_float(env, "JOBQUEUE_AUTOSCALE_UP_COOLDOWN", defaults.autoscale_up_cooldown),
+            autoscale_down_cooldown=_float(env, "JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN", defaults.autoscale_down_cooldown),
+            autoscale_step=_int(env, "JOBQUEUE_AUTOSCALE_STEP", defaults.autoscale_step),
+            autoscale_min_workers=_int(env, "JOBQUEUE_AUTOSCALE_MIN_WORKERS", defaults.autoscale_min_workers),
+            autoscale_max_workers=_int(env, "JOBQUEUE_AUTOSCALE_MAX_WORKERS", defaults.autoscale_max_workers),
             processes=_int(env, "JOBQUEUE_PROCESSES", defaults.processes),
             lease_seconds=_float(env, "JOBQUEUE_LEASE_SECONDS", defaults.lease_seconds),
             poll_interval=_float(env, "JOBQUEUE_POLL_INTERVAL", defaults.poll_interval),
@@ -217,6 +254,11 @@ class Settings:
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
         )
+
+    @property
+    def autoscaling(self) -> bool:
+        """--concurrency MIN:MAX with MIN < MAX: the worker scales its slots between them."""
+        return 0 < self.concurrency_min < self.concurrency
 
     @property
     def unacked_bound(self) -> int:

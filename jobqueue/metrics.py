@@ -16,6 +16,7 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   jobs_processed_total{queue,job_type}       counter  attempts finished by workers, any outcome
   jobs_failed_total{queue,job_type}          counter  of those, attempts that failed (retry or dead)
   jobs_in_dlq{queue,job_type}                gauge    dead-lettered jobs
+  jobs_shed_total{queue,job_type}            counter  low-priority retries dead-lettered as shed (load shedding)
   queue_depth{queue,priority}                gauge    runnable now (pending, or failed and due)
   queue_age_seconds{queue,priority}          gauge    age of the oldest runnable job (0: none)
   jobs_scheduled{queue,priority}             gauge    waiting for a future run_at (delays, retries)
@@ -207,6 +208,9 @@ def render(snapshot: Snapshot) -> str:
     _attempt_families(text, snapshot.totals, snapshot.bounds)
     text.family("jobqueue_jobs_in_dlq", "gauge", "Dead-lettered jobs.",
                 [(dict(queue=d.queue, job_type=d.job_type), d.dead) for d in snapshot.dead])
+    text.family("jobqueue_jobs_shed_total", "counter",
+                "Retries of low-priority jobs dead-lettered (reason shed) because their queue was above its soft limit.",
+                [(dict(queue=t.queue, job_type=t.job_type), t.shed) for t in snapshot.totals])
     text.family("jobqueue_queue_depth", "gauge", "Jobs runnable now (pending, or failed and due for their retry).",
                 [(labels, q.runnable) for labels, q in per_priority])
     text.family("jobqueue_queue_age_seconds", "gauge", "Age of the oldest runnable job, by its run_at (0: none).",

@@ -80,7 +80,8 @@ class Worker:
                                   settings=settings)
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
-                              flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
+                              flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
+                              default_limits=(settings.api_soft_limit, settings.api_hard_limit))
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
         self.deadline_watch = DeadlineWatch()
         self.heartbeat = Heartbeat(
