@@ -113,7 +113,7 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "processed", "failed", "stuck", "last_heartbeat")
+WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat")
 
 
 def _workers(client: Client, args: argparse.Namespace) -> int:
@@ -122,7 +122,9 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
         print(_json([dataclasses.asdict(w) for w in workers]))
         return 0
     print(format_table(WORKER_COLUMNS, [dict(id=w.id, status=w.status, queues=",".join(w.queues),
-                                             concurrency=w.concurrency, processed=w.jobs_processed,
+                                             concurrency=(f"{w.concurrency_min}:{w.concurrency}" if w.concurrency_min
+                                                          else w.concurrency),
+                                             target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
                                              failed=w.jobs_failed, stuck=w.stuck_handlers,
                                              last_heartbeat=_when(w.last_heartbeat)) for w in workers]))
     return 0
