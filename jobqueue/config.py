@@ -83,6 +83,17 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     return values
 
 
+def _autoscale_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
+    """The ``JOBQUEUE_AUTOSCALE_*`` variables (see README "Autoscaling")."""
+    values: dict = {name: _float(env, "JOBQUEUE_AUTOSCALE_" + var, getattr(defaults, name))
+                    for name, var in (("autoscale_interval", "INTERVAL"), ("autoscale_up_cooldown", "UP_COOLDOWN"),
+                                      ("autoscale_down_cooldown", "DOWN_COOLDOWN"))}
+    values.update({name: _int(env, "JOBQUEUE_AUTOSCALE_" + var, getattr(defaults, name))
+                   for name, var in (("autoscale_step", "STEP"), ("autoscale_min_workers", "MIN_WORKERS"),
+                                     ("autoscale_max_workers", "MAX_WORKERS"))})
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     dsn: str = DEFAULT_DSN
@@ -210,12 +221,7 @@ class Settings:
             queues=queues or defaults.queues,
             concurrency=concurrency,
             concurrency_min=concurrency_min,
-            autoscale_interval=_float(env, "JOBQUEUE_AUTOSCALE_INTERVAL", defaults.autoscale_interval),
-            autoscale_up_cooldown=_float(env, "JOBQUEUE_AUTOSCALE_UP_COOLDOWN", defaults.autoscale_up_cooldown),
-            autoscale_down_cooldown=_float(env, "JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN", defaults.autoscale_down_cooldown),
-            autoscale_step=_int(env, "JOBQUEUE_AUTOSCALE_STEP", defaults.autoscale_step),
-            autoscale_min_workers=_int(env, "JOBQUEUE_AUTOSCALE_MIN_WORKERS", defaults.autoscale_min_workers),
-            autoscale_max_workers=_int(env, "JOBQUEUE_AUTOSCALE_MAX_WORKERS", defaults.autoscale_max_workers),
+            **_autoscale_settings(env, defaults),
             processes=_int(env, "JOBQUEUE_PROCESSES", defaults.processes),
             lease_seconds=_float(env, "JOBQUEUE_LEASE_SECONDS", defaults.lease_seconds),
             poll_interval=_float(env, "JOBQUEUE_POLL_INTERVAL", defaults.poll_interval),
