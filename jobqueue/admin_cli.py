@@ -96,7 +96,7 @@ def _purge(client: Client, args: argparse.Namespace) -> int:
 
 
 QUEUE_COLUMNS = ("queue", "paused", "pending", "scheduled", "processing", "retrying", "dead", "oldest_s",
-                 "soft_limit", "hard_limit")
+                 "soft_limit", "hard_limit", "shed_low")
 
 
 def _queues(client: Client, args: argparse.Namespace) -> int:
@@ -105,7 +105,7 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
         print(_json([dataclasses.asdict(q) for q in stats]))
         return 0
     rows = [dict(queue=q.queue, paused=q.settings.paused, soft_limit=q.settings.soft_limit,
-                 hard_limit=q.settings.hard_limit, pending=sum(l.pending for l in q.levels),
+                 hard_limit=q.settings.hard_limit, shed_low=q.settings.shed_low_retries, pending=sum(l.pending for l in q.levels),
                  scheduled=sum(l.scheduled for l in q.levels), processing=sum(l.processing for l in q.levels),
                  retrying=sum(l.failed for l in q.levels), dead=sum(l.dead for l in q.levels),
                  oldest_s=round(max((l.oldest_age_seconds for l in q.levels), default=0.0), 1))
@@ -114,7 +114,7 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "processed", "failed", "stuck", "last_heartbeat")
+WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat")
 
 
 def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
@@ -135,7 +135,9 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
         print(_json([dataclasses.asdict(w) for w in workers]))
         return 0
     print(format_table(WORKER_COLUMNS, [dict(id=w.id, status=w.status, queues=",".join(w.queues),
-                                             concurrency=w.concurrency, processed=w.jobs_processed,
+                                             concurrency=(f"{w.concurrency_min}:{w.concurrency}" if w.concurrency_min
+                                                          else w.concurrency),
+                                             target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
                                              failed=w.jobs_failed, stuck=w.stuck_handlers,
                                              last_heartbeat=_when(w.last_heartbeat)) for w in workers]))
     return 0
@@ -185,7 +187,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     p.add_argument("--yes", action="store_true", help="yes, delete them")
     command(p, _purge)
 
-    queues = commands.add_parser("queues", help="queue figures, pause/resume, limits").add_subparsers(
+    queues = commands.add_parser("queues", help="queue figures, pause/resume, limits, shedding").add_subparsers(
         dest="action", required=True)
     p = queues.add_parser("list", help="per queue: depth, scheduled, processing, retrying, dead, limits")
     p.add_argument("--json", action="store_true")
@@ -199,6 +201,10 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     p.add_argument("--soft", type=int)
     p.add_argument("--hard", type=int)
     command(p, _queue_settings_printer(lambda c, a: c.set_queue_limits(a.queue, soft_limit=a.soft, hard_limit=a.hard)))
+    p = queues.add_parser("shedding", help="above the soft limit, dead-letter retries of low jobs (reason shed)")
+    p.add_argument("queue")
+    p.add_argument("state", choices=("on", "off"))
+    command(p, _queue_settings_printer(lambda c, a: c.set_queue_shedding(a.queue, a.state == "on")))
 
     p = commands.add_parser("workers", help="the worker registry")
     p.add_argument("--json", action="store_true")

@@ -27,7 +27,7 @@ import sys
 from typing import Sequence
 
 from jobqueue import migrate
-from jobqueue.config import Settings, parse_weights
+from jobqueue.config import Settings, concurrency_range, parse_weights
 from jobqueue.errors import JobQueueError
 from jobqueue.oneshot import open_client
 
@@ -43,7 +43,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", required=True, help="module:attribute of your JobQueue, e.g. jobqueue.demo:queue")
     parser.add_argument("--queues", help="comma-separated queue names (JOBQUEUE_QUEUES, default: default)")
-    parser.add_argument("--concurrency", type=int, help="jobs run at once per process (JOBQUEUE_CONCURRENCY, default 10)")
+    parser.add_argument("--concurrency", help="jobs run at once per process: N, or MIN:MAX to scale between them "
+                        "with the queue's depth and the slots' utilization (JOBQUEUE_CONCURRENCY, default 10)")
     parser.add_argument("--processes", type=int, help="worker processes (JOBQUEUE_PROCESSES, default 1)")
     parser.add_argument("--lease", type=float, help="lease seconds before a silent worker's job is reclaimed (default 30)")
     parser.add_argument("--shutdown-grace", type=float, help="seconds running jobs get to finish on SIGTERM (default 30)")
@@ -61,7 +62,9 @@ def _worker_settings(args: argparse.Namespace) -> Settings:
     changes: dict = {}
     if args.queues:
         changes["queues"] = tuple(q.strip() for q in args.queues.split(",") if q.strip())
-    for option, name in (("concurrency", "concurrency"), ("processes", "processes"), ("lease", "lease_seconds"),
+    if args.concurrency is not None:
+        changes["concurrency_min"], changes["concurrency"] = concurrency_range(args.concurrency, "--concurrency")
+    for option, name in (("processes", "processes"), ("lease", "lease_seconds"),
                          ("shutdown_grace", "shutdown_grace"), ("priority_mode", "priority_mode"),
                          ("poll_interval", "poll_interval"), ("metrics_port", "worker_metrics_port")):
         value = getattr(args, option)

@@ -281,6 +281,12 @@ def _defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call
                                                                      "idempotency_window"))
 
 
+def _shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
+    if not isinstance(shed_low_retries, bool):
+        raise ValidationError("shed_low_retries", f"must be true or false (got {shed_low_retries!r})")
+    return queue_store.set_shedding(_queue_name(queue), shed_low_retries)
+
+
 def _new_key_call(producer_id: Any, role: str) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
@@ -520,6 +526,11 @@ class AsyncClient:
         ``idempotency_window`` holds their keys that long (None: 24 hours)."""
         return await self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
 
+    async def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
+        """Load shedding on retry for ``queue``: while on and the queue is above its soft limit, a
+        retryable failure of a ``low`` job is dead-lettered (dead_reason ``shed``), not retried."""
+        return await self._run(_shedding_call(queue, shed_low_retries), None)
+
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return await self._run(queue_store.all_settings(), None)
 
@@ -672,6 +683,9 @@ class Client:
     def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
                            idempotency_window: timedelta | float | None) -> QueueSettings:
         return self._run(_defaults_call(queue, job_ttl, idempotency_window), None)
+
+    def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
+        return self._run(_shedding_call(queue, shed_low_retries), None)
 
     def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
         key, call = _new_key_call(producer_id, role)

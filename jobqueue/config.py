@@ -45,6 +45,19 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off (got {env[name]!r})")
 
 
+def concurrency_range(raw: str, name: str = "concurrency") -> tuple[int, int]:
+    """``N`` → (0, N), a fixed concurrency; ``MIN:MAX`` → (MIN, MAX), autoscaling between them
+    (MIN = MAX is fixed too)."""
+    low_text, sep, high_text = raw.strip().partition(":")
+    try:
+        low, high = int(low_text), int(high_text if sep else low_text)
+    except ValueError:
+        raise ValueError(f"{name} must be N or MIN:MAX, whole numbers (got {raw!r})") from None
+    if not 1 <= low <= high:
+        raise ValueError(f"{name} must be at least 1, and MIN:MAX needs MIN <= MAX (got {raw!r})")
+    return (low if low < high else 0), high
+
+
 def parse_weights(raw: str) -> tuple[int, int, int, int]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -70,11 +83,31 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     return values
 
 
+def _autoscale_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
+    """The ``JOBQUEUE_AUTOSCALE_*`` variables (see README "Autoscaling")."""
+    values: dict = {name: _float(env, "JOBQUEUE_AUTOSCALE_" + var, getattr(defaults, name))
+                    for name, var in (("autoscale_interval", "INTERVAL"), ("autoscale_up_cooldown", "UP_COOLDOWN"),
+                                      ("autoscale_down_cooldown", "DOWN_COOLDOWN"))}
+    values.update({name: _int(env, "JOBQUEUE_AUTOSCALE_" + var, getattr(defaults, name))
+                   for name, var in (("autoscale_step", "STEP"), ("autoscale_min_workers", "MIN_WORKERS"),
+                                     ("autoscale_max_workers", "MAX_WORKERS"))})
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     dsn: str = DEFAULT_DSN
     queues: tuple[str, ...] = ("default",)
-    concurrency: int = 10
+    concurrency: int = 10  # slots per worker process; with autoscaling, the most it scales to
+    # --concurrency MIN:MAX (jobqueue.autoscale): the fewest slots (0: a fixed concurrency), how often
+    # the worker decides, its cooldowns and step; the fleet gauge's worker bounds.
+    concurrency_min: int = 0
+    autoscale_interval: float = 5.0
+    autoscale_up_cooldown: float = 30.0
+    autoscale_down_cooldown: float = 300.0
+    autoscale_step: int = 2
+    autoscale_min_workers: int = 2
+    autoscale_max_workers: int = 100
     processes: int = 1
     lease_seconds: float = 30.0
     poll_interval: float = 5.0
@@ -144,6 +177,12 @@ class Settings:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not 0 <= self.concurrency_min <= self.concurrency:
+            raise ValueError("the autoscaling minimum concurrency must be between 1 and the concurrency")
+        if self.autoscale_interval <= 0 or min(self.autoscale_up_cooldown, self.autoscale_down_cooldown) < 0:
+            raise ValueError("the autoscaling interval must be positive, its cooldowns not negative")
+        if self.autoscale_step < 1 or not 1 <= self.autoscale_min_workers <= self.autoscale_max_workers:
+            raise ValueError("the autoscaling step must be positive, and 1 <= min workers <= max workers")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if self.lease_seconds <= 0:
@@ -187,10 +226,14 @@ class Settings:
         weights_raw = env.get("JOBQUEUE_PRIORITY_WEIGHTS")
         pgbouncer = _bool(env, "JOBQUEUE_PGBOUNCER", defaults.pgbouncer)
         direct_dsn = env.get("JOBQUEUE_DIRECT_DSN") or defaults.direct_dsn
+        concurrency_min, concurrency = concurrency_range(env.get("JOBQUEUE_CONCURRENCY") or str(defaults.concurrency),
+                                                         "JOBQUEUE_CONCURRENCY")
         return cls(
             dsn=env.get("JOBQUEUE_DSN") or defaults.dsn,
             queues=queues or defaults.queues,
-            concurrency=_int(env, "JOBQUEUE_CONCURRENCY", defaults.concurrency),
+            concurrency=concurrency,
+            concurrency_min=concurrency_min,
+            **_autoscale_settings(env, defaults),
             processes=_int(env, "JOBQUEUE_PROCESSES", defaults.processes),
             lease_seconds=_float(env, "JOBQUEUE_LEASE_SECONDS", defaults.lease_seconds),
             poll_interval=_float(env, "JOBQUEUE_POLL_INTERVAL", defaults.poll_interval),
@@ -236,6 +279,11 @@ class Settings:
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
         )
+
+    @property
+    def autoscaling(self) -> bool:
+        """--concurrency MIN:MAX with MIN < MAX: the worker scales its slots between them."""
+        return 0 < self.concurrency_min < self.concurrency
 
     @property
     def unacked_bound(self) -> int:

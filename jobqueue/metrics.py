@@ -16,6 +16,7 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   jobs_processed_total{queue,job_type}       counter  attempts finished by workers, any outcome
   jobs_failed_total{queue,job_type}          counter  of those, attempts that failed (retry or dead)
   jobs_in_dlq{queue,job_type}                gauge    dead-lettered jobs
+  jobs_shed_total{queue,job_type}            counter  low-priority retries dead-lettered as shed (load shedding)
   queue_depth{queue,priority}                gauge    runnable now (pending, or failed and due)
   queue_age_seconds{queue,priority}          gauge    age of the oldest runnable job (0: none)
   jobs_scheduled{queue,priority}             gauge    waiting for a future run_at (delays, retries)
@@ -28,6 +29,7 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   worker_count                               gauge    live workers (heartbeat within stale_seconds)
   worker_stuck_handlers{worker}              gauge    handlers past their deadline still holding a thread
   queue_paused{queue}                        gauge    1 while the queue is paused
+  desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
   metrics_collect_seconds                    gauge    how long the last collection took
 
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
@@ -43,6 +45,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
 from jobqueue import db
+from jobqueue.autoscale import Rule, depth_per_worker
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Priority
 from jobqueue.store import metrics as metrics_store
@@ -183,7 +186,7 @@ def _attempt_families(text: _Text, totals: list[TypeTotals], bounds: tuple[float
 
 
 def render_worker(*, worker_id: str, totals: list[TypeTotals], utilization: float, running: int,
-                  concurrency: int, stuck_handlers: int = 0) -> str:
+                  concurrency: int, stuck_handlers: int = 0, concurrency_target: int | None = None) -> str:
     """One worker process's own figures (`jobqueue-worker --metrics-port`): its attempts since it
     started, under the same names as the fleet's, plus its slots."""
     text = _Text()
@@ -194,12 +197,34 @@ def render_worker(*, worker_id: str, totals: list[TypeTotals], utilization: floa
     text.family("jobqueue_worker_running_jobs", "gauge", "Jobs this worker is running now.", [(labels, running)])
     text.family("jobqueue_worker_slots", "gauge", "Jobs this worker runs at once at most (its concurrency).",
                 [(labels, concurrency)])
+    text.family("jobqueue_worker_concurrency_target", "gauge",
+                "Slots this worker fills now: its autoscaler's target with --concurrency MIN:MAX, else its concurrency.",
+                [(labels, concurrency if concurrency_target is None else concurrency_target)])
     text.family("jobqueue_worker_stuck_handlers", "gauge", "Handlers past their deadline that still hold a thread.",
                 [(labels, stuck_handlers)])
     return "\n".join(text.lines) + "\n"
 
 
-def render(snapshot: Snapshot) -> str:
+def desired_workers(snapshot: Snapshot, *, rule: Rule, low: int, high: int) -> dict[str, int]:
+    """Per queue: the live workers serving it, moved one step by the autoscaling rule, within
+    low..high. Depth per worker is the queue's runnable depth (0 while paused: workers cannot
+    take it) over those workers; utilization is their mean. Stateless: cooldowns are the
+    platform's (the HPA behaviour in deploy/k8s/)."""
+    runnable: dict[str, int] = {}
+    for q in snapshot.queues:
+        runnable[q.queue] = runnable.get(q.queue, 0) + q.runnable
+    live = snapshot.live_workers
+    desired = {}
+    for queue, depth in sorted(runnable.items()):
+        serving = [w for w in live if queue in w.queues]
+        utilization = sum(float(w.utilization) for w in serving) / len(serving) if serving else 0.0
+        depth = 0 if queue in snapshot.paused else depth
+        desired[queue] = rule.next(len(serving), depth_per_worker(depth, len(serving)), utilization, low=low, high=high)
+    return desired
+
+
+def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int, int] = (2, 100)) -> str:
+    """The fleet's figures; ``rule`` and ``worker_bounds`` (min, max workers) drive desired_workers."""
     text = _Text()
     per_priority = [(dict(queue=q.queue, priority=Priority(q.priority).label), q) for q in snapshot.queues]
     text.family("jobqueue_jobs_submitted_total", "counter",
@@ -207,6 +232,9 @@ def render(snapshot: Snapshot) -> str:
     _attempt_families(text, snapshot.totals, snapshot.bounds)
     text.family("jobqueue_jobs_in_dlq", "gauge", "Dead-lettered jobs.",
                 [(dict(queue=d.queue, job_type=d.job_type), d.dead) for d in snapshot.dead])
+    text.family("jobqueue_jobs_shed_total", "counter",
+                "Retries of low-priority jobs dead-lettered (reason shed) because their queue was above its soft limit.",
+                [(dict(queue=t.queue, job_type=t.job_type), t.shed) for t in snapshot.totals])
     text.family("jobqueue_queue_depth", "gauge", "Jobs runnable now (pending, or failed and due for their retry).",
                 [(labels, q.runnable) for labels, q in per_priority])
     text.family("jobqueue_queue_age_seconds", "gauge", "Age of the oldest runnable job, by its run_at (0: none).",
@@ -225,6 +253,11 @@ def render(snapshot: Snapshot) -> str:
     known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
+    text.family("jobqueue_desired_workers", "gauge",
+                "Workers the autoscaling rule asks for per queue: the live ones serving it, one step up (depth per "
+                "worker > 100 or utilization > 0.9) or down (both < 10 and < 0.2), within the bounds.",
+                [(dict(queue=queue), n) for queue, n in desired_workers(
+                    snapshot, rule=rule, low=worker_bounds[0], high=worker_bounds[1]).items()])
     live = snapshot.live_workers
     text.family("jobqueue_worker_utilization", "gauge",
                 "Share of a live worker's slots busy over its last stats interval (0..1).",

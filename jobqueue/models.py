@@ -87,7 +87,7 @@ class JobInfo:
     #: dead-lettered as expired if still waiting then (None: never)
     expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
-    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error or expired
+    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -205,8 +205,8 @@ class JobPage:
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     """One row of ``jobqueue.queue_settings``: paused flag, backpressure limits (None: the API's
-    defaults), and what enqueue applies when a call gives none — ``job_ttl`` (expiry after run_at;
-    None: jobs never expire) and ``idempotency_window`` (None: 24 hours)."""
+    defaults), what enqueue applies when a call gives none — ``job_ttl`` (expiry after run_at;
+    None: jobs never expire) and ``idempotency_window`` (None: 24 hours) — and ``shed_low_retries``."""
 
     queue: str
     paused: bool = False
@@ -214,6 +214,7 @@ class QueueSettings:
     hard_limit: int | None = None
     job_ttl: timedelta | None = None
     idempotency_window: timedelta | None = None
+    shed_low_retries: bool = False  # load shedding: low retries dead-lettered (shed) above the soft limit
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,16 +32,17 @@ CREATE FUNCTION jobqueue.add_worker_stats(worker text, deltas jsonb, at timestam
     LANGUAGE sql
     AS $$
     INSERT INTO jobqueue.worker_stats AS s
-        (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, updated_at)
-    SELECT worker, d.queue, d.job_type, d.processed, d.failed, d.duration_ms_sum, d.buckets, at
+        (worker_id, queue, job_type, processed, failed, duration_ms_sum, duration_buckets, shed, updated_at)
+    SELECT worker, d.queue, d.job_type, d.processed, d.failed, d.duration_ms_sum, d.buckets, coalesce(d.shed, 0), at
     FROM jsonb_to_recordset(deltas)
         AS d(queue text, job_type text, processed bigint, failed bigint, duration_ms_sum double precision,
-             buckets bigint[])
+             buckets bigint[], shed bigint)
     ON CONFLICT (worker_id, queue, job_type) DO UPDATE
     SET processed = s.processed + EXCLUDED.processed,
         failed = s.failed + EXCLUDED.failed,
         duration_ms_sum = s.duration_ms_sum + EXCLUDED.duration_ms_sum,
         duration_buckets = jobqueue.add_buckets(s.duration_buckets, EXCLUDED.duration_buckets),
+        shed = s.shed + EXCLUDED.shed,
         updated_at = EXCLUDED.updated_at
 $$;
 
@@ -542,6 +543,24 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
 
+CREATE FUNCTION jobqueue.runnable_depth(queue_name text, cap bigint) RETURNS bigint
+    LANGUAGE sql STABLE
+    AS $$
+    -- One probe of jobs_claim_idx per priority level, bounded by run_at <= now() (jobs scheduled
+    -- for later are never read) and by cap in all: the cost stays bounded however long the backlog.
+    SELECT count(*) FROM (
+        SELECT 1
+        FROM generate_series(0, 3) AS p(level)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM jobqueue.jobs j
+            WHERE j.state IN ('pending', 'failed') AND j.queue = queue_name AND j.priority = p.level
+              AND j.run_at <= now()
+            LIMIT cap) AS level_rows
+        LIMIT cap) AS counted
+$$;
+
+COMMENT ON FUNCTION jobqueue.runnable_depth(queue_name text, cap bigint) IS 'Runnable jobs of a queue (pending or failed, run_at due), counted up to cap: the depth load shedding and autoscaling compare with their thresholds.';
+
 CREATE FUNCTION jobqueue.schedules_before_write() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -693,7 +712,7 @@ CREATE TABLE jobqueue.jobs (
     dead_reason text,
     duration_ms double precision,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
-    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text]))),
+    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
     CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
     CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
@@ -712,7 +731,7 @@ COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or 
 
 COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
 
-COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error or expired.';
+COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
 
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 
@@ -815,6 +834,7 @@ CREATE TABLE jobqueue.queue_settings (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     job_ttl interval,
     idempotency_window interval,
+    shed_low_retries boolean DEFAULT false NOT NULL,
     CONSTRAINT queue_settings_idempotency_window_range CHECK (((idempotency_window > '00:00:00'::interval) AND (idempotency_window <= '3650 days'::interval))),
     CONSTRAINT queue_settings_job_ttl_range CHECK (((job_ttl > '00:00:00'::interval) AND (job_ttl <= '3650 days'::interval))),
     CONSTRAINT queue_settings_limits_ordered CHECK ((soft_limit <= hard_limit)),
@@ -826,6 +846,8 @@ COMMENT ON TABLE jobqueue.queue_settings IS 'Per queue: paused (workers do not c
 COMMENT ON COLUMN jobqueue.queue_settings.job_ttl IS 'Expiry of this queue''s jobs counted from their run_at, when the enqueue gives none (NULL: they never expire).';
 
 COMMENT ON COLUMN jobqueue.queue_settings.idempotency_window IS 'How long an idempotency key of this queue stays held after submission (NULL: 24 hours).';
+
+COMMENT ON COLUMN jobqueue.queue_settings.shed_low_retries IS 'Load shedding: while the queue''s runnable depth is above its soft limit, a retryable failure of a low-priority job is dead-lettered (reason shed) instead of retried.';
 
 CREATE VIEW jobqueue.queue_stats AS
  SELECT jobs.queue,
@@ -911,10 +933,13 @@ CREATE TABLE jobqueue.worker_stats (
     failed bigint DEFAULT 0 NOT NULL,
     duration_ms_sum double precision DEFAULT 0 NOT NULL,
     duration_buckets bigint[] DEFAULT '{}'::bigint[] NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    shed bigint DEFAULT 0 NOT NULL
 );
 
 COMMENT ON TABLE jobqueue.worker_stats IS 'Attempts finished per worker, queue and job type (processed = every finished attempt, failed = those that raised), with a processing-time histogram: duration_buckets[i] counts attempts of at most duration_bucket_bounds()[i] ms (the last one: longer). Workers add their deltas every few seconds; rows of workers that are gone are folded into worker_id ''(retired)'' so the totals never go down.';
+
+COMMENT ON COLUMN jobqueue.worker_stats.shed IS 'Retries of low-priority jobs this worker dead-lettered as shed (queue above its soft limit).';
 
 CREATE TABLE jobqueue.workers (
     id text NOT NULL,
@@ -931,6 +956,9 @@ CREATE TABLE jobqueue.workers (
     utilization real DEFAULT 0 NOT NULL,
     busy_seconds double precision DEFAULT 0 NOT NULL,
     stuck_handlers integer DEFAULT 0 NOT NULL,
+    concurrency_min integer,
+    concurrency_target integer,
+    CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
 
@@ -939,6 +967,10 @@ COMMENT ON TABLE jobqueue.workers IS 'Worker registry: one row per worker proces
 COMMENT ON COLUMN jobqueue.workers.heartbeat_interval IS 'Seconds between this worker''s heartbeats; three missed beats mark it lost.';
 
 COMMENT ON COLUMN jobqueue.workers.stuck_handlers IS 'Handlers past their deadline that are still running (sync handlers keep their thread); the worker restarts itself when they would starve it.';
+
+COMMENT ON COLUMN jobqueue.workers.concurrency_min IS 'Autoscaling worker (--concurrency MIN:MAX): MIN; concurrency is MAX. NULL: a fixed concurrency.';
+
+COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: the slots its autoscaler grants now (between concurrency_min and concurrency). NULL: a fixed concurrency.';
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);

@@ -14,6 +14,7 @@ from litestar import Controller, Request, get
 from litestar.response import Response
 
 from jobqueue import metrics
+from jobqueue.autoscale import Rule
 from jobqueue.api.errors import error_responses
 from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import Services, ServicesDep
@@ -44,4 +45,7 @@ class MetricsController(Controller):
                  "the metrics token", responses=error_responses(403, 503))
     async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
         snapshot = await collector(request, services).snapshot()
-        return Response(metrics.render(snapshot), media_type=_MEDIA_TYPE)
+        settings = services.settings
+        text = metrics.render(snapshot, rule=Rule(step=settings.autoscale_step),
+                              worker_bounds=(settings.autoscale_min_workers, settings.autoscale_max_workers))
+        return Response(text, media_type=_MEDIA_TYPE)

@@ -209,6 +209,7 @@ class QueueOut(msgspec.Struct):
     hard_limit: int | None
     job_ttl_seconds: float | None
     idempotency_window_seconds: float | None
+    shed_low_retries: bool
     depth: int
     scheduled: int
     processing: int
@@ -223,7 +224,7 @@ class QueueOut(msgspec.Struct):
                                 s.oldest_age_seconds) for s in stats.levels]
         settings = stats.settings
         return cls(stats.queue, settings.paused, settings.soft_limit, settings.hard_limit,
-                   seconds(settings.job_ttl), seconds(settings.idempotency_window),
+                   seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries,
                    sum(s.depth for s in levels), sum(s.scheduled for s in levels),
                    sum(s.processing for s in levels), sum(s.failed for s in levels), sum(s.dead for s in levels),
                    max((s.oldest_age_seconds for s in levels), default=0.0), levels)
@@ -240,11 +241,12 @@ class QueueSettingsOut(msgspec.Struct):
     hard_limit: int | None
     job_ttl_seconds: float | None
     idempotency_window_seconds: float | None
+    shed_low_retries: bool
 
     @classmethod
     def of(cls, settings: QueueSettings) -> "QueueSettingsOut":
         return cls(settings.queue, settings.paused, settings.soft_limit, settings.hard_limit,
-                   seconds(settings.job_ttl), seconds(settings.idempotency_window))
+                   seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries)
 
 
 class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
@@ -261,6 +263,14 @@ class QueueDefaults(msgspec.Struct, forbid_unknown_fields=True):
         "a job still waiting this long after its run_at is dead-lettered as expired (null: never)"))] | None = None
     idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "how long an idempotency key stays held after submission (null: 24 h)"))] | None = None
+
+
+class QueueShedding(msgspec.Struct, forbid_unknown_fields=True):
+    """Load shedding on retry: above the queue's soft limit, retries of low jobs are dead-lettered."""
+
+    shed_low_retries: Annotated[bool, Meta(description=(
+        "while the queue's runnable depth is above its soft limit, a retryable failure of a low-priority "
+        "job is dead-lettered with dead_reason 'shed' instead of retried"))]
 
 
 class RetryResult(msgspec.Struct):

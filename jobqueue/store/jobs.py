@@ -96,11 +96,14 @@ def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
 
 def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
               retry_in: list[float], error_types: list[str], messages: list[str],
-              tracebacks: list[str | None]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
-    """actions[i]: 'retry' (dead-lettered anyway when out of attempts), 'dead' or 'cancel'."""
+              tracebacks: list[str | None], default_limits: tuple[int, int]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
+    """actions[i]: 'retry' (dead-lettered anyway when out of attempts, or shed), 'dead' or 'cancel'.
+    ``default_limits``: the (soft, hard) depth limits of queues without their own (the API's
+    JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT), against which load shedding measures a queue."""
     return Call("job_fail_many", {
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "actions": actions,
         "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
+        "default_soft_limit": default_limits[0], "default_hard_limit": default_limits[1],
     }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
 
 

@@ -49,6 +49,7 @@ class TypeTotals:
     failed: int
     duration_ms_sum: float
     buckets: tuple[int, ...]
+    shed: int = 0  # low-priority retries dead-lettered as shed (the fleet's figure only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +107,8 @@ def submitted() -> Call[int]:
 
 def worker_totals() -> Call[list[TypeTotals]]:
     return Call("metrics_worker_totals", {}, lambda rows: [
-        TypeTotals(q, t, int(p), int(f), float(s or 0.0), tuple(int(b) for b in (buckets or ())))
-        for q, t, p, f, s, buckets in rows])
+        TypeTotals(q, t, int(p), int(f), float(s or 0.0), tuple(int(b) for b in (buckets or ())), int(shed or 0))
+        for q, t, p, f, s, buckets, shed in rows])
 
 
 def workers(*, stale_seconds: float, limit: int = 200, now: datetime | None = None) -> Call[list[WorkerRow]]:

@@ -1,5 +1,5 @@
 """Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits,
-enqueue defaults (job TTL, idempotency window)."""
+enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries."""
 
 from __future__ import annotations
 
@@ -55,3 +55,13 @@ def set_enqueue_defaults(queue: str, *, job_ttl: timedelta | None,
                          idempotency_window: timedelta | None) -> Call[QueueSettings]:
     return Call("queue_set_enqueue_defaults", {"queue": queue, "job_ttl": job_ttl,
                                                "idempotency_window": idempotency_window}, _one_settings)
+
+
+def set_shedding(queue: str, shed_low_retries: bool) -> Call[QueueSettings]:
+    return Call("queue_set_shedding", {"queue": queue, "shed_low_retries": shed_low_retries}, _one_settings)
+
+
+def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Call[dict[str, tuple[int, int]]]:
+    """queue → (runnable depth counted up to per_worker x workers + 1, live workers serving it)."""
+    return Call("queue_load", {"queues": list(queues), "per_worker": per_worker, "stale_seconds": stale_seconds},
+                lambda rows: {name: (int(runnable), int(workers)) for name, workers, runnable in rows})

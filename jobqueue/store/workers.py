@@ -25,14 +25,22 @@ class WorkerInfo:
     last_heartbeat: datetime
     heartbeat_interval: float
     stuck_handlers: int = 0  # handlers past their deadline still holding a thread
+    concurrency_min: int | None = None  # autoscaling (--concurrency MIN:MAX): MIN; concurrency is MAX
+    concurrency_target: int | None = None  # autoscaling: the slots it runs now (None: fixed concurrency)
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
-             heartbeat_interval: float = 10.0) -> Call[None]:
+             heartbeat_interval: float = 10.0, concurrency_min: int | None = None,
+             concurrency_target: int | None = None) -> Call[None]:
     return Call("worker_register", {
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
-        "heartbeat_interval": heartbeat_interval,
+        "heartbeat_interval": heartbeat_interval, "concurrency_min": concurrency_min,
+        "concurrency_target": concurrency_target,
     }, no_result)
+
+
+def set_concurrency_target(*, worker_id: str, target: int) -> Call[None]:
+    return Call("worker_set_concurrency_target", {"id": worker_id, "target": target}, no_result)
 
 
 def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0) -> Call[bool]:

@@ -23,6 +23,7 @@ import uuid
 from typing import Callable
 
 from jobqueue import db
+from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Attempt
@@ -36,8 +37,12 @@ MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 class AckBuffer:
     def __init__(self, pool, worker_id: str, *, batch_size: int = 200, flush_interval: float = 0.005,
-                 on_flushed: Callable[[list[Outcome], set[uuid.UUID]], None] | None = None) -> None:
+                 on_flushed: Callable[[list[Outcome], set[uuid.UUID]], None] | None = None,
+                 default_limits: tuple[int, int] | None = None) -> None:
         self._pool = pool
+        # The (soft, hard) queue depth limits load shedding applies where a queue sets none.
+        defaults = Settings()
+        self.default_limits = default_limits or (defaults.api_soft_limit, defaults.api_hard_limit)
         self.worker_id = worker_id
         self.batch_size = batch_size
         self.flush_interval = flush_interval
@@ -153,7 +158,7 @@ class AckBuffer:
                     ids=[o.job.id for o in failed], attempts=[o.job.attempt for o in failed],
                     actions=[_action(o) for o in failed], retry_in=[o.retry_in for o in failed],
                     error_types=[o.error_type for o in failed], messages=[o.message for o in failed],
-                    tracebacks=[o.traceback for o in failed]))
+                    tracebacks=[o.traceback for o in failed], default_limits=self.default_limits))
                 accepted.update(row[0] for row in rows)
         return accepted
 

@@ -3,7 +3,8 @@
 The fleet's figures are the API's /metrics (workers report through the database, so one target is
 enough); this endpoint shows one process's view without the database in the way: its attempts
 per queue and job type since it started (under the same metric names), the processing-time
-histogram, its utilization, running jobs and slots. It listens on all interfaces; with
+histogram, its utilization, running jobs, slots (the most it runs) and its concurrency target (the
+slots it fills now: the autoscaler's choice with --concurrency MIN:MAX, else the concurrency). It listens on all interfaces; with
 ``--processes P``, process i listens on N + i. A minimal HTTP/1.1 responder: GET /metrics only.
 """
 
@@ -21,8 +22,11 @@ log = logging.getLogger("jobqueue.worker.metrics")
 
 class MetricsServer:
     def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int],
-                 stuck_handlers: Callable[[], int] = lambda: 0, host: str = "0.0.0.0") -> None:
+                 stuck_handlers: Callable[[], int] = lambda: 0, concurrency: int | None = None,
+                 slots: Callable[[], int] | None = None, host: str = "0.0.0.0") -> None:
         self.stats = stats
+        self.concurrency = stats.concurrency if concurrency is None else concurrency
+        self._slots = slots or (lambda: self.concurrency)
         self.port = port
         self.host = host
         self._running = running
@@ -41,7 +45,8 @@ class MetricsServer:
     def body(self) -> str:
         return render_worker(worker_id=self.stats.worker_id, totals=self.stats.totals(),
                              utilization=self.stats.utilization, running=self._running(),
-                             concurrency=self.stats.concurrency, stuck_handlers=self._stuck_handlers())
+                             concurrency=self.concurrency, stuck_handlers=self._stuck_handlers(),
+                             concurrency_target=self._slots())
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -1,7 +1,8 @@
 """The claim loop: one `Worker` per process claims jobs in batches and runs them concurrently.
 
 How a worker spends its time:
-- It claims no more jobs than it has free slots (`concurrency` minus running), in one statement
+- It claims no more jobs than it has free slots (`slots` minus running; `slots` is the concurrency,
+  or with --concurrency MIN:MAX the target `worker.scaling.SlotScaler` sets), in one statement
   (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
 - Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
   `AckBuffer`; the slot is free as soon as the handler returns.
@@ -55,6 +56,7 @@ from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
+from jobqueue.worker.scaling import SlotScaler
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.threads import HandlerThreads
@@ -76,11 +78,13 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.queues = list(settings.queues)
         self.concurrency = settings.concurrency
+        self.slots = settings.concurrency_min if settings.autoscaling else settings.concurrency  # what the claim loop fills
         self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
                                   settings=settings)
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
-                              flush_interval=settings.ack_flush_interval, on_flushed=self._acked)
+                              flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
+                              default_limits=(settings.api_soft_limit, settings.api_hard_limit))
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
         self.deadline_watch = DeadlineWatch()
         self.heartbeat = Heartbeat(
@@ -95,6 +99,8 @@ class Worker:
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
         self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
                                  occupancy=lambda: len(self.running))
+        self.scaler = SlotScaler(self.pool, self.worker_id, settings, queues=self._claimable, stats=self.stats,
+                                 resize=self._resize) if settings.autoscaling else None
         self.tracing = tracing.from_env(service_name="jobqueue-worker")
         self.processed = 0
         self.failed = 0
@@ -133,6 +139,10 @@ class Worker:
         self._stopping.set()
         self._wake.set()
         self._slot_freed.set()
+
+    def _resize(self, slots: int) -> None:
+        self.slots = slots
+        self._slot_freed.set()  # a claim loop waiting for a free slot looks again
 
     @property
     def stopping(self) -> bool:
@@ -202,9 +212,12 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
                 (self.deadline_watch.run(), "deadlines")]
+        if self.scaler is not None:
+            jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:
             server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running),
-                                   stuck_handlers=lambda: self.threads.stuck)
+                                   stuck_handlers=lambda: self.threads.stuck, concurrency=self.concurrency,
+                                   slots=lambda: self.slots)
             jobs.append((server.run(), "metrics-server"))
         background = [watch(asyncio.create_task(job, name=name), self.request_stop) for job, name in jobs]
         try:
@@ -215,7 +228,8 @@ class Worker:
             else:
                 log.info("poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval)
             self.started.set()
-            log.info("worker %s started: queues=%s concurrency=%d", self.worker_id, self.queues, self.concurrency)
+            log.info("worker %s started: queues=%s concurrency=%s", self.worker_id, self.queues,
+                     f"{self.settings.concurrency_min}:{self.concurrency}" if self.scaler else self.concurrency)
             await self._claim_loop()
             await self._shutdown()
         finally:
@@ -236,7 +250,8 @@ class Worker:
         async with db.connection(self.pool) as conn:
             await db.run(conn, worker_store.register(
                 worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-                queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval))
+                queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
+                concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(self.app.max_attempts_by_type()))
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
@@ -246,7 +261,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         backoff = 0.1
         while not self.stopping:
-            free = self.concurrency - len(self.running)
+            free = self.slots - len(self.running)
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()

@@ -6,7 +6,10 @@ duration bucket it falls in (a dict lookup and a bisect). `run()` samples how ma
 slots are busy (`occupancy()`, every `sample_interval`) and, every `interval` (default 2 s,
 `JOBQUEUE_STATS_INTERVAL`), adds the counted deltas to this worker's rows of
 `jobqueue.worker_stats` and sets its utilization (busy slot-time over slot-time of the interval)
-in the registry. A failed flush keeps the deltas for the next one. `close()` flushes and folds
+in the registry. A failed flush keeps the deltas for the next one. ``concurrency`` is the slot
+count utilization is measured against; an autoscaling worker changes it as its target moves, and
+``busy_total`` / ``slot_total`` (cumulative busy and available slot-seconds) let its autoscaler
+measure utilization over its own window. `close()` flushes and folds
 this worker's rows into the '(retired)' row (the leader's reaper does the same for crashed
 workers' rows), so totals only ever grow.
 
@@ -43,8 +46,10 @@ class WorkerStats:
         self._deltas: dict[tuple[str, str], TypeDelta] = {}
         self._flushed: dict[tuple[str, str], TypeDelta] = {}  # written so far (for --metrics-port)
         self._busy_slot_seconds = 0.0
-        self._window_start = clock()
-        self._last_sample = self._window_start
+        self._slot_seconds = 0.0
+        self.busy_total = 0.0
+        self.slot_total = 0.0
+        self._last_sample = clock()
         self.utilization = 0.0
 
     def record(self, outcome: Outcome) -> None:
@@ -62,7 +67,12 @@ class WorkerStats:
     def sample(self) -> None:
         """Integrate busy slots since the last sample (the occupancy seen now stands for the gap)."""
         now = self._clock()
-        self._busy_slot_seconds += min(self._occupancy(), self.concurrency) * (now - self._last_sample)
+        elapsed = now - self._last_sample
+        busy, slots = min(self._occupancy(), self.concurrency) * elapsed, self.concurrency * elapsed
+        self._busy_slot_seconds += busy
+        self._slot_seconds += slots
+        self.busy_total += busy
+        self.slot_total += slots
         self._last_sample = now
 
     async def run(self) -> None:
@@ -81,8 +91,8 @@ class WorkerStats:
         """Write the counters gathered since the last flush (``timeout``: the wait for a connection)."""
         self.sample()
         deltas, self._deltas = self._deltas, {}
-        busy, elapsed = self._busy_slot_seconds, self._last_sample - self._window_start
-        utilization = busy / (elapsed * self.concurrency) if elapsed > 0 else self.utilization
+        busy, slot_seconds = self._busy_slot_seconds, self._slot_seconds
+        utilization = busy / slot_seconds if slot_seconds > 0 else self.utilization
         try:
             async with db.connection(self._pool, timeout=timeout) as conn:
                 await db.run(conn, metrics_store.flush_worker_stats(
@@ -93,7 +103,7 @@ class WorkerStats:
         self.utilization = utilization
         _merge(self._flushed, deltas)
         self._busy_slot_seconds = 0.0
-        self._window_start = self._last_sample
+        self._slot_seconds = 0.0
 
     async def close(self) -> None:
         """Last flush, then fold this worker's rows into the retired totals."""

@@ -194,22 +194,50 @@ SELECT id FROM done;
 -- new attempt of it ever starts); a retry with no attempts left is dead-lettered; retry_in is the
 -- backoff the worker drew for this job. Guarded like the completion: only the attempt this worker
 -- holds can fail its job.
+-- Load shedding: in a queue with queue_settings.shed_low_retries, a retry of a low job (priority
+-- 3) is dead-lettered with reason 'shed' instead while the queue is above its soft limit: its
+-- runnable depth (pending or failed, run_at due — what backpressure counts) is greater than
+-- least(soft limit, hard limit), each NULL limit falling back to %(default_soft_limit)s /
+-- %(default_hard_limit)s (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT, as the API's). The depth is
+-- counted only when the batch has such a retry (a one-time filter skips it when no queue sheds),
+-- once per queue, reading at most limit + 1 entries of jobs_claim_idx (jobqueue.runnable_depth). The attempt's error is
+-- recorded as for any failure, and worker_stats.shed counts the job.
 WITH input AS (
     SELECT t.*
     FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(actions)s::text[],
                 %(retry_in)s::double precision[], %(error_types)s::text[], %(messages)s::text[],
                 %(tracebacks)s::text[])
         AS t(id, attempt, action, retry_in, error_type, message, traceback)
+), low_retries AS (
+    SELECT i.id, j.queue
+    FROM input i
+    JOIN jobqueue.jobs j ON j.id = i.id
+    JOIN jobqueue.queue_settings s ON s.queue = j.queue AND s.shed_low_retries
+    WHERE EXISTS (SELECT 1 FROM jobqueue.queue_settings WHERE shed_low_retries)
+      AND i.action = 'retry' AND j.priority = 3
+), over_soft_limit AS (
+    SELECT l.queue
+    FROM (SELECT DISTINCT queue FROM low_retries) AS l
+    JOIN jobqueue.queue_settings s ON s.queue = l.queue
+    CROSS JOIN LATERAL (SELECT least(coalesce(s.soft_limit, %(default_soft_limit)s::integer),
+                                     coalesce(s.hard_limit, %(default_hard_limit)s::integer)) AS soft) AS lim
+    WHERE jobqueue.runnable_depth(l.queue, lim.soft + 1) > lim.soft
+), decided AS (
+    SELECT i.id, i.attempt, i.retry_in,
+           CASE WHEN i.id IN (SELECT l.id FROM low_retries l JOIN over_soft_limit o ON o.queue = l.queue)
+                THEN 'shed' ELSE i.action END AS action
+    FROM input i
 ), failed AS (
     -- cancel_requested is read in SET, from the row version this update locked: a cancel that
-    -- committed after this statement began is still honoured.
+    -- committed after this statement began is still honoured. Out of attempts wins over shed.
     UPDATE jobqueue.jobs AS j
     SET state = CASE WHEN i.action = 'cancel' OR j.cancel_requested THEN 'cancelled'
-                     WHEN i.action = 'dead' OR j.attempts >= j.max_attempts THEN 'dead_letter'
+                     WHEN i.action IN ('dead', 'shed') OR j.attempts >= j.max_attempts THEN 'dead_letter'
                      ELSE 'failed' END,
         dead_reason = CASE WHEN i.action = 'cancel' OR j.cancel_requested THEN NULL
                            WHEN i.action = 'dead' THEN 'permanent_error'
-                           WHEN j.attempts >= j.max_attempts THEN 'attempts_exhausted' END,
+                           WHEN j.attempts >= j.max_attempts THEN 'attempts_exhausted'
+                           WHEN i.action = 'shed' THEN 'shed' END,
         run_at = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
                       THEN now() + make_interval(secs => i.retry_in) ELSE j.run_at END,
         finished_at = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
@@ -217,10 +245,10 @@ WITH input AS (
         locked_by = CASE WHEN i.action = 'retry' AND NOT j.cancel_requested AND j.attempts < j.max_attempts
                          THEN NULL ELSE j.locked_by END,  -- a finished job keeps who finished it
         locked_until = NULL, deadline_at = NULL, updated_at = now()
-    FROM input i
+    FROM decided i
     WHERE j.id = ANY(ARRAY(SELECT id FROM input))
       AND j.id = i.id AND j.state = 'processing' AND j.attempts = i.attempt AND j.locked_by = %(worker_id)s
-    RETURNING j.id, j.state, j.run_at
+    RETURNING j.id, j.state, j.run_at, j.queue, j.job_type, j.dead_reason
 ), errors AS (
     INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback, worker_id)
     SELECT i.id, i.attempt, i.error_type, i.message, i.traceback, %(worker_id)s
@@ -232,6 +260,12 @@ WITH input AS (
     FROM input i JOIN failed f ON f.id = i.id
     WHERE f.state = 'dead_letter'
     ON CONFLICT (job_id) DO NOTHING
+), shed_counted AS (
+    INSERT INTO jobqueue.worker_stats AS s (worker_id, queue, job_type, shed, updated_at)
+    SELECT %(worker_id)s, f.queue, f.job_type, count(*), now()
+    FROM failed f WHERE f.dead_reason = 'shed'
+    GROUP BY f.queue, f.job_type
+    ON CONFLICT (worker_id, queue, job_type) DO UPDATE SET shed = s.shed + EXCLUDED.shed, updated_at = EXCLUDED.updated_at
 )
 SELECT id, state, run_at FROM failed;
 

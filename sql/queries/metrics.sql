@@ -72,9 +72,10 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('jobqueue.jobs', '
 
 -- name: metrics_worker_totals
 -- What workers reported, summed over workers (the '(retired)' row keeps the totals of workers
--- that are gone), per queue and job type.
+-- that are gone), per queue and job type; shed is written by job_fail_many itself.
 SELECT s.queue, s.job_type, sum(s.processed)::bigint AS processed, sum(s.failed)::bigint AS failed,
-       sum(s.duration_ms_sum) AS duration_ms_sum, jobqueue.sum_buckets(s.duration_buckets) AS buckets
+       sum(s.duration_ms_sum) AS duration_ms_sum, jobqueue.sum_buckets(s.duration_buckets) AS buckets,
+       sum(s.shed)::bigint AS shed
 FROM jobqueue.worker_stats s
 GROUP BY s.queue, s.job_type
 ORDER BY s.queue, s.job_type;
@@ -115,10 +116,11 @@ WITH gone AS (
           AND (o.worker_id = %(worker_id)s
                OR o.updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_seconds)s))
         FOR UPDATE SKIP LOCKED)
-    RETURNING s.queue, s.job_type, s.processed, s.failed, s.duration_ms_sum, s.duration_buckets
+    RETURNING s.queue, s.job_type, s.processed, s.failed, s.duration_ms_sum, s.duration_buckets, s.shed
 ), folded AS (
     SELECT g.queue, g.job_type, sum(g.processed) AS processed, sum(g.failed) AS failed,
-           sum(g.duration_ms_sum) AS duration_ms_sum, jobqueue.sum_buckets(g.duration_buckets) AS buckets
+           sum(g.duration_ms_sum) AS duration_ms_sum, jobqueue.sum_buckets(g.duration_buckets) AS buckets,
+           sum(g.shed) AS shed
     FROM gone g
     GROUP BY g.queue, g.job_type
 )

@@ -1,6 +1,6 @@
 -- Runtime queries on queues: statistics, runnable depth for backpressure, per-queue settings
--- (jobqueue.queue_settings: paused flag, limits, and the job TTL and idempotency window that
--- enqueue applies). Changing a setting NOTIFYs jobqueue_control
+-- (jobqueue.queue_settings: paused flag, limits, the job TTL and idempotency window that
+-- enqueue applies, and whether low-priority retries are shed above the soft limit). Changing a setting NOTIFYs jobqueue_control
 -- (a trigger), so workers re-read the paused queues at once.
 
 -- name: queue_stats
@@ -8,7 +8,7 @@
 -- paused queue without jobs is listed too, with a NULL priority).
 SELECT coalesce(s.queue, q.queue) AS queue, s.priority, s.pending, s.scheduled, s.processing, s.failed,
        s.dead, s.oldest_runnable_age_seconds, coalesce(q.paused, false), q.soft_limit, q.hard_limit,
-       q.job_ttl, q.idempotency_window
+       q.job_ttl, q.idempotency_window, coalesce(q.shed_low_retries, false)
 FROM jobqueue.queue_stats s
 FULL JOIN jobqueue.queue_settings q ON q.queue = s.queue
 ORDER BY 1, jobqueue.priority_level(coalesce(s.priority, 'critical'));
@@ -41,7 +41,8 @@ WHERE q.queue IS NOT NULL
 GROUP BY q.queue;
 
 -- name: queue_settings_all
-SELECT queue, paused, soft_limit, hard_limit, job_ttl, idempotency_window FROM jobqueue.queue_settings ORDER BY queue;
+SELECT queue, paused, soft_limit, hard_limit, job_ttl, idempotency_window, shed_low_retries
+FROM jobqueue.queue_settings ORDER BY queue;
 
 -- name: queue_paused_among
 -- The worker's view: which of its queues are paused.
@@ -50,14 +51,14 @@ SELECT queue FROM jobqueue.queue_settings WHERE paused AND queue = ANY(%(queues)
 -- name: queue_set_paused
 INSERT INTO jobqueue.queue_settings AS s (queue, paused) VALUES (%(queue)s, %(paused)s)
 ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
 
 -- name: queue_set_limits
 -- NULL limits fall back to the API's defaults (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT).
 INSERT INTO jobqueue.queue_settings AS s (queue, soft_limit, hard_limit)
 VALUES (%(queue)s, %(soft_limit)s::integer, %(hard_limit)s::integer)
 ON CONFLICT (queue) DO UPDATE SET soft_limit = excluded.soft_limit, hard_limit = excluded.hard_limit, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
 
 -- name: queue_set_enqueue_defaults
 -- What enqueue applies to this queue's jobs when the call gives none: job_ttl (expiry counted from
@@ -66,4 +67,24 @@ INSERT INTO jobqueue.queue_settings AS s (queue, job_ttl, idempotency_window)
 VALUES (%(queue)s, %(job_ttl)s::interval, %(idempotency_window)s::interval)
 ON CONFLICT (queue) DO UPDATE SET job_ttl = excluded.job_ttl, idempotency_window = excluded.idempotency_window,
                                   updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window;
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+
+-- name: queue_set_shedding
+-- Load shedding on retry (see job_fail_many): while on and the queue's runnable depth is above
+-- its soft limit, a retryable failure of a low-priority job is dead-lettered (reason shed).
+INSERT INTO jobqueue.queue_settings AS s (queue, shed_low_retries) VALUES (%(queue)s, %(shed_low_retries)s)
+ON CONFLICT (queue) DO UPDATE SET shed_low_retries = excluded.shed_low_retries, updated_at = now()
+RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+
+-- name: queue_load
+-- The autoscaler's signals for the given queues: live workers serving each (running or stopping,
+-- heartbeat within %(stale_seconds)s; the asking worker included) and its runnable depth,
+-- counted only up to %(per_worker)s jobs per worker + 1 — enough to tell whether the depth per
+-- worker is above the scale-up threshold, at a cost that does not grow with the backlog.
+SELECT q.name, w.n AS workers, jobqueue.runnable_depth(q.name, %(per_worker)s * greatest(w.n, 1) + 1) AS runnable
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM jobqueue.workers wk
+    WHERE q.name = ANY(wk.queues) AND wk.status IN ('running', 'stopping')
+      AND wk.last_heartbeat >= now() - make_interval(secs => %(stale_seconds)s)
+) AS w;

@@ -1,12 +1,20 @@
 -- The worker registry (jobqueue.workers) and the per-type task defaults workers publish.
 
 -- name: worker_register
+-- concurrency is the most slots the worker runs; an autoscaling one (--concurrency MIN:MAX) also
+-- gives concurrency_min and its first concurrency_target (NULL both: a fixed concurrency).
 INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, heartbeat_interval, status, started_at,
-                              last_heartbeat)
-VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s, 'running', now(), now())
+                              last_heartbeat, concurrency_min, concurrency_target)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s, 'running', now(), now(),
+        %(concurrency_min)s, %(concurrency_target)s)
 ON CONFLICT (id) DO UPDATE
 SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
-    heartbeat_interval = EXCLUDED.heartbeat_interval, status = 'running', last_heartbeat = now();
+    heartbeat_interval = EXCLUDED.heartbeat_interval, status = 'running', last_heartbeat = now(),
+    concurrency_min = EXCLUDED.concurrency_min, concurrency_target = EXCLUDED.concurrency_target;
+
+-- name: worker_set_concurrency_target
+-- An autoscaling worker's new slot count, written when its autoscaler changes it.
+UPDATE jobqueue.workers SET concurrency_target = %(target)s WHERE id = %(id)s;
 
 -- name: worker_heartbeat
 UPDATE jobqueue.workers
@@ -21,7 +29,7 @@ UPDATE jobqueue.workers SET status = 'stopped', last_heartbeat = now() WHERE id 
 -- name: worker_list
 -- The registry as `GET /workers` and `jobqueue workers` show it: live workers first, then by start.
 SELECT id, host, pid, queues, concurrency, status, jobs_processed, jobs_failed, started_at, last_heartbeat,
-       heartbeat_interval, stuck_handlers
+       heartbeat_interval, stuck_handlers, concurrency_min, concurrency_target
 FROM jobqueue.workers
 ORDER BY status IN ('running', 'stopping') DESC, started_at DESC, id;
 

@@ -52,9 +52,13 @@ def test_queues_and_workers(dsn, conn):
     assert (limits["soft_limit"], limits["hard_limit"]) == (10, 20)
     bad = jobqueue("queues", "limits", "q1", "--soft", "30", "--hard", "20", dsn=dsn)
     assert bad.returncode == 2 and "soft_limit" in bad.stderr
+    shedding = json.loads(jobqueue("queues", "shedding", "q1", "on", dsn=dsn).stdout)
+    assert (shedding["shed_low_retries"], shedding["soft_limit"]) == (True, 10)
+    refused = jobqueue("queues", "shedding", "q1", "maybe", dsn=dsn)
+    assert refused.returncode == 2 and "invalid choice" in refused.stderr
     table = jobqueue("queues", "list", dsn=dsn).stdout.splitlines()
     row = next(line.split() for line in table if line.startswith("q1 "))
-    assert row[:3] == ["q1", "True", "1"] and row[-2:] == ["10", "20"]
-    assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "PROCESSED",
+    assert row[:3] == ["q1", "True", "1"] and row[-3:] == ["10", "20", "True"]
+    assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "TARGET", "PROCESSED",
                                                           "FAILED", "STUCK", "LAST_HEARTBEAT"]
     assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []

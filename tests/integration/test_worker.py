@@ -301,7 +301,7 @@ def test_late_ack_after_reclaim_is_refused(dsn, conn):
         assert row["state"] == "processing" and row["locked_by"] == "B"
         late_failure = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
-            error_types=["X"], messages=["late"], tracebacks=[None]))
+            error_types=["X"], messages=["late"], tracebacks=[None], default_limits=(50_000, 100_000)))
         assert late_failure == []
         assert job_row(conn, job_id)["state"] == "processing"
         done = db.run_sync(a, job_store.complete_many(worker_id="B", ids=[job_id], attempts=[2],
@@ -527,7 +527,7 @@ def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, c
         assert held == {second.key: False}
         stale = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
-            error_types=["X"], messages=["stale"], tracebacks=[None]))
+            error_types=["X"], messages=["stale"], tracebacks=[None], default_limits=(50_000, 100_000)))
         assert stale == []
         assert db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[2],
                                                      results=['{"attempt": 2}'], durations=[1.0])) == [job_id]

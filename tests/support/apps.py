@@ -154,3 +154,17 @@ _forever = threading.Event()  # never set: a sync handler waiting on it blocks f
 def blocks_forever(job: Job):
     _record(job)
     _forever.wait()
+
+
+@queue.task("gated_flaky", timeout=60, max_attempts=3, backoff=fast)
+async def gated_flaky(job: Job):
+    """Attempt 1 waits until the file payload["gate"] exists, then fails retryably; later attempts
+    succeed (the test decides when the first attempts fail, e.g. once a backlog is in place)."""
+    import os
+
+    _record(job)
+    if job.attempt > 1:
+        return {"attempt": job.attempt}
+    while not os.path.exists(job.payload["gate"]):
+        await asyncio.sleep(0.02)
+    raise TimeoutError("the upstream timed out")

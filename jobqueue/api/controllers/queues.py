@@ -1,5 +1,5 @@
-"""``/queues``: depth and state counts per queue and priority; pause/resume; limits and enqueue
-defaults (job TTL, idempotency window) (admin).
+"""``/queues``: depth and state counts per queue and priority; pause/resume; limits, enqueue
+defaults (job TTL, idempotency window) and load shedding of low-priority retries (admin).
 
 A paused queue keeps accepting jobs; workers stop claiming from it within milliseconds (the
 change NOTIFYs ``jobqueue_control``) and resume the same way.
@@ -12,7 +12,7 @@ from litestar.params import FromPath, JSONBody
 
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
-from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueOut, QueueSettingsOut
+from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueOut, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
 
 
@@ -47,3 +47,9 @@ class QueuesController(Controller):
                            services: ServicesDep) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.set_queue_defaults(
             name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds))
+
+    @put("/{name:str}/shedding", summary="Shed low-priority retries above the soft limit, or stop (admin)",
+         guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def set_shedding(self, name: FromPath[str], data: JSONBody[QueueShedding],
+                           services: ServicesDep) -> QueueSettingsOut:
+        return QueueSettingsOut.of(await services.client.set_queue_shedding(name, data.shed_low_retries))

@@ -95,3 +95,20 @@ def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
     assert http("bob").put("/queues/mail/defaults", json={}).status_code == 403
     cleared = admin.put("/queues/mail/defaults", json={}).json()
     assert (cleared["job_ttl_seconds"], cleared["idempotency_window_seconds"], cleared["soft_limit"]) == (None, None, 10)
+
+
+def test_queue_shedding_is_set_per_queue_by_admins(http, conn):
+    admin = http("admin")
+    admin.put("/queues/mail/limits", json={"soft_limit": 10, "hard_limit": 20})
+    response = admin.put("/queues/mail/shedding", json={"shed_low_retries": True})
+    assert response.status_code == 200, response.text
+    assert (response.json()["shed_low_retries"], response.json()["soft_limit"]) == (True, 10)  # the limits stay
+    make_job(conn, queue="mail")
+    listed = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "mail")
+    assert listed["shed_low_retries"] is True
+    for body in ({}, {"shed_low_retries": "yes"}, {"shed_low_retries": True, "extra": 1}):
+        bad = admin.put("/queues/mail/shedding", json=body)
+        assert bad.status_code == 422, bad.text
+    assert http("bob").put("/queues/mail/shedding", json={"shed_low_retries": False}).status_code == 403
+    assert conn.execute("SELECT shed_low_retries FROM jobqueue.queue_settings WHERE queue = 'mail'").fetchone() == (True,)
+    assert admin.put("/queues/mail/shedding", json={"shed_low_retries": False}).json()["shed_low_retries"] is False

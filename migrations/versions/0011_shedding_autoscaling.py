@@ -1,0 +1,22 @@
+"""Load shedding of low-priority retries (per queue, opt-in) and concurrency autoscaling figures.
+
+Revision ID: 0011_shedding_autoscaling
+Revises: 0008_lean_drain
+"""
+
+from alembic import op
+
+from jobqueue.sql import run_migration_script
+
+revision = "0011_shedding_autoscaling"
+down_revision = "0010_index_statistics"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_migration_script(op, "0011_shedding_autoscaling.up.sql")
+
+
+def downgrade() -> None:
+    run_migration_script(op, "0011_shedding_autoscaling.down.sql")
