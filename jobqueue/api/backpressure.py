@@ -15,7 +15,10 @@
 - Below the soft limit (default 50,000; per queue in ``jobqueue.queue_settings``) nothing is
   throttled. Above it, each producer draws from its own in-process token bucket
   (``JOBQUEUE_API_RATE_LIMIT`` jobs/s, burst ``JOBQUEUE_API_RATE_BURST``) → 429 when empty, with
-  ``Retry-After`` the time until enough tokens return; with ``JOBQUEUE_API_SHED_LOW=1`` ``low``
+  ``Retry-After`` the time until enough tokens return. With ``jobqueue api --workers N`` each
+  process holds 1/N of the rate and of the burst, so a producer spreading its connections over
+  every process gets the configured limit in all, never N times it (one whose requests all land on
+  one process gets 1/N: the limit errs on the safe side, and needs no shared state per request); with ``JOBQUEUE_API_SHED_LOW=1`` ``low``
   jobs are refused outright (503).
 - At the hard limit (default 100,000) every submission to the queue gets 503 with
   ``Retry-After``; nothing is written.
@@ -163,8 +166,10 @@ class Backpressure:
         if throttled:
             bucket = self._buckets.get(producer_id)
             if bucket is None:
+                share = max(self.settings.api_workers, 1)  # this process's part of the producer's limit
                 bucket = self._buckets[producer_id] = TokenBucket(
-                    self.settings.api_rate_limit, self.settings.api_rate_burst, self._clock)
+                    self.settings.api_rate_limit / share, max(1, -(-self.settings.api_rate_burst // share)),
+                    self._clock)
             wait = bucket.take(throttled)
             if wait > 0:
                 raise Overloaded(429, "rate_limited", "the queue is above its soft limit: producers are rate "

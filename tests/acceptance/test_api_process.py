@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import httpx
 
@@ -57,3 +58,30 @@ def test_api_process_serves_submissions_that_a_worker_runs(dsn):
         api_output = terminate(api, timeout=20)
     assert api.returncode == 0, api_output
     assert "Traceback" not in api_output and "Traceback" not in worker_output
+
+
+def test_a_producers_rate_limit_holds_across_two_api_processes(dsn):
+    """Above the soft limit a producer gets its rate in all, not once per process: 2 processes,
+    a burst of 10 and 2 jobs/s, 60 submissions on fresh connections (spread over both)."""
+    key = jobqueue(dsn, "apikey", "create", "--producer", "busy").stdout.strip()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_SOFT_LIMIT="1", JOBQUEUE_API_HARD_LIMIT="100000",
+               JOBQUEUE_API_RATE_LIMIT="2", JOBQUEUE_API_RATE_BURST="10", JOBQUEUE_API_DEPTH_REFRESH="0.05")
+    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
+                            "api", "--port", str(port), "--workers", "2"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        assert wait_ready(url, timeout=30), "API ready"
+        statuses = []
+        started = time.monotonic()
+        for n in range(60):
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as client:  # a new connection
+                statuses.append(client.post("/jobs", json={"job_type": "record", "payload": {"n": n}}).status_code)
+        elapsed = time.monotonic() - started
+    finally:
+        output = terminate(api, timeout=20)
+    assert set(statuses) <= {201, 429}, statuses
+    allowed = 1 + 10 + 2 * elapsed  # below the soft limit, then burst + rate over the time taken, in all
+    assert 0 < statuses.count(201) <= allowed + 1, (statuses.count(201), elapsed)
+    assert "Traceback" not in output
