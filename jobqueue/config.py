@@ -72,7 +72,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     ints = {"api_port": "PORT", "api_workers": "WORKERS", "api_pool_size": "POOL_SIZE",
             "api_connect_timeout": "CONNECT_TIMEOUT", "api_retry_after": "RETRY_AFTER",
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
-            "api_max_batch": "MAX_BATCH", "api_submit_lanes": "SUBMIT_LANES", "api_max_body_bytes": "MAX_BODY_BYTES"}
+            "api_max_batch": "MAX_BATCH", "api_max_streams_per_key": "MAX_STREAMS_PER_KEY", "api_submit_lanes": "SUBMIT_LANES", "api_max_body_bytes": "MAX_BODY_BYTES"}
     floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
               "api_depth_refresh": "DEPTH_REFRESH", "api_submit_stall": "SUBMIT_STALL", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
     values: dict = {name: _int(env, "JOBQUEUE_API_" + var, getattr(defaults, name)) for name, var in ints.items()}
@@ -160,6 +160,7 @@ class Settings:
     api_shed_low: bool = False
     api_settle_gc: bool = False  # set by `jobqueue api`: freeze start-up objects out of the GC (see api.app)
     api_max_batch: int = 1000
+    api_max_streams_per_key: int = 10  # open /events streams one API key may hold per API process
     api_submit_lanes: int = 1  # submission statements in flight per API process; 0: no coalescing
     api_submit_stall: float = 0.1  # seconds after which a statement in flight stops holding its lane
     api_max_body_bytes: int = 1_048_576

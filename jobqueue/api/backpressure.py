@@ -189,3 +189,35 @@ class Backpressure:
         """Take back a reservation whose jobs were not created (refused, or already there)."""
         for demand in demands:
             self.depths[demand.queue] = max(0, self.depths.get(demand.queue, 0) - demand.jobs)
+
+
+#: Seconds a key refused another event stream is told to wait.
+STREAM_RETRY_AFTER = 15.0
+
+
+class StreamQuota:
+    """Open streams per API key in this process."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[object, int] = {}
+
+    def take(self, key_id: object) -> Callable[[], None]:
+        """Count a new stream of ``key_id`` (`Overloaded` 429 past the limit); returns its release."""
+        held = self._open.get(key_id, 0)
+        if held >= self.limit:
+            raise Overloaded(429, "too_many_streams", f"this API key already holds {held} event streams here "
+                             f"(at most {self.limit}): close one first", retry_after=STREAM_RETRY_AFTER)
+        self._open[key_id] = held + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                left = self._open[key_id] - 1
+                if left:
+                    self._open[key_id] = left
+                else:
+                    del self._open[key_id]
+        return release

@@ -21,7 +21,7 @@ from litestar.di import NamedDependency
 from jobqueue import db, migrate
 from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
-from jobqueue.api.backpressure import Backpressure
+from jobqueue.api.backpressure import Backpressure, StreamQuota
 from jobqueue.job_events import EventHub
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
@@ -40,6 +40,7 @@ class Services:
         listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
         self.events = EventHub(self.client, listen,
                                connect_timeout=settings.api_db_timeout + settings.api_connect_timeout)
+        self.streams = StreamQuota(settings.api_max_streams_per_key)
         self.head_revision = migrate.head_revision()
         self._tasks: list[asyncio.Task] = []
 

@@ -5,14 +5,19 @@ data: ``{"event", "job_id", "queue", "at"}``. Filters: ``queue`` and ``job_id``;
 only receives its own jobs' events. A comment line every 15 s keeps proxies from closing an idle
 stream. ``stream.reconnected`` means the API lost its LISTEN connection for a moment (events in
 between may be missing: re-read the jobs you care about); ``stream.overflow`` ends a stream whose
-reader fell too far behind.
+reader fell too far behind; ``stream.revoked`` ends a stream whose key was revoked (checked as
+often as keys are cached, at least every second).
+
+Each key may hold at most ``JOBQUEUE_API_MAX_STREAMS_PER_KEY`` streams per API process (default
+10): one more is 429 ``too_many_streams``, so no producer key can hold every connection open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from typing import Annotated, Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 from litestar import Controller, Request, get
 from litestar.params import QueryParameter
@@ -22,25 +27,38 @@ from jobqueue.api.auth import Principal
 from jobqueue.api.errors import error_responses
 from jobqueue.job_events import EventHub, JobEvent, Subscription
 from jobqueue.api.services import ServicesDep
+from jobqueue.errors import DatabaseUnavailable
 
 KEEPALIVE_SECONDS = 15.0
 
 
-async def event_stream(hub: EventHub, subscription: Subscription) -> AsyncIterator[ServerSentEventMessage]:
+async def event_stream(hub: EventHub, subscription: Subscription, *, still_valid: Callable[[], Awaitable[bool]],
+                       check_every: float, release: Callable[[], None]) -> AsyncIterator[ServerSentEventMessage]:
+    """Events until the reader goes, falls behind, or its key is revoked (``still_valid`` is
+    asked every ``check_every`` seconds)."""
     try:
         yield ServerSentEventMessage(comment="subscribed")
+        quiet_since = time.monotonic()
         while True:
             if subscription.overflowed:
                 yield _message(JobEvent("stream.overflow", None, None, None, 0.0))
                 return
             try:
-                event = await asyncio.wait_for(subscription.inbox.get(), KEEPALIVE_SECONDS)
+                event = await asyncio.wait_for(subscription.inbox.get(), check_every)
             except asyncio.TimeoutError:
+                event = None
+            if not await still_valid():
+                yield _message(JobEvent("stream.revoked", None, None, None, 0.0))
+                return
+            if event is not None:
+                quiet_since = time.monotonic()
+                yield _message(event)
+            elif time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
+                quiet_since = time.monotonic()
                 yield ServerSentEventMessage(comment="keepalive")
-                continue
-            yield _message(event)
     finally:
         hub.unsubscribe(subscription)
+        release()
 
 
 def _message(event: JobEvent) -> ServerSentEventMessage:
@@ -50,7 +68,7 @@ def _message(event: JobEvent) -> ServerSentEventMessage:
 class EventsController(Controller):
     tags = ["events"]
 
-    @get("/events", summary="Stream job events (text/event-stream)", responses=error_responses(422, 503))
+    @get("/events", summary="Stream job events (text/event-stream)", responses=error_responses(422, 429, 503))
     async def events(
         self, request: Request[Principal, Any, Any], services: ServicesDep,
         queue: Annotated[str | None, QueryParameter(description="only this queue's jobs")] = None,
@@ -58,6 +76,21 @@ class EventsController(Controller):
     ) -> ServerSentEvent:
         user = request.user
         hub = services.events
-        subscription = await hub.subscribe(queue=queue, job_id=job_id,
-                                           producer_id=None if user.is_admin else user.producer_id)
-        return ServerSentEvent(event_stream(hub, subscription))
+        release = services.streams.take(user.id)
+        try:
+            subscription = await hub.subscribe(queue=queue, job_id=job_id,
+                                               producer_id=None if user.is_admin else user.producer_id)
+        except BaseException:
+            release()
+            raise
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+
+        async def still_valid() -> bool:
+            try:
+                return await services.keys.principal(token) is not None
+            except DatabaseUnavailable:  # cannot tell now: keep streaming, ask again next time
+                return True
+
+        check_every = min(max(services.settings.api_key_cache_seconds, 1.0), KEEPALIVE_SECONDS)
+        return ServerSentEvent(event_stream(hub, subscription, still_valid=still_valid, check_every=check_every,
+                                            release=release))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue as queue_module
 import threading
@@ -221,7 +222,11 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
                 if slow.overflowed:
                     break
                 await asyncio.sleep(0.01)
-            messages = [message async for message in event_stream(hub, slow)]
+            async def valid() -> bool:
+                return True
+
+            messages = [message async for message in event_stream(hub, slow, still_valid=valid, check_every=1.0,
+                                                                  release=lambda: None)]
             for _ in range(500):  # its last stream gone, the hub stops listening
                 if listeners(conn) == 0:
                     break
@@ -256,3 +261,39 @@ def test_a_stream_opened_as_the_last_one_closes_still_gets_events(dsn, conn):
             return [event.event], registered
 
     assert asyncio.run(scenario()) == (["job.queued"], 1)
+
+
+def test_a_key_holds_a_bounded_number_of_streams_and_gets_them_back_when_they_close(start_api, keys, dsn):
+    server = start_api(api_max_streams_per_key=2)
+    alice = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['alice']}"}, timeout=10)
+    bob = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['bob']}"}, timeout=10)
+    with alice, bob, contextlib.ExitStack() as streams:
+        first = streams.enter_context(alice.stream("GET", "/events"))
+        second = streams.enter_context(alice.stream("GET", "/events"))
+        assert first.status_code == second.status_code == 200
+        refused = alice.get("/events")
+        assert refused.status_code == 429 and refused.json()["error"] == "too_many_streams", refused.text
+        assert "Retry-After" in refused.headers
+        with bob.stream("GET", "/events") as other:  # another key is not held back by alice's streams
+            assert other.status_code == 200
+        first.close()  # the connection goes; the server notices and gives the slot back
+        wait_until(lambda: _opens(alice), timeout=10, message="a freed stream slot")
+
+
+def _opens(client: httpx.Client) -> bool:
+    with client.stream("GET", "/events") as response:
+        return response.status_code == 200
+
+
+def test_a_revoked_keys_stream_ends_within_the_key_cache_time(start_api, dsn):
+    with Client(dsn, pool_size=1) as client:
+        key, info = client.create_api_key("leaving")
+    server = start_api(api_key_cache_seconds=1.0)
+    reader = EventReader(server.url, key)
+    try:
+        with Client(dsn, pool_size=1) as client:
+            client.revoke_api_key(info.id)
+        name, _ = reader.events.get(timeout=10)
+        assert name == "stream.revoked"
+    finally:
+        reader.close()
