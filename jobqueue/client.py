@@ -287,13 +287,30 @@ def _shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
     return queue_store.set_shedding(_queue_name(queue), shed_low_retries)
 
 
-def _new_key_call(producer_id: Any, role: str) -> tuple[str, db.Call[ApiKey | None]]:
+def _new_key_call(producer_id: Any, role: str, queues: Iterable[str] | None = None,
+                  job_types: Iterable[str] | None = None) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
     if role not in ROLES:
         raise ValidationError("role", f"must be one of {', '.join(ROLES)} (got {role!r})")
+    allowed = {field: _allow_list(field, names) for field, names in (("queues", queues), ("job_types", job_types))}
+    if role == "admin" and any(names is not None for names in allowed.values()):
+        raise ValidationError("queues" if allowed["queues"] is not None else "job_types",
+                              "admin keys administer every queue: allow-lists are for producer keys")
     key = key_store.new_key()
-    return key, key_store.create(key=key, producer_id=producer_id, role=role)
+    return key, key_store.create(key=key, producer_id=producer_id, role=role, **allowed)
+
+
+def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:
+    """A key's allow-list as stored: None (anything), or distinct non-empty names."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise ValidationError(field, "must be a list of names, not one string")
+    listed = list(dict.fromkeys(names))
+    if not listed or not all(isinstance(name, str) and name.strip() for name in listed):
+        raise ValidationError(field, "must name at least one, each a non-empty string")
+    return listed
 
 
 BatchCall = Callable[[int], db.Call[tuple[int, int, "int | None"]]]
@@ -542,9 +559,11 @@ class AsyncClient:
         """Jobs ever submitted (the job sequence, rolled-back enqueues included): one cheap read."""
         return await self._run(metrics_store.submitted(), None)
 
-    async def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
-        """A new key (returned once, stored only hashed) acting as ``producer_id``."""
-        key, call = _new_key_call(producer_id, role)
+    async def create_api_key(self, producer_id: str, *, role: str = "producer", queues: Iterable[str] | None = None,
+                             job_types: Iterable[str] | None = None) -> tuple[str, ApiKey]:
+        """A new key (returned once, stored only hashed) acting as ``producer_id``; ``queues`` /
+        ``job_types``: the only ones it may submit (producer keys; None: any)."""
+        key, call = _new_key_call(producer_id, role, queues, job_types)
         return key, await self._run(call, None)
 
     async def api_key(self, key: str) -> ApiKey | None:
@@ -687,8 +706,9 @@ class Client:
     def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
         return self._run(_shedding_call(queue, shed_low_retries), None)
 
-    def create_api_key(self, producer_id: str, *, role: str = "producer") -> tuple[str, ApiKey]:
-        key, call = _new_key_call(producer_id, role)
+    def create_api_key(self, producer_id: str, *, role: str = "producer", queues: Iterable[str] | None = None,
+                       job_types: Iterable[str] | None = None) -> tuple[str, ApiKey]:
+        key, call = _new_key_call(producer_id, role, queues, job_types)
         return key, self._run(call, None)
 
     def api_keys(self) -> list[ApiKey]:

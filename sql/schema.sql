@@ -666,12 +666,20 @@ CREATE TABLE jobqueue.api_keys (
     role text DEFAULT 'producer'::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     revoked_at timestamp with time zone,
+    queues text[],
+    job_types text[],
+    CONSTRAINT api_keys_admin_unrestricted CHECK (((role = 'producer'::text) OR ((queues IS NULL) AND (job_types IS NULL)))),
+    CONSTRAINT api_keys_allow_lists_not_empty CHECK (((COALESCE(cardinality(queues), 1) > 0) AND (COALESCE(cardinality(job_types), 1) > 0))),
     CONSTRAINT api_keys_hash_sha256 CHECK ((length(key_hash) = 32)),
     CONSTRAINT api_keys_producer_present CHECK (((length(producer_id) >= 1) AND (length(producer_id) <= 200))),
     CONSTRAINT api_keys_role_known CHECK ((role = ANY (ARRAY['producer'::text, 'admin'::text])))
 );
 
 COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the producer id it acts as, its role (producer|admin).';
+
+COMMENT ON COLUMN jobqueue.api_keys.queues IS 'The queues this producer key may submit to (NULL: any).';
+
+COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer key may submit (NULL: any).';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,

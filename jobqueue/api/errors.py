@@ -74,6 +74,19 @@ def _services_retry_after(request: Request) -> int:
     return request.app.state["services"].settings.api_retry_after
 
 
+class NotAllowed(Exception):
+    """The API key's allow-lists do not cover this submission (403 naming the field)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _not_allowed(_request: Request, exc: NotAllowed) -> Response:
+    return error_response(403, exc.message, error="not_allowed", field=exc.field)
+
+
 def _invalid(_request: Request, exc: ValidationError) -> Response:
     return error_response(422, exc.message, field=exc.field)
 
@@ -166,6 +179,7 @@ def _internal(request: Request, exc: Exception) -> Response:
 
 EXCEPTION_HANDLERS: dict = {
     ValidationError: _invalid,
+    NotAllowed: _not_allowed,
     RequestInvalid: _request_invalid,
     JobNotFound: _not_found,
     ScheduleNotFound: _not_found,

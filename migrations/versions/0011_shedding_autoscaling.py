@@ -1,7 +1,7 @@
 """Load shedding of low-priority retries (per queue, opt-in) and concurrency autoscaling figures.
 
 Revision ID: 0011_shedding_autoscaling
-Revises: 0008_lean_drain
+Revises: 0010_index_statistics
 """
 
 from alembic import op

@@ -1,22 +1,22 @@
 -- Runtime queries on jobqueue.api_keys. Keys are stored as their SHA-256 only.
 
 -- name: api_key_create
-INSERT INTO jobqueue.api_keys (key_hash, key_prefix, producer_id, role)
-VALUES (%(key_hash)s, %(key_prefix)s, %(producer_id)s, %(role)s)
-RETURNING id, producer_id, role, key_prefix, created_at, revoked_at;
+INSERT INTO jobqueue.api_keys (key_hash, key_prefix, producer_id, role, queues, job_types)
+VALUES (%(key_hash)s, %(key_prefix)s, %(producer_id)s, %(role)s, %(queues)s, %(job_types)s)
+RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types;
 
 -- name: api_key_lookup
 -- One primary-key-like probe (the unique index on key_hash) per authentication.
-SELECT id, producer_id, role, key_prefix, created_at, revoked_at
+SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types
 FROM jobqueue.api_keys
 WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
 -- name: api_key_list
-SELECT id, producer_id, role, key_prefix, created_at, revoked_at
+SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types
 FROM jobqueue.api_keys
 ORDER BY created_at, id;
 
 -- name: api_key_revoke
 UPDATE jobqueue.api_keys SET revoked_at = now()
 WHERE id = %(id)s AND revoked_at IS NULL
-RETURNING id, producer_id, role, key_prefix, created_at, revoked_at;
+RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types;

@@ -85,3 +85,15 @@ def test_a_producers_rate_limit_holds_across_two_api_processes(dsn):
     allowed = 1 + 10 + 2 * elapsed  # below the soft limit, then burst + rate over the time taken, in all
     assert 0 < statuses.count(201) <= allowed + 1, (statuses.count(201), elapsed)
     assert "Traceback" not in output
+
+
+def test_apikey_create_with_allow_lists_from_the_command_line(dsn):
+    created = jobqueue(dsn, "apikey", "create", "--producer", "billing", "--queues", "invoices,receipts",
+                       "--job-types", "render")
+    assert created.returncode == 0, created.stderr
+    assert "(only queues invoices,receipts; job types render)" in created.stderr
+    assert "billing (only queues invoices,receipts; job types render)" in jobqueue(dsn, "apikey", "list").stdout
+    refused = jobqueue(dsn, "apikey", "create", "--producer", "ops", "--admin", "--queues", "x")
+    assert refused.returncode != 0 and "allow-lists are for producer keys" in refused.stderr
+    empty = jobqueue(dsn, "apikey", "create", "--producer", "billing", "--queues", ",")
+    assert empty.returncode == 2 and "at least one name" in empty.stderr

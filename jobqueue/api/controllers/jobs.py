@@ -17,7 +17,7 @@ from litestar.response import Response
 
 from jobqueue.api.auth import Principal
 from jobqueue.api.backpressure import Backpressure
-from jobqueue.api.errors import error_response, error_responses
+from jobqueue.api.errors import NotAllowed, error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
@@ -47,9 +47,13 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     user = request.user
     traceparent = request.headers.get("traceparent")
     for index, item in enumerate(items):
+        where = f"jobs[{index}]." if batch else ""
         if json_depth_exceeds(item.payload):
-            raise ValidationError(f"jobs[{index}].payload" if batch else "payload",
-                                  f"nests deeper than {MAX_JSON_DEPTH} levels")
+            raise ValidationError(where + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
+        refused = user.refuses(item.queue, item.job_type)
+        if refused is not None:
+            raise NotAllowed(where + refused, f"this API key may not submit to {refused} "
+                                              f"{getattr(item, refused)!r}; nothing was written")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
     accepted: list[NewJob] = []
 

@@ -7,9 +7,12 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import psycopg
 import pytest
 
+from jobqueue.client import Client
+from jobqueue.errors import ValidationError
 from tests.support.factories import count_jobs, finish_job, job_row
 from tests.support.waiting import wait_until
 
@@ -267,3 +270,26 @@ def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(sta
     assert responses[3].json()["field"] == "input"
     stored = {row[0] for row in conn.execute("SELECT payload->>'n' FROM jobqueue.jobs")}
     assert stored == {None, "0", "1", "2", "3"}
+
+
+def test_a_key_with_allow_lists_submits_only_there_and_a_refusal_writes_nothing(api, dsn, conn):
+    with Client(dsn, pool_size=1) as client:
+        key, info = client.create_api_key("billing", queues=["invoices"], job_types=["render", "send"])
+        assert info.queues == ["invoices"] and info.job_types == ["render", "send"]
+        with pytest.raises(ValidationError) as admin_limited:
+            client.create_api_key("ops", role="admin", queues=["x"])
+        assert admin_limited.value.field == "queues"
+        for bad in ([], [""], "invoices"):
+            with pytest.raises(ValidationError):
+                client.create_api_key("billing", queues=bad)
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
+        assert http.post("/jobs", json={"job_type": "render", "queue": "invoices"}).status_code == 201
+        elsewhere = http.post("/jobs", json={"job_type": "render", "queue": "made-up"})
+        assert elsewhere.status_code == 403, elsewhere.text
+        assert elsewhere.json()["error"] == "not_allowed" and elsewhere.json()["field"] == "queue"
+        other_type = http.post("/jobs", json={"job_type": "wipe", "queue": "invoices"})
+        assert other_type.status_code == 403 and other_type.json()["field"] == "job_type"
+        batch = http.post("/jobs/batch", json={"jobs": [{"job_type": "send", "queue": "invoices"},
+                                                        {"job_type": "send", "queue": "default"}]})
+        assert batch.status_code == 403 and batch.json()["field"] == "jobs[1].queue", batch.text
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 1
