@@ -121,11 +121,14 @@ class NewJob:
                 raise invalid("run_at", "must be timezone-aware")
         if delay is not None:
             if isinstance(delay, (int, float)) and not isinstance(delay, bool):
-                delay = timedelta(seconds=delay)
+                try:
+                    delay = timedelta(seconds=delay)
+                except (OverflowError, ValueError):  # beyond timedelta's range, or NaN
+                    raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days in seconds (got {delay!r})") from None
             if not isinstance(delay, timedelta):
                 raise invalid("delay", "must be seconds or a timedelta")
-            if delay < timedelta(0):
-                raise invalid("delay", f"must not be negative (got {delay.total_seconds()} s)")
+            if not timedelta(0) <= delay <= LONGEST_SPAN:
+                raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days (got {delay.total_seconds():g} s)")
             if run_at is not None:
                 raise invalid("run_at", "give run_at or delay, not both")
         if max_attempts is not None and (

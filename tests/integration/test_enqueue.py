@@ -81,6 +81,8 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     (dict(job_type="x", priority="urgent"), "priority"),
     (dict(job_type=""), "job_type"),
     (dict(job_type="x", delay=-1), "delay"),
+    (dict(job_type="x", delay=-86399999913601.0), "delay"),  # beyond timedelta: was an OverflowError (a 500 over REST)
+    (dict(job_type="x", delay=float("nan")), "delay"),
     (dict(job_type="x", max_attempts=0), "max_attempts"),
     (dict(job_type="x", run_at=datetime(2030, 1, 1)), "run_at"),
     (dict(job_type="x", producer_id=""), "producer_id"),
