@@ -54,9 +54,10 @@ MONITOR_SETTINGS = {"shared_buffers": "'32MB'", "effective_cache_size": "'256MB'
                     "maintenance_work_mem": "'16MB'", "work_mem": "'4MB'"}
 #: The monitor notices a dead primary in about 3 s and promotes the standby 5 s later (defaults:
 #: 20 s, then 30 s). The demote timeout must stay longer than the keepers' network partition
-#: timeout (`FAST_KEEPER`), after which a cut-off primary demotes itself: no two primaries.
+#: timeout (`FAST_KEEPER`), after which a cut-off primary demotes itself: no two primaries. A
+#: postmaster that its keeper restarts within a few seconds may still be failed over.
 FAST_MONITOR = {"pgautofailover.health_check_period": "1000", "pgautofailover.health_check_timeout": "1000",
-                "pgautofailover.health_check_max_retries": "1", "pgautofailover.health_check_retry_delay": "500",
+                "pgautofailover.health_check_max_retries": "2", "pgautofailover.health_check_retry_delay": "1000",
                 "pgautofailover.node_considered_unhealthy_timeout": "3000",
                 "pgautofailover.primary_demote_timeout": "5000", "pgautofailover.startup_grace_period": "3000"}
 FAST_KEEPER = {"timeout.network_partition_timeout": "3"}
@@ -226,16 +227,23 @@ class HaStack:
         return json.loads(self.autoctl("show", "state", "--json", "--pgdata", str(self.monitor.pgdata), timeout=30))
 
     def settled(self) -> bool:
-        """One primary, every other data node a secondary, each where the monitor wants it."""
+        """One primary, every other data node a secondary, each where the monitor wants it and
+        passing its health checks (right after a crash the states are still the old ones)."""
         try:
             nodes = self.state()
         except (HaStackError, ValueError):
             return False
-        states = sorted(n["current_group_state"] for n in nodes if n["current_group_state"] == n["assigned_group_state"])
+        states = sorted(n["current_group_state"] for n in nodes
+                        if n["current_group_state"] == n["assigned_group_state"] and n["health"] == 1)
         return states == ["primary"] + ["secondary"] * (len(self.data_nodes) - 1)
 
     def primary(self) -> Node:
-        names = [n["nodename"] for n in self.state() if n["current_group_state"] == "primary"]
+        """The node taking writes as the monitor sees it: ``primary``, or ``wait_primary`` (a
+        primary whose standby is not there yet), and the monitor wants it so — a crashed primary
+        keeps reporting ``primary`` until it is back, but is assigned ``demoted``."""
+        names = [n["nodename"] for n in self.state()
+                 if n["current_group_state"] in ("primary", "wait_primary")
+                 and n["assigned_group_state"] == n["current_group_state"]]
         if len(names) != 1:
             raise HaStackError(f"expected one primary, the monitor reports {names or 'none'}")
         return self.node(names[0])
