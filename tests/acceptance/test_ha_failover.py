@@ -113,11 +113,11 @@ def stack():
 
 
 def _longest_gap(times: list[float], since: float, until: float) -> tuple[float, float]:
-    """(longest stretch without a success, seconds from ``since`` to the success that ended it),
-    over the successes from ``since`` to ``until``."""
-    inside = [since] + [t for t in times if since <= t <= until]
-    gaps = [(b - a, b - since) for a, b in zip(inside, inside[1:])]
-    return max(gaps) if gaps else (until - since, until - since)
+    """(longest stretch without a success that began between ``since`` and ``until``, seconds from
+    ``since`` to the success that ended it — which may come after ``until``)."""
+    points = [since] + [t for t in times if t >= since]
+    gaps = [(b - a, b - since) for a, b in zip(points, points[1:]) if a < until]
+    return max(gaps) if gaps else (float("inf"), float("inf"))
 
 
 def _rate(times: list[float], start: float, end: float) -> float:
