@@ -176,12 +176,19 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 stage.run.faults.append(fault)
                 return fault
 
+            async def flowing() -> None:
+                """Until both paths have had a submission accepted within the last second: the next
+                fault then hits a recovered system, and pauses are not merged."""
+                while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)):
+                    await asyncio.sleep(0.1)
+
             first = stack.primary()
             _step("under way")
             await inject(f"pg_autoctl perform failover ({first.name} -> standby)", stack.perform_failover)
             second = stack.primary()
             _step("failed over")
-            await asyncio.sleep(3)
+            await flowing()
+            await asyncio.sleep(2)
             crash = await inject(f"crash of {second.name} (keeper and postmaster SIGKILLed)",
                                  lambda: stack.crash(second))
             # the monitor promotes the standby; the crashed node comes back and rejoins as standby
@@ -193,12 +200,14 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             figures["primaries"] = [first.name, second.name, third.name]
             await asyncio.to_thread(stack.run, second)
             await asyncio.to_thread(stack.wait_settled)
+            await flowing()
             await asyncio.sleep(2)
             _step("settled after crash")
             # the keeper restarts it in place, unless the monitor fails it over first: either way
             killed = await inject(f"SIGKILL the postmaster of {third.name}", lambda: stack.kill_postmaster(third))
             await asyncio.sleep(3)  # the monitor's health checks notice it (or its restart) meanwhile
             await asyncio.to_thread(stack.wait_settled)
+            await flowing()
             figures["primaries"].append(stack.primary().name)
             _step("settled after postmaster kill")
             deadline = time.monotonic() + LEADER_TTL + 5
