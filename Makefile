@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test bench faults db db-stop migrate clean system-deps
+.PHONY: install run test bench faults db db-stop migrate clean system-deps ha ha-stop
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,13 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
 	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test;
-	@# pgbouncer (transaction pooling) runs in front of the test cluster in the PgBouncer-mode test.
+	@# pgbouncer (transaction pooling) runs in front of the test cluster in the PgBouncer-mode test;
+	@# pg_auto_failover (monitor + keepers, for PostgreSQL 15) runs `make ha` and the failover test.
 	@missing=""; command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
+	command -v pg_autoctl >/dev/null || missing="$$missing pg-auto-failover-cli"; \
+	ls /usr/lib/postgresql/15/lib/pgautofailover.so >/dev/null 2>&1 || missing="$$missing postgresql-15-auto-failover"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -44,6 +47,17 @@ db: install
 
 db-stop:
 	$(BIN)/python -m jobqueue.devdb stop
+
+# A pg_auto_failover stack in .pgdata-ha (README "High availability"): a monitor, a primary and its
+# synchronous standby, migrated; prints the multi-host DSN, so `JOBQUEUE_DSN="$$(make -s ha)" make run`
+# runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor, default 54340) and the next two.
+ha: install
+	@dsn="$$($(BIN)/python -m jobqueue.hastack start)" && [ -n "$$dsn" ] \
+		|| { echo "the HA stack did not start (logs: .pgdata-ha/*.log)" >&2; exit 1; }; \
+	JOBQUEUE_DSN="$$dsn" $(BIN)/jobqueue migrate >&2 && echo "$$dsn"
+
+ha-stop:
+	$(BIN)/python -m jobqueue.hastack stop
 
 migrate: install
 	@$(USE_DB); $(BIN)/jobqueue migrate
@@ -90,4 +104,5 @@ faults: install
 
 clean:
 	-$(BIN)/python -m jobqueue.devdb stop
-	rm -rf $(VENV) .pgdata .pgdata-faults .pytest_cache
+	-[ ! -d .pgdata-ha ] || $(BIN)/python -m jobqueue.hastack stop
+	rm -rf $(VENV) .pgdata .pgdata-faults .pgdata-ha .pytest_cache

@@ -627,9 +627,8 @@ class Client:
     def _run(self, call: db.Call, connection: psycopg.Connection | None) -> Any:
         if connection is not None:
             return db.run_sync(connection, call)
-        with db.translated_errors():
-            with self._pool.connection() as conn:
-                return db.run_sync(conn, call)
+        with db.connection_sync(self._pool) as conn:
+            return db.run_sync(conn, call)
 
     def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None,
                 **options: Any) -> uuid.UUID:

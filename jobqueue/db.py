@@ -308,10 +308,37 @@ def connect_sync(session: Session, *, autocommit: bool = True, connect_timeout: 
 SHUTDOWN_WAIT = 2.0
 
 
+def on_standby(exc: BaseException) -> bool:
+    """The statement failed with 25006 (read-only transaction), raw or translated: the server this
+    connection reached no longer takes writes — a primary demoted by a failover (or made read-only
+    by an operator). The connection must be dropped: kept in its pool it would fail every write
+    again, while a new one finds the current primary (``target_session_attrs=read-write``)."""
+    return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(exc.__cause__, pg_errors.ReadOnlySqlTransaction)
+
+
 @contextlib.asynccontextmanager
 async def connection(pool: AsyncConnectionPool, timeout: float | None = None):
     """A pooled connection whose acquisition failures (pool timeout, refused) are translated too;
-    ``timeout`` overrides the pool's wait for this one."""
+    ``timeout`` overrides the pool's wait for this one. A connection to a standby is closed, so the
+    pool discards it (`on_standby`)."""
     with translated_errors():
         async with pool.connection(timeout=timeout) as conn:
-            yield conn
+            try:
+                yield conn
+            except Exception as exc:
+                if on_standby(exc):
+                    await conn.close()
+                raise
+
+
+@contextlib.contextmanager
+def connection_sync(pool: ConnectionPool, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+    """`connection` for a sync pool (the sync facade, handler threads)."""
+    with translated_errors():
+        with pool.connection(timeout=timeout) as conn:
+            try:
+                yield conn
+            except Exception as exc:
+                if on_standby(exc):
+                    conn.close()
+                raise

@@ -46,6 +46,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_user(user: str | None = None) -> str | None:
+    """The unprivileged user PostgreSQL (and pg_autoctl) must run as when we are root — ``user``,
+    else JOBQUEUE_PG_USER, else ``postgres`` (KeyError when it does not exist); None when we are not
+    root and run them as ourselves."""
+    if os.geteuid() != 0:
+        return None
+    name = user or os.environ.get("JOBQUEUE_PG_USER", "postgres")
+    pwd.getpwnam(name)
+    return name
+
+
+def as_user(run_as: str | None, command: list[str]) -> list[str]:
+    """``command`` run as ``run_as`` (see `server_user`), or as it is."""
+    return ["runuser", "-u", run_as, "--", *command] if run_as else command
+
+
+def hand_over(directory: Path, run_as: str | None) -> None:
+    """Create ``directory`` and give it to ``run_as``, which must also be able to reach it (every
+    parent traversable), or initdb would fail with a less helpful error."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if run_as:
+        entry = pwd.getpwnam(run_as)
+        os.chown(directory, entry.pw_uid, entry.pw_gid)
+        for parent in list(directory.parents)[:-1]:
+            if parent.stat().st_mode & 0o001 == 0:
+                raise RuntimeError(f"{parent} is not traversable by {run_as}; choose another data directory")
+
+
 class LocalCluster:
     """A cluster in ``datadir``; ``fast`` turns fsync off (tests), otherwise it is durable (bench)."""
 
@@ -54,16 +82,10 @@ class LocalCluster:
         self.port = port
         self.fast = fast
         self.bindir = pg_bindir()
-        self.run_as = None
-        if os.geteuid() == 0:
-            self.run_as = user or os.environ.get("JOBQUEUE_PG_USER", "postgres")
-            pwd.getpwnam(self.run_as)  # KeyError if the user does not exist
+        self.run_as = server_user(user)
 
     def _cmd(self, *args: str) -> list[str]:
-        command = [str(self.bindir / args[0]), *args[1:]]
-        if self.run_as:
-            return ["runuser", "-u", self.run_as, "--", *command]
-        return command
+        return as_user(self.run_as, [str(self.bindir / args[0]), *args[1:]])
 
     def dsn(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
@@ -73,14 +95,7 @@ class LocalCluster:
         return (self.datadir / "PG_VERSION").exists()
 
     def init(self) -> None:
-        self.datadir.mkdir(parents=True, exist_ok=True)
-        if self.run_as:
-            entry = pwd.getpwnam(self.run_as)
-            os.chown(self.datadir, entry.pw_uid, entry.pw_gid)
-            for parent in list(self.datadir.parents)[:-1]:
-                # the postgres user must be able to reach the directory
-                if parent.stat().st_mode & 0o001 == 0:
-                    raise RuntimeError(f"{parent} is not traversable by {self.run_as}; choose another data directory")
+        hand_over(self.datadir, self.run_as)
         subprocess.run(self._cmd("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust",
                                  "-E", "UTF8", "--no-instructions"), check=True, capture_output=True)
 

@@ -102,7 +102,7 @@ def record_run_sync(job: Job, *, fails: bool = False) -> None:
     deadline = time.monotonic() + RECORD_PATIENCE
     while True:
         try:
-            with db.translated_errors(), _sync_pool().connection() as conn:
+            with db.connection_sync(_sync_pool()) as conn:
                 db.run_sync(conn, call)
             return
         except DatabaseUnavailable:

@@ -31,6 +31,14 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def prepare_database(dsn: str) -> None:
+    """Migrate the database at ``dsn`` and create the recording app's table in it."""
+    migrate.upgrade(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for call in faults_store.create_schema():
+            db.run_sync(conn, call)
+
+
 class FaultCluster:
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
@@ -61,11 +69,7 @@ class FaultCluster:
         return self.cluster.dsn(name)
 
     def _prepare_template(self) -> None:
-        dsn = self._recreate(TEMPLATE)
-        migrate.upgrade(dsn)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            for call in faults_store.create_schema():
-                db.run_sync(conn, call)
+        prepare_database(self._recreate(TEMPLATE))
         self._template_ready = True
 
     def fresh_database(self, scenario: str) -> str:

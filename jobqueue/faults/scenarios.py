@@ -295,14 +295,14 @@ async def _accepted(tallies: list[Tally], count: int, producing: asyncio.Future)
         await asyncio.sleep(0.02)
 
 
-def _service_back(fault: Fault, tallies: list[Tally], since: datetime | None = None) -> None:
+def mark_service_back(fault: Fault, tallies: list[Tally], since: datetime | None = None) -> None:
     """When every path had a submission accepted after ``since`` (default: the fault)."""
     fault.producers = True
     backs = [t.first_accept_after(since or fault.at) for t in tallies]
     fault.service_back = latest(backs)
 
 
-def _produced(stage: Stage, tallies: list[Tally]) -> None:
+def record_producers(stage: Stage, tallies: list[Tally]) -> None:
     for tally in tallies:
         stage.run.expected.update((job_id, "completed") for job_id in tally.accepted.values())
         stage.run.notes.append(tally.summary())
@@ -337,8 +337,8 @@ async def producers(stage: Stage) -> None:
         fault.held = before | await stage.processing()
         stage.run.faults.append(fault)
         await producing
-    _service_back(fault, [python, rest])
-    _produced(stage, [python, rest])
+    mark_service_back(fault, [python, rest])
+    record_producers(stage, [python, rest])
     await stage.drained()
 
 
@@ -364,8 +364,8 @@ async def api_kill(stage: Stage) -> None:
         restarted.append(now())  # answers read before this were sent by the killed process
     await producing
     for fault, since in zip(stage.run.faults, restarted):
-        _service_back(fault, [rest], since)
-    _produced(stage, [rest])
+        mark_service_back(fault, [rest], since)
+    record_producers(stage, [rest])
     await stage.drained()
 
 

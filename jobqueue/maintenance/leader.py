@@ -73,6 +73,9 @@ class Elector:
             self._retry_in = self.ttl / 3 if won or expires_in is None else min(
                 max(expires_in + _AFTER_EXPIRY, _AFTER_EXPIRY), self.ttl)
         self._valid_until = started + self.ttl if won else 0.0
+        # An answer that took longer than the TTL (a pool wait through a failover) is a lease that
+        # may already belong to another process: not leadership, and not announced as such.
+        won = won and self.is_leader
         if won != was_leader:
             log.info("%s %s leadership of %s", self.leader_id, "gained" if won else "lost", self.name)
             for listener in self._listeners:

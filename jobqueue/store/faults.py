@@ -61,3 +61,7 @@ def job_outcomes() -> Call[list[JobOutcome]]:
 
 def terminate_backends() -> Call[int]:
     return Call("faults_terminate_backends", {}, scalar)
+
+
+def run_times() -> Call[list[datetime]]:
+    return Call("faults_run_times", {}, column)

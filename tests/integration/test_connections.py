@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jobqueue import cli, db, migrate
-from jobqueue.client import Client
+from jobqueue.client import Client, NewJob
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
 from jobqueue.oneshot import open_client
@@ -156,6 +156,41 @@ def test_a_read_only_server_is_unavailable_not_an_internal_error(dsn, conn):
         with pytest.raises(DatabaseUnavailable, match="read-only"):
             client.enqueue("x")
     assert cli.main(["enqueue", "x", "--dsn", dsn]) == 2
+
+
+def test_a_pooled_connection_to_a_demoted_server_is_dropped_not_reused(dsn):
+    """After a failover a pooled connection that still reaches the old primary, now read-only
+    (25006; simulated with a session turned read-only), is closed on its first failure, so the next
+    call gets a fresh connection — not the same refusal again and again."""
+    enqueue = NewJob.build("x").call()
+
+    async def run_async() -> None:
+        pool = db.async_pool(dsn, min_size=1, max_size=1)
+        await pool.open()
+        try:
+            async with db.connection(pool) as conn:
+                await conn.execute("SET default_transaction_read_only = on")
+                demoted = conn.info.backend_pid
+            with pytest.raises(DatabaseUnavailable, match="read-only"):
+                async with db.connection(pool) as conn:
+                    await db.run(conn, enqueue)
+            async with db.connection(pool) as conn:
+                assert conn.info.backend_pid != demoted
+                await db.run(conn, enqueue)
+        finally:
+            await pool.close()
+
+    asyncio.run(run_async())
+    with db.sync_pool(dsn, min_size=1, max_size=1) as pool:
+        with db.connection_sync(pool) as conn:
+            conn.execute("SET default_transaction_read_only = on")
+            demoted = conn.info.backend_pid
+        with pytest.raises(DatabaseUnavailable, match="read-only"):
+            with db.connection_sync(pool) as conn:
+                db.run_sync(conn, enqueue)
+        with db.connection_sync(pool) as conn:
+            assert conn.info.backend_pid != demoted
+            db.run_sync(conn, enqueue)
 
 
 def test_a_missing_privilege_is_permission_denied_and_the_cli_says_so(reader_dsn, conn, capsys):  # noqa: F811

@@ -73,3 +73,27 @@ def test_a_silent_leader_is_replaced_when_its_lease_runs_out(dsn):
 
     took = asyncio.run(main())
     assert ttl <= took < ttl + 0.5  # at the expiry, not a polling period later
+
+
+def test_an_election_answered_after_its_own_ttl_does_not_make_a_leader(dsn):
+    """Through a failover the election's pool wait can outlast the TTL: the lease it then wins may
+    already have been taken and lost meanwhile as far as the others know, so it is not leadership."""
+    ttl = 0.5
+
+    async def main():
+        async with pools(dsn) as (pool,):
+            elector = Elector(pool, "slow", ttl=ttl)
+            changes: list[bool] = []
+            elector.on_change(changes.append)
+
+            async def hold_every_connection() -> None:
+                async with pool.connection(), pool.connection():
+                    await asyncio.sleep(ttl + 0.3)
+
+            holding = asyncio.create_task(hold_every_connection())
+            await asyncio.sleep(0.05)
+            won = await elector.attempt()
+            await holding
+            return won, elector.is_leader, changes
+
+    assert asyncio.run(main()) == (False, False, [])

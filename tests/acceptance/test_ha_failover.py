@@ -1,0 +1,328 @@
+"""jobqueue on a real HA stack (pg_auto_failover: monitor, primary, synchronous standby): a drain of
+more than 10,000 jobs by 2 `jobqueue-worker` processes, with Python and REST producers enqueueing
+and a cron schedule firing every second, through a `pg_autoctl perform failover`, a SIGKILL of the
+new primary's postmaster (its keeper restarts it in place) and a crash of that node (keeper and
+postmaster SIGKILLed: the monitor fails back to the first node). Everything uses the multi-host DSN
+and has to find the primary by itself.
+
+It reuses the fault campaign's parts (jobqueue.faults: the recording app and its worker fleet, the
+API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
+campaign's table says (README "Fault campaign"). The measured figures are printed and written to
+``figures.json`` beside the worker, API and pg_autoctl logs in test-artifacts/ha-failover/ (kept
+after the run; README "High availability" quotes the figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from jobqueue import db, hastack
+from jobqueue.devdb import free_port
+from jobqueue.faults.cluster import now, prepare_database
+from jobqueue.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
+from jobqueue.faults.report import Fault
+from jobqueue.faults.scenarios import Config, Stage, mark_service_back, record_producers
+from jobqueue.store import faults as faults_store
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ha-failover"
+
+WORKERS, CONCURRENCY = 2, 10
+LEASE = 15.0  # longer than a crash failover's outage: a job is run twice only if its worker died
+LEADER_TTL = 3.0
+SEEDED = 10_000
+TOP_UP = 3_000  # more jobs whenever fewer than this are pending, so the drain outlasts the faults
+WINDOW = 6.0  # seconds of drain measured before the first fault and after the last recovery
+PRODUCERS = 2  # per path (Python, REST)
+PACE = 0.02  # seconds between one producer's submissions
+
+
+def _free_run(count: int) -> int:
+    """A port P with P..P+count-1 all free (the stack takes consecutive ports)."""
+    while True:
+        base = free_port()
+        try:
+            for offset in range(1, count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+
+
+class HaCluster:
+    """What `Stage` needs of a cluster, for the HA stack: its database and a way to make sure it runs."""
+
+    def __init__(self, stack: hastack.HaStack, dsn: str) -> None:
+        self.stack = stack
+        self.dsn = dsn
+
+    def fresh_database(self, scenario: str) -> str:
+        prepare_database(self.dsn)
+        return self.dsn
+
+    def ensure_running(self) -> None:
+        self.stack.start()
+
+
+class Paced:
+    """A submitter that waits ``pace`` seconds before each submission: a steady producer."""
+
+    def __init__(self, submitter, pace: float) -> None:
+        self.submitter, self.pace = submitter, pace
+
+    async def submit(self, key: str):
+        await asyncio.sleep(self.pace)
+        return await self.submitter.submit(key)
+
+    def reset(self) -> None:
+        self.submitter.reset()
+
+
+@pytest.fixture
+def stack():
+    if not hastack.installed():
+        pytest.skip(hastack.MISSING)
+    base = Path(os.environ.get("JOBQUEUE_TEST_TMP", tempfile.gettempdir()))
+    root = Path(tempfile.mkdtemp(prefix="jobqueue-ha-", dir=base))
+    os.chmod(root, 0o755)
+    ha = hastack.HaStack(root / "stack", _free_run(3), fast_failover=True)
+    try:
+        yield ha, ha.start(), root
+    finally:
+        ha.stop()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for log in ha.root.glob("*.log"):
+            shutil.copy(log, ARTIFACTS / f"pg_autoctl-{log.name}")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _longest_gap(times: list[float], since: float, until: float) -> tuple[float, float]:
+    """(longest stretch without a success that began between ``since`` and ``until``, seconds from
+    ``since`` to the success that ended it — which may come after ``until``)."""
+    points = [since] + [t for t in times if t >= since]
+    gaps = [(b - a, b - since) for a, b in zip(points, points[1:]) if a < until]
+    return max(gaps) if gaps else (float("inf"), float("inf"))
+
+
+def _rate(times: list[float], start: float, end: float) -> float:
+    return sum(1 for t in times if start <= t < end) / (end - start)
+
+
+def _step(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} [ha] {text}", flush=True)
+
+
+async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list[Tally]:
+    async with stage.client() as client:
+        await client.schedules.add("every-second", "* * * * * *", "record", payload={"ms": 1})
+    await stage.seed(stage.record_jobs(SEEDED, 2, max_attempts=3))
+    _step("seeded")
+    api = await stage.start_api()
+    stage.start_workers()
+    python, rest = Tally("python"), Tally("rest")
+    batches = itertools.count()
+
+    async def top_up() -> None:
+        while True:
+            if await stage.pending() < TOP_UP:
+                await stage.seed(stage.record_jobs(TOP_UP, 2, 3, prefix=f"t{next(batches)}-"))
+            await asyncio.sleep(0.5)
+
+    async with stage.client(producer_id="ha-python", pool_size=PRODUCERS, pool_timeout=2.0,
+                            connect_timeout=2) as client:
+        api_key, _ = await client.create_api_key("ha-rest")
+        stopping = asyncio.Event()
+
+        def key_stream():
+            """Shared by the producers (each key goes to one); ends when asked, so each producer
+            finishes the call it is in (as a real one would) instead of being cancelled mid-call."""
+            for i in itertools.count():
+                if stopping.is_set():
+                    return
+                yield f"p{i}"
+
+        keys = key_stream()
+        tasks = [produce(Paced(PythonSubmitter(client, 2, 3), PACE), keys, python) for _ in range(PRODUCERS)]
+        tasks += [produce(Paced(RestSubmitter(api.url, api_key, 2, 3, api_may_be_down=False), PACE), keys, rest)
+                  for _ in range(PRODUCERS)]
+        producing = [asyncio.ensure_future(t) for t in tasks]
+        topping = asyncio.ensure_future(top_up())
+        try:
+            await stage.under_way(0.02)
+            await asyncio.sleep(WINDOW)
+
+            async def inject(what: str, action) -> Fault:
+                fault = Fault(what, now())
+                before = await stage.processing()
+                await asyncio.to_thread(action)
+                await stage.pending()  # the harness reaches the primary again
+                fault.held = before | await stage.processing()
+                stage.run.faults.append(fault)
+                return fault
+
+            async def flowing() -> None:
+                """Until both paths have had a submission accepted within the last second: the next
+                fault then hits a recovered system, and pauses are not merged."""
+                while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)):
+                    await asyncio.sleep(0.1)
+
+            first = stack.primary()
+            _step("under way")
+            await inject(f"pg_autoctl perform failover ({first.name} -> standby)", stack.perform_failover)
+            second = stack.primary()
+            _step("failed over")
+            await flowing()
+            await asyncio.sleep(2)
+            crash = await inject(f"crash of {second.name} (keeper and postmaster SIGKILLed)",
+                                 lambda: stack.crash(second))
+            # the monitor promotes the standby; the crashed node comes back and rejoins as standby
+            while await asyncio.to_thread(_primary_name, stack) in (second.name, None):
+                await asyncio.sleep(0.2)
+            figures["crash_switched_after_s"] = round((now() - crash.at).total_seconds(), 1)
+            third = stack.primary()
+            _step("crash switched")
+            figures["primaries"] = [first.name, second.name, third.name]
+            await asyncio.to_thread(stack.run, second)
+            await asyncio.to_thread(stack.wait_settled)
+            await flowing()
+            await asyncio.sleep(2)
+            _step("settled after crash")
+            # the keeper restarts it in place, unless the monitor fails it over first: either way
+            killed = await inject(f"SIGKILL the postmaster of {third.name}", lambda: stack.kill_postmaster(third))
+            await asyncio.sleep(3)  # the monitor's health checks notice it (or its restart) meanwhile
+            await asyncio.to_thread(stack.wait_settled)
+            await flowing()
+            figures["primaries"].append(stack.primary().name)
+            _step("settled after postmaster kill")
+            deadline = time.monotonic() + LEADER_TTL + 5
+            while not await _leader_renewed(stage.dsn, since=killed.at):
+                assert time.monotonic() < deadline, "no leader renewed its lease within the TTL after the switch"
+                await asyncio.sleep(0.2)
+            _step("leader renewed")
+            await asyncio.sleep(2)
+            figures["after_from"] = time.time()
+            await asyncio.sleep(WINDOW + 1)
+            _step("window after done")
+        finally:
+            stopping.set()
+            topping.cancel()
+            _, pending = await asyncio.wait([*producing, topping], timeout=30)
+            for task in pending:
+                task.cancel()
+            assert not pending, f"{len(pending)} producers still in a call 30 s after being asked to stop"
+            for task in producing:
+                task.result()  # a producer that crashed says why
+    _step("producers stopped")
+    for fault in stage.run.faults:
+        mark_service_back(fault, [python, rest])
+    record_producers(stage, [python, rest])
+    assert api.process.alive(), "the API process died"
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(api.url + "/readyz")).status_code == 200
+    assert len(stage.fleet.running()) == WORKERS and not stage.fleet.own_exits, stage.fleet.own_exits
+    # the leader row names a live worker process and is being renewed
+    async with await psycopg.AsyncConnection.connect(stage.dsn) as conn:
+        leader_id, fresh = await (await conn.execute(
+            "SELECT leader_id, expires_at > now() FROM jobqueue.leaders WHERE name = 'maintenance'")).fetchone()
+    assert fresh and int(leader_id.split(":")[-2]) in {w.pid for w in stage.fleet.running()}, leader_id
+    _step(f"progress {await stage.progress()}")
+    await stage.drained()
+    _step("drained")
+    return [python, rest]
+
+
+def _primary_name(stack: hastack.HaStack) -> str | None:
+    """The primary's name, None while the monitor has none (mid-switch)."""
+    try:
+        return stack.primary().name
+    except hastack.HaStackError:
+        return None
+
+
+async def _leader_renewed(dsn: str, since: datetime) -> bool:
+    try:
+        async with await psycopg.AsyncConnection.connect(dsn, connect_timeout=2) as conn:
+            row = await (await conn.execute(
+                "SELECT expires_at - make_interval(secs => %s) > %s FROM jobqueue.leaders WHERE name = 'maintenance'",
+                (LEADER_TTL, since))).fetchone()
+        return bool(row and row[0])
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.mark.timeout(400)
+def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
+    ha, dsn, root = stack
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the harness's own reconnects during switches
+    config = Config(jobs=SEEDED, workers=WORKERS, concurrency=CONCURRENCY, lease=LEASE, leader_ttl=LEADER_TTL,
+                    timeout=240, logdir=ARTIFACTS.parent)
+    stage = Stage("ha-failover", HaCluster(ha, dsn), config)
+    figures: dict = {}
+    try:
+        tallies = asyncio.run(_scenario(ha, stage, figures))
+        row = asyncio.run(stage.finish())
+    finally:  # a failed run must not leave its processes behind (after finish() these are no-ops)
+        stage.fleet.stop()
+        if stage.api is not None:
+            stage.api.stop()
+
+    # every id a producer got back exists and completed; reruns only of jobs a fault held
+    assert row.jobs >= 10_000
+    assert row.lost == 0 and row.wrong == 0 and row.duplicates <= row.allowed, row.notes
+    assert row.status == "ok", row.notes
+    assert all(len(t.accepted) > 100 and not t.unclean for t in tallies), [t.summary() for t in tallies]
+    assert figures["primaries"][0] == figures["primaries"][2] != figures["primaries"][1], figures["primaries"]
+
+    with psycopg.connect(dsn) as conn:
+        ticks = [t for t, in conn.execute(
+            "SELECT f.fire_at FROM jobqueue.schedule_fires f JOIN jobqueue.schedules s ON s.id = f.schedule_id "
+            "WHERE s.name = 'every-second' ORDER BY f.fire_at").fetchall()]
+        unfinished_ticks = conn.execute(
+            "SELECT count(*) FROM jobqueue.schedule_fires f JOIN jobqueue.jobs j ON j.id = f.job_id "
+            "WHERE j.state <> 'completed'").fetchone()[0]
+        cron_runs = conn.execute(
+            "SELECT count(*), count(DISTINCT e.job_id) FROM jobqueue_faults.executions e "
+            "JOIN jobqueue.schedule_fires f ON f.job_id = e.job_id").fetchone()
+        run_times = [at.timestamp() for at in db.run_sync(conn, faults_store.run_times())]
+    # no tick lost (one per second from the first to the last), none fired twice, each job ran
+    steps = {b - a for a, b in zip(ticks, ticks[1:])}
+    assert len(ticks) > 30 and steps == {timedelta(seconds=1)}, (len(ticks), sorted(steps)[:5])
+    assert unfinished_ticks == 0
+    assert cron_runs[0] - cron_runs[1] <= len(stage.run.faults), cron_runs  # reruns only of held ones
+
+    faults = stage.run.faults
+    figures["faults"] = []
+    for fault, following in zip(faults, [*faults[1:], None]):
+        at = fault.at.timestamp()
+        until = following.at.timestamp() if following else figures["after_from"]
+        gap, back = _longest_gap(run_times, at, until)
+        enqueue_gap, enqueue_back = max(_longest_gap(sorted(t.accepted_at), at, until) for t in tallies)
+        figures["faults"].append({"what": fault.what, "at": fault.at.isoformat(), "window_s": round(until - at, 1),
+                                  "runs_in_window": sum(1 for t in run_times if at <= t <= until),
+                                  "runs_paused_s": round(gap, 1), "runs_back_after_s": round(back, 1),
+                                  "enqueues_paused_s": round(enqueue_gap, 1),
+                                  "enqueues_back_after_s": round(enqueue_back, 1)})
+    first = faults[0].at.timestamp()
+    figures["jobs_per_s_before"] = round(_rate(run_times, first - WINDOW, first))
+    figures["jobs_per_s_after"] = round(_rate(run_times, figures["after_from"], figures["after_from"] + WINDOW))
+    figures["jobs"] = row.jobs
+    figures["producers"] = [t.summary() for t in tallies]
+    (stage.logdir / "figures.json").write_text(json.dumps(figures, indent=1, default=str))
+    print(json.dumps(figures, indent=1, default=str))
+    assert figures["jobs_per_s_after"] > 0.5 * figures["jobs_per_s_before"], figures
