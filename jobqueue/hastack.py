@@ -192,14 +192,14 @@ class HaStack:
         crash can kill it with everything it started), logging to ``<dir>/<node>.log``."""
         if self.supervisor_pid(node):
             return
-        credentials = {}
+        user = group = None
         if self.run_as:  # its own uid directly: a runuser wrapper would stand between us and it
             entry = pwd.getpwnam(self.run_as)
-            credentials = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+            user, group = entry.pw_uid, entry.pw_gid
         with open(self.root / f"{node.name}.log", "a") as log:
             subprocess.Popen(["pg_autoctl", "run", "--pgdata", str(node.pgdata)], env=self._env, stdout=log,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                             cwd=self.root, **credentials)
+                             cwd=self.root, user=user, group=group, extra_groups=[] if user is not None else None)
         self._wait(lambda: self.supervisor_pid(node) is not None, 30, f"pg_autoctl run for {node.name}")
 
     def _wait(self, predicate, timeout: float, what: str) -> None:

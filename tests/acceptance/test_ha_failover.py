@@ -134,7 +134,7 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
     await stage.seed(stage.record_jobs(SEEDED, 2, max_attempts=3))
     _step("seeded")
     api = await stage.start_api()
-    stage.start_workers()
+    await stage.start_workers()
     python, rest = Tally("python"), Tally("rest")
     batches = itertools.count()
 
