@@ -167,6 +167,8 @@ class Settings:
     api_depth_refresh: float = 1.0
     api_depth_max_age: float = 10.0  # a depth count is redone at least this often (see api.backpressure)
     api_key_cache_seconds: float = 2.0
+    read_dsn: str | None = None  # JOBQUEUE_READ_DSN: a standby the API's status reads may use (api.reads)
+    read_after_write: float = 5.0  # JOBQUEUE_READ_AFTER_WRITE_SECONDS: a key that wrote reads the primary this long
     metrics_token: str | None = None  # JOBQUEUE_METRICS_TOKEN: a bearer token for /metrics and the dashboard's figures
     metrics_public: bool = False  # JOBQUEUE_METRICS_PUBLIC=1: /metrics and /dashboard/overview without a key
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
@@ -275,6 +277,8 @@ class Settings:
             stats_interval=_float(env, "JOBQUEUE_STATS_INTERVAL", defaults.stats_interval),
             metrics_ttl=_float(env, "JOBQUEUE_METRICS_TTL", defaults.metrics_ttl),
             metrics_token=env.get("JOBQUEUE_METRICS_TOKEN") or defaults.metrics_token,
+            read_dsn=env.get("JOBQUEUE_READ_DSN") or defaults.read_dsn,
+            read_after_write=_float(env, "JOBQUEUE_READ_AFTER_WRITE_SECONDS", defaults.read_after_write),
             metrics_public=_bool(env, "JOBQUEUE_METRICS_PUBLIC", defaults.metrics_public),
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),

@@ -143,6 +143,7 @@ def run_sync(conn: psycopg.Connection, call: Call[T]) -> T:
 
 #: ``application_name`` of each kind of connection jobqueue opens. PostgreSQL keeps 63 bytes of it.
 API_NAME = "jobqueue-api"
+API_READ_NAME = "jobqueue-api-read"  # the API's connections to a read replica (JOBQUEUE_READ_DSN)
 CLIENT_NAME = "jobqueue-client"
 CLI_NAME = "jobqueue-cli"
 MIGRATE_NAME = "jobqueue-migrate"

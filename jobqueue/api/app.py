@@ -37,7 +37,7 @@ import gc
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
-from litestar import Litestar
+from litestar import Litestar, Request
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
@@ -86,6 +86,14 @@ def settle_garbage_collector() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
+async def before_each_request(request: Request) -> None:
+    """Refuse an ambiguous query string; remember that a key wrote (its reads then stay on the
+    primary for a while, see `jobqueue.api.reads`)."""
+    await refuse_ambiguous_query(request)
+    if request.method not in ("GET", "HEAD", "OPTIONS") and request.scope.get("user") is not None:
+        request.app.state["services"].reads.wrote(request.user.id)
+
+
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> Litestar:
     """The ASGI app for ``settings`` (default: from ``JOBQUEUE_*``); ``services`` is for tests."""
     settings = settings or Settings.from_env()
@@ -109,7 +117,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         dependencies={"services": Provide(provide_services, use_cache=True)},
         middleware=[auth_middleware()],
         exception_handlers=EXCEPTION_HANDLERS,
-        before_request=refuse_ambiguous_query,
+        before_request=before_each_request,
         lifespan=[lifespan],
         request_max_body_size=settings.api_max_body_bytes,
         openapi_config=OpenAPIConfig(

@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from jobqueue.api.services import Services
 
 Principal = ApiKey
+#: A request whose ``user`` is the authenticated key (how handlers that need the caller take it).
+AnyRequest = Request[Principal, Any, Any]
 
 
 class KeyCache:

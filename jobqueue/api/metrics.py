@@ -30,8 +30,8 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
         settings = services.settings
 
         async def source() -> metrics.Snapshot:
-            return await services.client.metrics_snapshot(cap=settings.metrics_count_cap,
-                                                          stale_seconds=settings.worker_stale_seconds)
+            return await services.reads.read(None, lambda client: client.metrics_snapshot(
+                cap=settings.metrics_count_cap, stale_seconds=settings.worker_stale_seconds))
 
         found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.metrics_ttl)
     return found

@@ -22,6 +22,7 @@ from jobqueue import db, migrate
 from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure, StreamQuota
+from jobqueue.api.reads import ReadRouter
 from jobqueue.job_events import EventHub
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
@@ -35,6 +36,10 @@ class Services:
                                   connect_timeout=settings.api_connect_timeout,
                                   submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch,
                                   coalesce_stall_after=settings.api_submit_stall)
+        replica = None if not settings.read_dsn else AsyncClient(
+            settings.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=settings.api_pool_size,
+            pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout)
+        self.reads = ReadRouter(self.client, replica, after_write=settings.read_after_write)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
         self.backpressure = Backpressure(self.client, settings)
         listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
@@ -46,6 +51,8 @@ class Services:
 
     async def start(self) -> None:
         await self.client.open()  # does not wait for the database: the API starts during an outage too
+        if self.reads.replica is not None:
+            await self.reads.replica.open()
         self._tasks = [watch(asyncio.create_task(self.backpressure.run(), name="api-depths"))]
 
     async def stop(self) -> None:
@@ -56,6 +63,8 @@ class Services:
                 await task
         self._tasks = []
         await self.events.stop()
+        if self.reads.replica is not None:
+            await self.reads.replica.close()
         await self.client.close()
 
 

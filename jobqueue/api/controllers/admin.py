@@ -14,7 +14,7 @@ from litestar import Controller, delete, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response
 
-from jobqueue.api.auth import admin_only
+from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
 from jobqueue.api.services import ServicesDep
@@ -30,12 +30,12 @@ class AdminController(Controller):
     @get("/dlq", summary="Dead-lettered jobs, newest first, with their last error",
          responses=error_responses(403, 422, 503))
     async def dead_letters(
-        self, services: ServicesDep, queue: FromQuery[str | None] = None, job_type: FromQuery[str | None] = None,
+        self, request: AnyRequest, services: ServicesDep, queue: FromQuery[str | None] = None, job_type: FromQuery[str | None] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
-        page = await services.client.list_jobs(limit=limit, cursor=cursor, state="dead_letter", queue=queue,
-                                               job_type=job_type)
+        page = await services.reads.read(request.user.id, lambda client: client.list_jobs(
+            limit=limit, cursor=cursor, state="dead_letter", queue=queue, job_type=job_type))
         return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
 
     @post("/jobs/{job_id:uuid}/retry", summary="Retry one dead job now (one more attempt)", status_code=200,

@@ -15,7 +15,7 @@ from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.response import Response
 
-from jobqueue.api.auth import Principal
+from jobqueue.api.auth import AnyRequest, Principal
 from jobqueue.api.backpressure import Backpressure
 from jobqueue.api.errors import NotAllowed, error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
@@ -26,7 +26,6 @@ from jobqueue.client import NewJob
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
 
-AnyRequest = Request[Principal, Any, Any]
 
 _CANCEL_REFUSED = {
     CancelOutcome.COMPLETED: "the job already completed",
@@ -133,20 +132,23 @@ class JobsController(Controller):
     ) -> JobList:
         user = request.user
         owner = producer_id if user.is_admin else user.producer_id
-        page = await services.client.list_jobs(limit=limit, cursor=cursor, state=job_state, job_type=job_type,
-                                               queue=queue, priority=priority, producer_id=owner)
+        page = await services.reads.read(user.id, lambda client: client.list_jobs(
+            limit=limit, cursor=cursor, state=job_state, job_type=job_type, queue=queue, priority=priority,
+            producer_id=owner))
         return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
 
     @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
          responses=error_responses(404, 503))
     async def get_job(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> JobDetail:
         user = request.user
-        return JobDetail.of(visible(await services.client.get(job_id), user), tracebacks=user.is_admin)
+        info = await services.reads.read(user.id, lambda client: client.get(job_id))
+        return JobDetail.of(visible(info, user), tracebacks=user.is_admin)
 
     @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
          responses=error_responses(404, 503))
     async def get_result(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[JobResult]:
-        info = visible(await services.client.get(job_id), request.user)
+        user = request.user
+        info = visible(await services.reads.read(user.id, lambda client: client.get(job_id)), user)
         if info.state is not JobState.COMPLETED:
             return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
                                   error="no_result", state=info.state.value)

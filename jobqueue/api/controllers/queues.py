@@ -10,7 +10,7 @@ from __future__ import annotations
 from litestar import Controller, get, post, put
 from litestar.params import FromPath, JSONBody
 
-from jobqueue.api.auth import admin_only
+from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueOut, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
@@ -22,8 +22,9 @@ class QueuesController(Controller):
 
     @get("/", summary="Per queue and priority: depth, scheduled, processing, failed, dead, oldest age",
          responses=error_responses(503))
-    async def list_queues(self, services: ServicesDep) -> QueueList:
-        return QueueList([QueueOut.of(stats) for stats in await services.client.queue_stats()])
+    async def list_queues(self, request: AnyRequest, services: ServicesDep) -> QueueList:
+        stats = await services.reads.read(request.user.id, lambda client: client.queue_stats())
+        return QueueList([QueueOut.of(queue) for queue in stats])
 
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))

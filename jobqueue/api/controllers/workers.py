@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 from litestar import Controller, get
 
+from jobqueue.api.auth import AnyRequest
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
 from jobqueue.store.workers import WorkerInfo
@@ -20,5 +21,5 @@ class WorkersController(Controller):
     tags = ["workers"]
 
     @get("/", summary="The worker registry, live workers first", responses=error_responses(503))
-    async def list_workers(self, services: ServicesDep) -> WorkerList:
-        return WorkerList(await services.client.workers())
+    async def list_workers(self, request: AnyRequest, services: ServicesDep) -> WorkerList:
+        return WorkerList(await services.reads.read(request.user.id, lambda client: client.workers()))
