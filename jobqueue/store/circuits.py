@@ -76,5 +76,11 @@ def force(name: str, action: str) -> Call[str | None]:
     return Call("circuit_force", {"name": name, "action": action}, scalar_or_none)
 
 
+def _decode_circuits(rows: list[tuple]) -> list[Circuit]:
+    return [Circuit(name=r[0], state=r[1], failures=r[2], window_started_at=r[3], opened_at=r[4],
+                    forced_by_admin=r[5], threshold=r[6], window_seconds=r[7], reset_after_seconds=r[8],
+                    probe_job_id=r[9], updated_at=r[10], job_types=list(r[11])) for r in rows]
+
+
 def list_all(name: str | None = None) -> Call[list[Circuit]]:
-    return Call("circuit_list", {"name": name}, lambda rows: [Circuit(*r[:11], list(r[11])) for r in rows])
+    return Call("circuit_list", {"name": name}, _decode_circuits)
