@@ -161,6 +161,11 @@ def _circuits(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _force_circuit(method: str, client: Client, args: argparse.Namespace) -> int:
+    print(format_table(CIRCUIT_COLUMNS, [_circuit_row(getattr(client, method)(args.name))]))
+    return 0
+
+
 def add_admin_commands(commands: argparse._SubParsersAction,
                        settings: Callable[[argparse.Namespace], Settings]) -> None:
     """Add ``jobs``, ``dlq``, ``queues``, ``workers`` and ``circuits`` to the ``jobqueue`` command."""
@@ -233,8 +238,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
                                ("close", "close_circuit", "close a breaker now (its failure count starts afresh)")):
         p = circuits.add_parser(name, help=text)
         p.add_argument("name")
-        command(p, lambda c, a, method=method: print(format_table(CIRCUIT_COLUMNS, [
-            _circuit_row(getattr(c, method)(a.name))])) or 0)
+        command(p, functools.partial(_force_circuit, method))
 
 
 def _with_client(client: Client, use: Callable[[Client, argparse.Namespace], int], args: argparse.Namespace) -> int:
