@@ -1,6 +1,6 @@
 """A JobQueue whose tasks call a dependency behind a circuit breaker; the dependency is down while
 the file named by the job's ``down`` payload field exists (so tests can fail and heal it across
-worker processes)."""
+worker processes). The breaker's reset_after is 1.5 s, or JQ_TEST_CIRCUIT_RESET_AFTER seconds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ queue = JobQueue("circuit-tests")
 
 fast = Backoff(base=0.05, multiplier=2.0, max=0.2, jitter=0.0)
 
-queue.circuit("flaky-api", threshold=3, window=30, reset_after=1.5, trip_on=(ConnectionError,))
+queue.circuit("flaky-api", threshold=3, window=30,
+              reset_after=float(os.environ.get("JQ_TEST_CIRCUIT_RESET_AFTER", "1.5")), trip_on=(ConnectionError,))
 
 
 def _down(job: Job) -> bool:
