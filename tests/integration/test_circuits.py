@@ -14,6 +14,7 @@ from jobqueue import Client, db
 from jobqueue.app import JobQueue
 from jobqueue.errors import CircuitNotFound, ValidationError
 from jobqueue.store import circuits as circuit_store
+from jobqueue.sql import queries
 from jobqueue.store import jobs as job_store
 from tests.support import circuit_app
 from tests.support.factories import make_job
@@ -277,3 +278,24 @@ def test_circuit_open_from_a_handler_opens_it_for_everyone_and_gives_the_attempt
     assert circuit(conn).state == "closed"
     error = conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s", (failed,)).fetchone()[0]
     assert "has no circuit breaker" in error
+
+
+def test_with_blocked_types_the_claims_still_probe_the_claim_index(dsn):
+    """The blocked types are a filter on what the index scan hands on: the plans stay the same."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, state, finished_at)
+                        SELECT CASE WHEN g % 3 = 0 THEN 'call_api' ELSE 'x' END, (g % 4),
+                               CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'completed' END, now()
+                        FROM generate_series(1, 20000) g""")
+        conn.execute("ANALYZE jobqueue.jobs")
+        params = {"limit": 100, "worker_id": "w", "lease_seconds": 30, "now": None, "after_run_at": [],
+                  "after_seq": [], "blocked": ["call_api", "call_api_checked"], "only": None,
+                  **job_store.Deadlines().params()}
+        plans = [conn.execute("EXPLAIN (FORMAT JSON) " + queries()[name], dict(params, **extra)).fetchone()[0]
+                 for name, extra in (("job_claim", {"queues": ["default"]}),
+                                     ("job_claim", {"queues": ["default", "other"]}),
+                                     ("job_claim_weighted", {"queues": ["default"], "priorities": [2],
+                                                             "quotas": [10]}))]
+        conn.rollback()
+    for plan in map(str, plans):
+        assert "jobs_claim_idx" in plan and "Seq Scan" not in plan
