@@ -63,7 +63,8 @@ class Breakers:
         #: job types of circuits not closed: the claim skips them
         self.blocked: list[str] = []
         self.circuits: dict[str, Blocking] = {}
-        self._probe_at: dict[str, float] = {}  # circuit → time.monotonic() when a probe may be tried
+        self._probe_at: dict[str, float] = {}  # circuit → monotonic time its probe falls due (from the database)
+        self._retry_at: dict[str, float] = {}  # circuit → monotonic time before which this worker tries no probe again
         self._probes: dict[Attempt, str] = {}  # attempts this worker runs as probes → their circuit
         #: attempts finished but not yet handed to the acks, while their outcome is reported here
         #: (the worker still holds them: its heartbeat and a reconcile must count them)
@@ -101,6 +102,9 @@ class Breakers:
         except (DatabaseUnavailable, NotMigrated) as exc:
             log.warning("reading the circuit breakers failed (%s); keeping the last known state", exc)
             return
+        except Exception:  # refused by the server: the worker goes on with what it knew
+            log.exception("reading the circuit breakers failed; keeping the last known state")
+            return
         self._apply(rows, self._monotonic())
 
     def _apply(self, rows: list[Blocking], read_at: float) -> None:
@@ -112,11 +116,12 @@ class Breakers:
                             " (held open by an operator)" if row.forced_by_admin else "", ", ".join(row.job_types))
             if row.probe_in is None:
                 self._probe_at.pop(name, None)
-            else:  # never earlier than a try that failed lately
-                self._probe_at[name] = max(read_at + row.probe_in, self._probe_at.get(name, 0.0))
+            else:
+                self._probe_at[name] = read_at + row.probe_in
         for name in self.circuits.keys() - circuits.keys():
             log.info("circuit %r is closed: claiming %s again", name, ", ".join(self.circuits[name].job_types))
             self._probe_at.pop(name, None)
+            self._retry_at.pop(name, None)
         blocked = sorted({job_type for row in rows for job_type in row.job_types})
         unblocked = set(self.blocked) - set(blocked)
         self.circuits, self.blocked = circuits, blocked
@@ -127,8 +132,12 @@ class Breakers:
 
     def next_probe_in(self) -> float | None:
         """Seconds until this worker may try a probe (None: no circuit it can probe)."""
-        due = [at for name, at in self._probe_at.items() if self._probe_types(name)]
+        due = [self._due(name) for name in self._probe_at if self._probe_types(name)]
         return max(min(due) - self._monotonic(), 0.0) if due else None
+
+    def _due(self, name: str) -> float:
+        """When this worker may try the circuit's probe: when it is due, and not soon after a try."""
+        return max(self._probe_at[name], self._retry_at.get(name, 0.0))
 
     def _probe_types(self, name: str) -> list[str]:
         row = self.circuits.get(name)
@@ -139,13 +148,13 @@ class Breakers:
         loop treats them as a claim's: the transaction may have committed)."""
         started: list[Job] = []
         now = self._monotonic()
-        for name, at in list(self._probe_at.items()):
+        for name in list(self._probe_at):
             if len(started) >= limit or not queues:
                 break
             types = self._probe_types(name)
-            if at > now or not types:
+            if self._due(name) > now or not types:
                 continue
-            self._probe_at[name] = now + self.retry_probe_after
+            self._retry_at[name] = now + self.retry_probe_after
             job = await self._try_probe(self.circuits[name], queues, types, claim_probe)
             if job is not None:
                 log.info("circuit %r: half-open, job %s (%s) probes it", name, job.id, job.job_type)

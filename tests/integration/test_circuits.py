@@ -299,3 +299,81 @@ def test_with_blocked_types_the_claims_still_probe_the_claim_index(dsn):
         conn.rollback()
     for plan in map(str, plans):
         assert "jobs_claim_idx" in plan and "Seq Scan" not in plan
+
+
+# --- one worker's Breakers against the database, with an injected clock --------------------------
+
+def _run_breakers(dsn: str, body):
+    """Run ``body(breakers, claimer)`` with a Breakers and a Claimer on a pool of their own."""
+    import asyncio
+
+    from jobqueue.clock import ManualClock
+    from jobqueue.config import Settings
+    from jobqueue.worker.circuits import Breakers
+    from jobqueue.worker.claimer import Claimer
+
+    async def main():
+        pool = db.async_pool(dsn, min_size=1, max_size=2)
+        await pool.open(wait=True)
+        try:
+            clock = ManualClock(T0)
+            breakers = Breakers(pool, circuit_app.queue, interval=10, retry_probe_after=0, clock=clock)
+            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines())
+            return await body(breakers, claimer, clock)
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
+
+
+def test_a_probe_without_a_job_to_run_leaves_the_breaker_open_and_one_with_a_job_makes_it_half_open(dsn, conn):
+    sync(conn)
+    db.run_sync(conn, circuit_store.trip("flaky-api", now=at(0)))
+
+    async def body(breakers, claimer, clock):
+        clock.set(at(1))
+        await breakers.refresh()
+        assert breakers.blocked == ["call_api", "call_api_checked"] and breakers.next_probe_in() > 0
+        assert await breakers.probe(["default"], 4, claimer.claim_probe) == []  # not due yet
+        clock.set(at(2))
+        await breakers.refresh()
+        assert breakers.next_probe_in() == 0
+        assert await breakers.probe(["default"], 4, claimer.claim_probe) == []
+        assert circuit(conn).state == "open"  # rolled back: nothing to probe with
+        job_id = make_job(conn, job_type="call_api_checked")
+        waiting = make_job(conn, job_type="call_api")
+        local = make_job(conn, job_type="local_work")
+        [probe] = await breakers.probe(["default"], 4, claimer.claim_probe)  # one job only, however many slots
+        assert (probe.id, circuit(conn).state, circuit(conn).probe_job_id) == (job_id, "half_open", job_id)
+        await breakers.refresh()
+        assert breakers.next_probe_in() is None  # its probe runs
+        assert [job.id for job in await claimer.claim(["default"], 10, breakers.blocked)] == [local]
+        return waiting
+
+    waiting = _run_breakers(dsn, body)
+    assert conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (waiting,)).fetchone()[0] == "pending"
+
+
+def test_a_breaker_table_the_worker_cannot_read_or_write_keeps_its_last_view_and_the_ack_goes_on(dsn, conn, caplog):
+    from jobqueue.worker.executor import RETRY, Outcome
+
+    sync(conn)
+    db.run_sync(conn, circuit_store.trip("flaky-api", now=at(0)))
+    job_id = make_job(conn, job_type="call_api")
+    [job] = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
+                                             only=["call_api"]))
+
+    async def body(breakers, claimer, clock):
+        await breakers.refresh()
+        conn.execute("REVOKE ALL ON jobqueue.circuits FROM PUBLIC")
+        conn.execute("ALTER TABLE jobqueue.circuits RENAME TO circuits_elsewhere")
+        await breakers.refresh()
+        assert breakers.blocked == ["call_api", "call_api_checked"]  # the last known view
+        outcome = Outcome(job=job, kind=RETRY, duration_ms=1.0, counts_failure=True)
+        await breakers.report(job, circuit_app.queue.tasks["call_api"], outcome)  # does not raise
+        assert breakers.reporting == set()
+
+    _run_breakers(dsn, body)
+    assert job.id == job_id
+    assert "reading the circuit breakers failed" in caplog.text
+    assert "could not record job" in caplog.text

@@ -154,3 +154,10 @@ def test_a_probe_falls_due_after_reset_after_and_a_failed_try_waits_before_the_n
     assert breakers.next_probe_in() is None
     breakers._apply([_row("open", 0.0, types=("theirs",))], clock())  # nothing this worker could run
     assert breakers.next_probe_in() is None
+
+
+def test_a_probe_outcome_the_breaker_does_not_know_is_refused_before_any_statement():
+    from jobqueue.store import circuits as circuit_store
+
+    with pytest.raises(ValueError, match="probe outcome"):
+        circuit_store.probe_finished("api", uuid.uuid4(), "maybe")
