@@ -7,14 +7,16 @@ Workers: define handlers on a `JobQueue` and run `jobqueue-worker --app module:q
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import Settings
-from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobFailed, JobNotFound,
+from jobqueue.circuits import Circuit, CircuitSpec
+from jobqueue.errors import (CircuitNotFound, CircuitOpen, Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobFailed, JobNotFound,
                              JobQueueError, JobTimeout, NotMigrated, PermanentError, Retry, ValidationError,
                              WaitTimeout)
 from jobqueue.models import CancelOutcome, Job, JobInfo, JobState, Priority
 from jobqueue.retry import Backoff
 
 __all__ = [
-    "AsyncClient", "Backoff", "CancelOutcome", "Client", "Conflict", "DatabaseUnavailable", "IdempotencyMismatch",
+    "AsyncClient", "Backoff", "CancelOutcome", "Circuit", "CircuitNotFound", "CircuitOpen", "CircuitSpec", "Client",
+    "Conflict", "DatabaseUnavailable", "IdempotencyMismatch",
     "Job", "JobCancelled", "JobFailed", "JobInfo", "JobNotFound", "JobQueue", "JobQueueError", "JobState", "JobTimeout", "NotMigrated",
     "PermanentError", "Priority", "Retry", "Settings", "TaskDef", "ValidationError", "WaitTimeout",
 ]

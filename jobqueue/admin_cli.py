@@ -1,4 +1,4 @@
-"""The operator's commands: jobs, dead letters, queues and workers, with the REST API's filters.
+"""The operator's commands: jobs, dead letters, queues, workers and circuit breakers, with the REST API's filters.
 
     jobqueue jobs list [--state S] [--queue Q] [--job-type T] [--priority P] [--producer ID]
                        [--limit N] [--cursor C] [--json]      newest first, one page
@@ -8,6 +8,7 @@
     jobqueue dlq purge [--queue Q] [--job-type T] [--before ISO-8601] --yes
     jobqueue queues list [--json] | pause Q | resume Q | limits Q --soft N --hard N
     jobqueue workers [--json]
+    jobqueue circuits list [--json] | open NAME | close NAME     open: held open until closed
 
 Tables by default, ``--json`` for scripts. Bad input exits 2 naming the field, like every command.
 """
@@ -21,6 +22,7 @@ import json
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
+from jobqueue.circuits import Circuit
 from jobqueue.client import Client
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
@@ -143,9 +145,32 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types")
+
+
+def _circuit_row(c: Circuit) -> dict[str, Any]:
+    state = f"{c.state} (held by an operator)" if c.forced_by_admin else c.state
+    return dict(name=c.name, state=state, failures=c.failures, threshold=c.threshold, window_s=f"{c.window_seconds:g}",
+                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types))
+
+
+def _circuits(client: Client, args: argparse.Namespace) -> int:
+    circuits = client.circuits()
+    if args.json:
+        print(_json([dataclasses.asdict(c) for c in circuits]))
+    else:
+        print(format_table(CIRCUIT_COLUMNS, [_circuit_row(c) for c in circuits]))
+    return 0
+
+
+def _force_circuit(method: str, client: Client, args: argparse.Namespace) -> int:
+    print(format_table(CIRCUIT_COLUMNS, [_circuit_row(getattr(client, method)(args.name))]))
+    return 0
+
+
 def add_admin_commands(commands: argparse._SubParsersAction,
                        settings: Callable[[argparse.Namespace], Settings]) -> None:
-    """Add ``jobs``, ``dlq``, ``queues`` and ``workers`` to the ``jobqueue`` command."""
+    """Add ``jobs``, ``dlq``, ``queues``, ``workers`` and ``circuits`` to the ``jobqueue`` command."""
 
     def command(parser: argparse.ArgumentParser, use: Callable[[Client, argparse.Namespace], int]) -> None:
         from jobqueue.oneshot import open_client
@@ -209,6 +234,17 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     p = commands.add_parser("workers", help="the worker registry")
     p.add_argument("--json", action="store_true")
     command(p, _workers)
+
+    circuits = commands.add_parser("circuits", help="circuit breakers: state, hold open, close").add_subparsers(
+        dest="action", required=True)
+    p = circuits.add_parser("list", help="every breaker: state, failures in its window, settings, job types")
+    p.add_argument("--json", action="store_true")
+    command(p, _circuits)
+    for name, method, text in (("open", "open_circuit", "hold a breaker open (no probe) until it is closed"),
+                               ("close", "close_circuit", "close a breaker now (its failure count starts afresh)")):
+        p = circuits.add_parser(name, help=text)
+        p.add_argument("name")
+        command(p, functools.partial(_force_circuit, method))
 
 
 def _with_client(client: Client, use: Callable[[Client, argparse.Namespace], int], args: argparse.Namespace) -> int:

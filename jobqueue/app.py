@@ -14,6 +14,14 @@ gives producers a client whose enqueue applies the same per-type defaults.
 declares a cron schedule too: workers write it to ``jobqueue.schedules`` when they start (creating
 or redefining the row of that name; a pause made with the CLI or REST survives restarts), and the
 elected scheduler enqueues one ``cleanup`` job per tick.
+
+    queue.circuit("payments-api", threshold=5, window=60, reset_after=30, trip_on=(TimeoutError,))
+
+    @queue.task("charge", circuit="payments-api")
+    async def charge(job): ...
+
+declares a circuit breaker shared by every worker (`jobqueue.circuits`): workers write it and the
+job types behind it to ``jobqueue.circuits`` when they start.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
 from jobqueue.models import Priority
 from jobqueue.retry import Backoff
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
@@ -37,6 +46,7 @@ class TaskDef:
     backoff: Backoff = field(default_factory=Backoff)
     timeout: float | None = None  # seconds per attempt; None: the worker's processing TTL (900 s)
     is_async: bool = False
+    circuit: CircuitSpec | None = None  # the breaker its failures count toward, and that blocks it
 
 
 class JobQueue:
@@ -44,19 +54,42 @@ class JobQueue:
         self.name = name
         self.tasks: dict[str, TaskDef] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
+        self.circuits: dict[str, CircuitSpec] = {}
+
+    def circuit(self, name: str, *, threshold: int = DEFAULT_THRESHOLD, window: float = DEFAULT_WINDOW,
+                reset_after: float = DEFAULT_RESET_AFTER,
+                trip_on: type[BaseException] | tuple[type[BaseException], ...] = (Exception,)) -> CircuitSpec:
+        """Declare a circuit breaker that tasks name with ``@queue.task(..., circuit=name)``.
+
+        ``threshold`` counted failures within ``window`` seconds open it: no worker claims its
+        tasks' jobs (they wait, pending, no attempt used) until, ``reset_after`` seconds later, one
+        probe job succeeds. A failure counts when its exception is one of ``trip_on`` (default:
+        any). Bad settings raise `ValidationError` here, at import.
+        """
+        spec = CircuitSpec.build(name, threshold=threshold, window=window, reset_after=reset_after, trip_on=trip_on)
+        if spec.name in self.circuits:
+            raise ValueError(f"circuit {spec.name!r} is declared twice")
+        self.circuits[spec.name] = spec
+        return spec
 
     def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-             backoff: Backoff | None = None, timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             backoff: Backoff | None = None, timeout: float | None = None,
+             circuit: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
 
         ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
         without one the worker's processing TTL applies (``JOBQUEUE_PROCESSING_TTL``, 15 minutes).
         Past it the attempt fails as a retryable `JobTimeout`.
+        ``circuit``: the name of a breaker declared before with `circuit`; several tasks may share one.
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive")
+        if circuit is not None and circuit not in self.circuits:
+            raise ValueError(f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
+                             "the tasks that use it")
+        breaker = self.circuits[circuit] if circuit is not None else None
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             task_name = name or handler.__name__
@@ -67,6 +100,7 @@ class JobQueue:
             self.tasks[task_name] = TaskDef(
                 name=task_name, handler=handler, max_attempts=max_attempts,
                 backoff=backoff or Backoff(), timeout=timeout, is_async=inspect.iscoroutinefunction(handler),
+                circuit=breaker,
             )
             return handler
 
@@ -107,3 +141,7 @@ class JobQueue:
 
     def max_attempts_by_type(self) -> dict[str, int]:
         return {name: task.max_attempts for name, task in self.tasks.items()}
+
+    def circuit_by_type(self) -> dict[str, str | None]:
+        """Each task's breaker (None: it has none), as workers write it at start."""
+        return {name: task.circuit.name if task.circuit else None for name, task in self.tasks.items()}

@@ -19,12 +19,14 @@ import psycopg
 from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
-from jobqueue.errors import JobFailed, JobNotFound, ValidationError, WaitTimeout
+from jobqueue.circuits import Circuit
+from jobqueue.errors import CircuitNotFound, JobFailed, JobNotFound, ValidationError, WaitTimeout
 from jobqueue.job_events import EventHub, EventsUnavailable
 from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary, Priority,
                              QueueSettings, QueueStats, RetryOutcome)
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import circuits as circuit_store
 from jobqueue.store import events as event_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
@@ -336,6 +338,19 @@ def _found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:
     return info
 
 
+def _circuit_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError("name", f"must be a non-empty string (got {name!r})")
+    return name
+
+
+def _forced(name: str, changed: str | None) -> db.Call[list[Circuit]]:
+    """After `circuit_store.force`: the circuit as it now is (CircuitNotFound if there is none)."""
+    if changed is None:
+        raise CircuitNotFound(name)
+    return circuit_store.list_all(name)
+
+
 def _job_id(value: Any, field: str = "job_id") -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
@@ -529,6 +544,24 @@ class AsyncClient:
     async def queue_stats(self) -> list[QueueStats]:
         return await self._run(queue_store.stats(), None)
 
+    async def circuits(self) -> list[Circuit]:
+        """Every circuit breaker workers declared, with its state and job types."""
+        return await self._run(circuit_store.list_all(), None)
+
+    async def open_circuit(self, name: str) -> Circuit:
+        """Hold the breaker open: no worker claims its job types, and no probe runs, until
+        `close_circuit`. CircuitNotFound if no worker declared it."""
+        return await self._force_circuit(name, "open")
+
+    async def close_circuit(self, name: str) -> Circuit:
+        """Close the breaker now (its failure count starts afresh; it trips again on new failures)."""
+        return await self._force_circuit(name, "close")
+
+    async def _force_circuit(self, name: str, action: str) -> Circuit:
+        name = _circuit_name(name)
+        changed = await self._run(circuit_store.force(name, action), None)
+        return (await self._run(_forced(name, changed), None))[0]
+
     async def pause_queue(self, queue: str) -> QueueSettings:
         """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs."""
         return await self._run(queue_store.set_paused(_queue_name(queue), True), None)
@@ -691,6 +724,20 @@ class Client:
 
     def queue_stats(self) -> list[QueueStats]:
         return self._run(queue_store.stats(), None)
+
+    def circuits(self) -> list[Circuit]:
+        return self._run(circuit_store.list_all(), None)
+
+    def open_circuit(self, name: str) -> Circuit:
+        return self._force_circuit(name, "open")
+
+    def close_circuit(self, name: str) -> Circuit:
+        return self._force_circuit(name, "close")
+
+    def _force_circuit(self, name: str, action: str) -> Circuit:
+        name = _circuit_name(name)
+        changed = self._run(circuit_store.force(name, action), None)
+        return self._run(_forced(name, changed), None)[0]
 
     def pause_queue(self, queue: str) -> QueueSettings:
         return self._run(queue_store.set_paused(_queue_name(queue), True), None)

@@ -30,6 +30,12 @@ class ScheduleNotFound(JobQueueError, LookupError):
         super().__init__(f"no schedule named {name!r}")
 
 
+class CircuitNotFound(JobQueueError, LookupError):
+    def __init__(self, name: object) -> None:
+        self.name = name
+        super().__init__(f"no circuit breaker named {name!r} (workers create them at start from queue.circuit(...))")
+
+
 class DatabaseUnavailable(JobQueueError):
     """The database could not be reached; the operation did not happen (nothing was committed)."""
 
@@ -104,6 +110,17 @@ class PermanentError(Exception):
 
     The job goes straight to ``dead_letter`` with its error history.
     """
+
+
+class CircuitOpen(Exception):
+    """Raise from a handler when its dependency is down: the task's circuit breaker opens at once,
+    for every worker, and this job goes back to pending without using an attempt (it runs once the
+    breaker closes). Only for tasks declared with ``circuit=``; raised from any other task it is an
+    ordinary failed attempt."""
+
+    def __init__(self, reason: str = "dependency unavailable") -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class JobCancelled(Exception):

@@ -30,6 +30,8 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   worker_stuck_handlers{worker}              gauge    handlers past their deadline still holding a thread
   queue_paused{queue}                        gauge    1 while the queue is paused
   desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
+  circuit_state{circuit}                     gauge    0 closed, 1 half-open, 2 open (per circuit breaker)
+  circuit_failures{circuit}                  gauge    counted failures in the breaker's current window
   metrics_collect_seconds                    gauge    how long the last collection took
 
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
@@ -46,8 +48,10 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from jobqueue import db
 from jobqueue.autoscale import Rule, depth_per_worker
+from jobqueue.circuits import Circuit
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Priority
+from jobqueue.store import circuits as circuit_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
 
@@ -65,6 +69,7 @@ class Snapshot:
     collect_seconds: float
     cap: int = 0
     paused: frozenset[str] = frozenset()
+    circuits: list[Circuit] = field(default_factory=list)
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
 
     @property
@@ -80,9 +85,10 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     totals = await db.run(conn, metrics_store.worker_totals())
     workers = await db.run(conn, metrics_store.workers(stale_seconds=stale_seconds, now=now))
     paused = await db.run(conn, metrics_store.paused_queues())
+    circuits = await db.run(conn, circuit_store.list_all())
     return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
                     totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
-                    paused=paused)
+                    paused=paused, circuits=circuits)
 
 
 class Collector:
@@ -258,6 +264,12 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
                 "worker > 100 or utilization > 0.9) or down (both < 10 and < 0.2), within the bounds.",
                 [(dict(queue=queue), n) for queue, n in desired_workers(
                     snapshot, rule=rule, low=worker_bounds[0], high=worker_bounds[1]).items()])
+    text.family("jobqueue_circuit_state", "gauge",
+                "Circuit breaker state: 0 closed, 1 half-open (one probe job runs), 2 open (its job types wait).",
+                [(dict(circuit=c.name), c.state_value) for c in snapshot.circuits])
+    text.family("jobqueue_circuit_failures", "gauge",
+                "Failures counted toward the circuit breaker's threshold in its current window.",
+                [(dict(circuit=c.name), c.failures) for c in snapshot.circuits])
     live = snapshot.live_workers
     text.family("jobqueue_worker_utilization", "gauge",
                 "Share of a live worker's slots busy over its last stats interval (0..1).",
@@ -330,5 +342,9 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
                      "started_at": w.started_at.isoformat(),
                      "heartbeat_age_seconds": round(max((snapshot.measured_at - w.last_heartbeat).total_seconds(), 0.0), 1)}
                     for w in snapshot.workers],
+        "circuits": [{"name": c.name, "state": c.state, "failures": c.failures, "threshold": c.threshold,
+                      "forced_by_admin": c.forced_by_admin, "job_types": c.job_types,
+                      "opened_at": c.opened_at.isoformat() if c.opened_at else None}
+                     for c in snapshot.circuits],
         "collect_ms": round(snapshot.collect_seconds * 1000, 2),
     }

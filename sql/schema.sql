@@ -508,6 +508,22 @@ BEGIN
     END LOOP;
 END $$;
 
+CREATE FUNCTION jobqueue.notify_circuit_job_types() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobqueue_circuits', '');
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobqueue.notify_circuits() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobqueue_circuits', coalesce(NEW.name, OLD.name));
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION jobqueue.notify_new_jobs() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -680,6 +696,42 @@ COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the pr
 COMMENT ON COLUMN jobqueue.api_keys.queues IS 'The queues this producer key may submit to (NULL: any).';
 
 COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer key may submit (NULL: any).';
+
+CREATE TABLE jobqueue.circuit_job_types (
+    job_type text NOT NULL,
+    circuit text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breaker each job type belongs to (@queue.task(circuit=...)), synced at worker start.';
+
+CREATE TABLE jobqueue.circuits (
+    name text NOT NULL,
+    state text DEFAULT 'closed'::text NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    window_started_at timestamp with time zone,
+    opened_at timestamp with time zone,
+    probe_job_id uuid,
+    forced_by_admin boolean DEFAULT false NOT NULL,
+    threshold integer NOT NULL,
+    window_seconds double precision NOT NULL,
+    reset_after_seconds double precision NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT circuits_name_not_blank CHECK ((btrim(name) <> ''::text)),
+    CONSTRAINT circuits_open_has_opened_at CHECK (((state = 'closed'::text) OR (opened_at IS NOT NULL))),
+    CONSTRAINT circuits_reset_positive CHECK ((reset_after_seconds > (0)::double precision)),
+    CONSTRAINT circuits_state_known CHECK ((state = ANY (ARRAY['closed'::text, 'open'::text, 'half_open'::text]))),
+    CONSTRAINT circuits_threshold_positive CHECK ((threshold >= 1)),
+    CONSTRAINT circuits_window_positive CHECK ((window_seconds > (0)::double precision))
+);
+
+COMMENT ON TABLE jobqueue.circuits IS 'Circuit breakers shared by all workers: while open, no worker claims the job types of jobqueue.circuit_job_types that belong to it.';
+
+COMMENT ON COLUMN jobqueue.circuits.failures IS 'Counted failures in the window that began at window_started_at (closed state).';
+
+COMMENT ON COLUMN jobqueue.circuits.probe_job_id IS 'half_open: the one job let through to probe the dependency.';
+
+COMMENT ON COLUMN jobqueue.circuits.forced_by_admin IS 'Opened by an operator: stays open, without probes, until an operator closes it.';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,
@@ -986,6 +1038,12 @@ ALTER TABLE ONLY jobqueue.api_keys
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY jobqueue.circuit_job_types
+    ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type);
+
+ALTER TABLE ONLY jobqueue.circuits
+    ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY jobqueue.event_listeners
     ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);
 
@@ -1028,6 +1086,8 @@ ALTER TABLE ONLY jobqueue.worker_stats
 ALTER TABLE ONLY jobqueue.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
+CREATE INDEX circuit_job_types_circuit_idx ON jobqueue.circuit_job_types USING btree (circuit);
+
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
 
 CREATE INDEX jobs_claim_idx ON jobqueue.jobs USING btree (queue, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
@@ -1044,6 +1104,12 @@ CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) 
 
 CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
 
+CREATE TRIGGER circuit_job_types_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.circuit_job_types FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_circuit_job_types();
+
+CREATE TRIGGER circuits_notify AFTER UPDATE ON jobqueue.circuits FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.forced_by_admin IS DISTINCT FROM new.forced_by_admin))) EXECUTE FUNCTION jobqueue.notify_circuits();
+
+CREATE TRIGGER circuits_notify_delete AFTER DELETE ON jobqueue.circuits FOR EACH ROW EXECUTE FUNCTION jobqueue.notify_circuits();
+
 CREATE TRIGGER jobs_events_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_insert();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
@@ -1053,6 +1119,9 @@ CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW 
 CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
 
 CREATE TRIGGER schedules_validate BEFORE INSERT OR UPDATE ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_before_write();
+
+ALTER TABLE ONLY jobqueue.circuit_job_types
+    ADD CONSTRAINT circuit_job_types_circuit_fkey FOREIGN KEY (circuit) REFERENCES jobqueue.circuits(name) ON DELETE CASCADE;
 
 ALTER TABLE ONLY jobqueue.schedule_fires
     ADD CONSTRAINT schedule_fires_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES jobqueue.schedules(id) ON DELETE CASCADE;

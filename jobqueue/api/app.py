@@ -46,6 +46,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from jobqueue.api import openapi_ui
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
+from jobqueue.api.controllers.circuits import CircuitsController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
 from jobqueue.api.dashboard import DashboardController
@@ -70,6 +71,7 @@ ROUTE_HANDLERS: list = [
     DashboardController,
     SchedulesController,
     WorkersController,
+    CircuitsController,
 ]
 
 

@@ -1,7 +1,7 @@
 """Every failure becomes a JSON body ``{"error", "message", "field"?}`` with a fitting status.
 
 - bad input (our `ValidationError` or a request Litestar could not parse) → 422 naming the field;
-- an unknown job, one of another producer, or an unknown schedule → 404; a change the job's state
+- an unknown job, one of another producer, an unknown schedule or circuit breaker → 404; a change the job's state
   forbids → 409; a repeated idempotency key whose job differs, with ``idempotency_mismatch:
   "reject"`` → 409 ``idempotency_mismatch`` naming the field;
 - the database unreachable (or read-only: a standby during a failover), busy (a lock or
@@ -29,7 +29,7 @@ from litestar.openapi import ResponseSpec
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
 from jobqueue.job_events import EventsUnavailable
-from jobqueue.errors import (Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
+from jobqueue.errors import (CircuitNotFound, Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
                              PermissionDenied, ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
@@ -53,7 +53,7 @@ def error_response(status: int, message: str, *, error: str | None = None, field
 
 _DESCRIPTIONS = {
     401: "no, unknown or revoked API key", 403: "needs an admin API key, or the database refused the API's role",
-    404: "no such job (or not yours) or schedule",
+    404: "no such job (or not yours), schedule or circuit breaker",
     409: "the job's state does not allow it (submissions: idempotency_mismatch, the key's job differs)",
     413: "request body too large", 422: "invalid input; `field` names it",
     429: "rate limited above the queue's soft limit; see Retry-After",
@@ -112,7 +112,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
     return error_response(422, message, field=field)
 
 
-def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound) -> Response:
+def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound | CircuitNotFound) -> Response:
     return error_response(404, str(exc))
 
 
@@ -183,6 +183,7 @@ EXCEPTION_HANDLERS: dict = {
     RequestInvalid: _request_invalid,
     JobNotFound: _not_found,
     ScheduleNotFound: _not_found,
+    CircuitNotFound: _not_found,
     Conflict: _conflict,
     IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,

@@ -66,21 +66,25 @@ class Deadlines:
 
 
 def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
-          deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), now: datetime | None = None) -> Call[list[Job]]:
-    """``resume`` applies to a one-queue claim only."""
+          deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), blocked: Sequence[str] = (),
+          only: Sequence[str] | None = None, now: datetime | None = None) -> Call[list[Job]]:
+    """``resume`` applies to a one-queue claim only. ``blocked``: job types not to claim (those of
+    open circuit breakers); ``only``: claim jobs of these types alone (a half-open circuit's probe)."""
     return Call("job_claim", {
         "worker_id": worker_id, "queues": list(queues), "limit": limit,
         "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
+        "blocked": list(blocked), "only": None if only is None else list(only),
         "after_run_at": [point[0] if point else None for point in resume],
         "after_seq": [point[1] if point else None for point in resume],
     }, _decode_jobs)
 
 
 def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lease_seconds: float,
-                   deadlines: Deadlines = Deadlines(), now: datetime | None = None) -> Call[list[Job]]:
-    """slots: (queue, priority level, how many) triples."""
+                   deadlines: Deadlines = Deadlines(), blocked: Sequence[str] = (),
+                   now: datetime | None = None) -> Call[list[Job]]:
+    """slots: (queue, priority level, how many) triples; ``blocked`` as for `claim`."""
     return Call("job_claim_weighted", {
-        "worker_id": worker_id,
+        "worker_id": worker_id, "blocked": list(blocked),
         "queues": [s[0] for s in slots], "priorities": [s[1] for s in slots],
         "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
     }, _decode_jobs)
@@ -116,6 +120,12 @@ def release_many(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[int]:
     """Back to pending, the attempt not counted (cancelled instead when a cancel was requested)."""
     return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
                                      "attempts": [a[1] for a in attempts]}, scalar_or_none)
+
+
+def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[set[uuid.UUID]]:
+    """`release_many`, answering which jobs it released (acks of attempts a handler gave back)."""
+    return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
+                                     "attempts": [a[1] for a in attempts]}, lambda rows: set(rows[0][2] or ()))
 
 
 def held_by(worker_id: str) -> Call[set[Attempt]]:

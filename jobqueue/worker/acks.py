@@ -1,6 +1,7 @@
 """Batched acknowledgements: outcomes are buffered and written a batch per statement.
 
-Completions go out as one `job_complete_many`, failures as one `job_fail_many`, when the buffer
+Completions go out as one `job_complete_many`, failures as one `job_fail_many` (attempts a handler
+gave back with `CircuitOpen` as one `job_release_many`), when the buffer
 reaches its batch size (or ``MAX_BATCH_BYTES`` of results and errors) or a few milliseconds after
 its first entry (River's batch completer and graphile-worker's batched completion are the
 precedent: a round trip per job costs more than the job). When the database is unreachable the
@@ -27,7 +28,7 @@ from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Attempt
-from jobqueue.worker.executor import CANCELLED, COMPLETED, DEAD, Outcome
+from jobqueue.worker.executor import CANCELLED, COMPLETED, DEAD, SNOOZED, Outcome
 
 log = logging.getLogger("jobqueue.worker.acks")
 
@@ -143,9 +144,11 @@ class AckBuffer:
 
     async def _write(self, batch: list[Outcome]) -> set[uuid.UUID]:
         done = [o for o in batch if o.kind == COMPLETED]
-        failed = [o for o in batch if o.kind != COMPLETED]
+        snoozed = [o for o in batch if o.kind == SNOOZED]
+        failed = [o for o in batch if o.kind not in (COMPLETED, SNOOZED)]
         accepted: set[uuid.UUID] = set()
-        async with db.connection(self._pool) as conn, _together(conn, done and failed):
+        kinds = sum(1 for part in (done, snoozed, failed) if part)
+        async with db.connection(self._pool) as conn, _together(conn, kinds > 1):
             if done:
                 completed: list[uuid.UUID] = await db.run(conn, job_store.complete_many(
                     worker_id=self.worker_id,
@@ -160,6 +163,10 @@ class AckBuffer:
                     error_types=[o.error_type for o in failed], messages=[o.message for o in failed],
                     tracebacks=[o.traceback for o in failed], default_limits=self.default_limits))
                 accepted.update(row[0] for row in rows)
+            if snoozed:
+                released = await db.run(conn, job_store.release_each(
+                    worker_id=self.worker_id, attempts=[o.job.key for o in snoozed]))
+                accepted.update(released)
         return accepted
 
 
@@ -174,8 +181,8 @@ def _refused(outcome: Outcome, reason: Exception) -> Outcome:
                    message=f"(the original error text was refused by PostgreSQL: {text})")
 
 
-def _together(conn, both: object):
-    """One transaction when a batch writes completions and failures, so a retried batch never finds
+def _together(conn, both: bool):
+    """One transaction when a batch writes more than one kind of outcome, so a retried batch never finds
     half of itself already written (one statement alone is its own transaction already)."""
     return conn.transaction() if both else contextlib.nullcontext()
 

@@ -8,7 +8,8 @@ an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when 
   mark — a reclaimed lease, a late commit with an old ``run_at`` — waits at most that long).
 - Several queues: `job_claim` from the start. Weighted priorities: `job_claim_weighted` with
   slots drawn by weight, then a strict fill-up claim for slots a level could not use.
-- Every claim sets each attempt's deadline and lease from `Deadlines`.
+- Every claim sets each attempt's deadline and lease from `Deadlines`, and skips ``blocked`` job
+  types (those of open circuit breakers); `claim_probe` takes one job of a half-open breaker's types.
 - `reconcile()`, after a claim whose outcome is unknown (the connection dropped, maybe after the
   commit): attempts the database says this worker holds but that it does not know of were claimed
   by the lost statement and never started; they go back uncounted.
@@ -46,25 +47,33 @@ class Claimer:
         self._resume_until = 0.0
         self._rng = random.Random()
 
-    async def claim(self, queues: Sequence[str], free: int) -> list[Job]:
-        """Up to ``free`` jobs of ``queues`` (none when there are no queues to claim from)."""
+    async def claim(self, queues: Sequence[str], free: int, blocked: Sequence[str] = ()) -> list[Job]:
+        """Up to ``free`` jobs of ``queues`` (none when there are no queues to claim from), none of
+        the ``blocked`` job types."""
         if not queues:
             return []
         self.last_claim_at = time.monotonic()
         if self.settings.priority_mode == "weighted":
-            return await self._claim_weighted(queues, free)
+            return await self._claim_weighted(queues, free, blocked)
         if len(queues) == 1:
-            return await self._claim_resuming(queues[0], free)
+            return await self._claim_resuming(queues[0], free, blocked)
         return await self._run(job_store.claim(
             worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines))
+            deadlines=self.deadlines, blocked=blocked))
 
-    async def _claim_resuming(self, queue: str, free: int) -> list[Job]:
+    async def claim_probe(self, conn, queues: Sequence[str], job_types: Sequence[str]) -> list[Job]:
+        """One job of ``job_types`` (a half-open circuit's probe), on ``conn``: in the transaction
+        that made the circuit half-open, so that it rolls back when there is none."""
+        return await db.run(conn, job_store.claim(
+            worker_id=self.worker_id, queues=queues, limit=1, lease_seconds=self.settings.lease_seconds,
+            deadlines=self.deadlines, only=job_types))
+
+    async def _claim_resuming(self, queue: str, free: int, blocked: Sequence[str]) -> list[Job]:
         resuming = time.monotonic() < self._resume_until and self._resume_queue == queue
         resume = self._resume if resuming else ()
         jobs = await self._run(job_store.claim(
             worker_id=self.worker_id, queues=[queue], limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, resume=resume))
+            deadlines=self.deadlines, resume=resume, blocked=blocked))
         if len(jobs) < free:
             self._resume_until = 0.0
             return jobs
@@ -76,16 +85,16 @@ class Claimer:
         self._resume, self._resume_queue = points, queue
         return jobs
 
-    async def _claim_weighted(self, queues: Sequence[str], free: int) -> list[Job]:
+    async def _claim_weighted(self, queues: Sequence[str], free: int, blocked: Sequence[str]) -> list[Job]:
         lease = self.settings.lease_seconds
         slots = draw_slots(free, self.settings.priority_weights, list(queues), self._rng)
         async with db.connection(self._pool) as conn:
             jobs = await db.run(conn, job_store.claim_weighted(
-                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines))
+                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines, blocked=blocked))
             if len(jobs) < free:
                 more = await db.run(conn, job_store.claim(
                     worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
-                    deadlines=self.deadlines))
+                    deadlines=self.deadlines, blocked=blocked))
                 jobs.extend(more)
         return jobs
 

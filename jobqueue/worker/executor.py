@@ -12,6 +12,11 @@ cannot store) or are larger than ``max_result_bytes`` go straight to the dead-le
 an `asyncio.CancelledError` the handler raises itself (not the worker stopping) fails the attempt
 like any other error; anything else is retryable with the task's backoff. A job claimed just as
 its cancel was requested is not run at all.
+
+Circuit breakers: a failure (retry or dead) whose exception the task's breaker lists in
+``trip_on`` is marked `Outcome.counts_failure`; `CircuitOpen` from a task with a breaker gives the
+attempt back (`SNOOZED`: the job returns to pending, the attempt not counted) — from a task without
+one it is an ordinary retryable failure. The worker reports both to the breaker before the ack.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import traceback
 from dataclasses import dataclass
 
 from jobqueue.app import TaskDef
-from jobqueue.errors import JobCancelled, JobTimeout, PermanentError, Retry
+from jobqueue.errors import CircuitOpen, JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
 from jobqueue.store.jobs import dumps, holds_nul
@@ -30,6 +35,7 @@ from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.threads import HandlerThreads
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
+SNOOZED = "snoozed"  # CircuitOpen: back to pending, the attempt not counted
 
 #: Results above this size are refused (dead-lettered with the reason) rather than sent to
 #: PostgreSQL, whose jsonb stops at 255 MB and whose messages stop at 1 GB for a whole ack batch.
@@ -46,6 +52,7 @@ class Outcome:
     error_type: str = ""
     message: str = ""
     traceback: str | None = None
+    counts_failure: bool = False  # a failure the task's circuit breaker counts (its trip_on lists it)
 
     @property
     def size(self) -> int:
@@ -84,16 +91,29 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
     if task is None:
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
         return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
+    breaker = task.circuit
+
+    def failed(kind: str, exc: BaseException, retry_in: float = 0.0) -> Outcome:
+        outcome = error_outcome(job, kind, started, exc, retry_in)
+        outcome.counts_failure = breaker is not None and breaker.counts(exc)
+        return outcome
+
     try:
         if task.is_async:
             result = await task.handler(job)
         else:
             result = await _in_thread(threads, task, job)
     except PermanentError as exc:
-        return error_outcome(job, DEAD, started, exc)
+        return failed(DEAD, exc)
     except Retry as exc:
         delay = exc.after if exc.after is not None else _backoff_for(task, job)
-        return error_outcome(job, RETRY, started, exc, retry_in=delay)
+        return failed(RETRY, exc, delay)
+    except CircuitOpen as exc:
+        if breaker is not None:
+            return error_outcome(job, SNOOZED, started, exc)
+        return failed(RETRY, RuntimeError(f"task {task.name!r} raised CircuitOpen({exc.reason!r}) but has no circuit "
+                                          "breaker: declare one with queue.circuit(...) and name it in "
+                                          "@queue.task(circuit=...)"), _backoff_for(task, job))
     except JobCancelled as exc:
         return error_outcome(job, CANCELLED, started, exc)
     except asyncio.CancelledError as exc:
@@ -103,15 +123,14 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
         if deadlines.expired(current):
             current.uncancel()
             timeout = attempt_timeout(job, task)
-            return error_outcome(job, RETRY, started, JobTimeout(f"handler ran past its deadline ({timeout:g} s)"),
-                                 retry_in=_backoff_for(task, job))
+            return failed(RETRY, JobTimeout(f"handler ran past its deadline ({timeout:g} s)"), _backoff_for(task, job))
         if current.cancelling():  # the worker is stopping: the attempt is released
             raise
         cancelled = HandlerCancelled(f"the handler raised asyncio.CancelledError ({exc or 'no message'})")
         cancelled.__cause__ = exc
-        return error_outcome(job, RETRY, started, cancelled, retry_in=_backoff_for(task, job))
+        return failed(RETRY, cancelled, _backoff_for(task, job))
     except Exception as exc:
-        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(task, job))
+        return failed(RETRY, exc, _backoff_for(task, job))
     return _completed(job, result, started, max_result_bytes)
 
 

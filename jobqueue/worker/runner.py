@@ -9,6 +9,9 @@ How a worker spends its time:
 - It never claims from a paused queue (`jobqueue.queue_settings`): the paused set is read at
   start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed) and before
   each idle sleep.
+- It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
+  ``jobqueue_circuits`` NOTIFY); when a breaker's probe is due it claims that one job first, and it
+  reports each breaker job's outcome to the breaker before the job's ack.
 - With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
   `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
 - `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
@@ -51,6 +54,7 @@ from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt, Deadlines
 from jobqueue.worker.acks import AckBuffer
+from jobqueue.worker.circuits import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
@@ -82,6 +86,7 @@ class Worker:
         self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
                                   settings=settings)
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
+        self._wake = asyncio.Event()
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
                               default_limits=(settings.api_soft_limit, settings.api_hard_limit))
@@ -96,6 +101,8 @@ class Worker:
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
             default=settings.processing_ttl, grace=self.heartbeat.deadline_grace))
+        self.breakers = Breakers(self.pool, app, interval=self.heartbeat.interval,
+                                 retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set)
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
         self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
                                  occupancy=lambda: len(self.running))
@@ -108,7 +115,6 @@ class Worker:
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
         self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
-        self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
@@ -120,6 +126,7 @@ class Worker:
         self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
         self.notifier.subscribe("jobqueue_control", self._on_control_notification)
+        self.notifier.subscribe("jobqueue_circuits", self.breakers.request_refresh)
         self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------
@@ -158,6 +165,7 @@ class Worker:
         """Notifications sent while LISTEN was down are lost: re-read what they would have said."""
         self._wake.set()
         self._paused_refresh = asyncio.create_task(self._refresh_paused())
+        self.breakers.request_refresh()
 
     def _on_control_notification(self, _payload: str) -> None:
         self._paused_refresh = asyncio.create_task(self._refresh_paused())
@@ -198,7 +206,7 @@ class Worker:
                         "no newer attempt has started by then", *attempt)
 
     def _held(self) -> list[Attempt]:
-        return list(self.running) + self.acks.pending_attempts()
+        return list(self.running) + list(self.breakers.reporting) + self.acks.pending_attempts()
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
         for outcome in batch:
@@ -211,7 +219,7 @@ class Worker:
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
-                (self.deadline_watch.run(), "deadlines")]
+                (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:
@@ -223,6 +231,7 @@ class Worker:
         try:
             await self._register()
             await self._refresh_paused()
+            await self.breakers.refresh()
             if self.settings.listen:
                 await self._wait_for_listen()
             else:
@@ -254,6 +263,7 @@ class Worker:
                 concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(self.app.max_attempts_by_type()))
+                await db.run(conn, self.breakers.sync())
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
                 await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
                                                        now=datetime.now(timezone.utc)))
@@ -274,7 +284,9 @@ class Worker:
                 if self._claim_uncertain:
                     await self.claimer.reconcile(self._held)
                     self._claim_uncertain = False
-                jobs = await self.claimer.claim(self._claimable(), free)
+                jobs = await self.breakers.probe(self._claimable(), free, self.claimer.claim_probe)
+                if len(jobs) < free:
+                    jobs += await self.claimer.claim(self._claimable(), free - len(jobs), self.breakers.blocked)
                 backoff = 0.1
             except NotMigrated:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
@@ -314,6 +326,7 @@ class Worker:
         timeout = self.settings.poll_interval
         if not (self.settings.listen and self.notifier.connected.is_set()):
             await self._refresh_paused()  # no jobqueue_control NOTIFY can reach us: look it up
+            await self.breakers.refresh()  # nor a jobqueue_circuits one
         try:
             async with db.connection(self.pool) as conn:
                 next_run = await db.run(conn, job_store.next_run_at(
@@ -325,6 +338,9 @@ class Worker:
             next_run = None
         if next_run is not None:
             timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
+        probe_in = self.breakers.next_probe_in()
+        if probe_in is not None:  # a circuit breaker's probe falls due
+            timeout = min(timeout, probe_in + 0.001)
         if self._next_wake_at is not None:  # a retry this worker scheduled itself
             remaining = self._next_wake_at - time.monotonic()
             if remaining > 0:
@@ -370,6 +386,7 @@ class Worker:
             self._slot_freed.set()
         if job.key in self._released:
             return
+        await self.breakers.report(job, task, outcome)
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
         self.processed += 1

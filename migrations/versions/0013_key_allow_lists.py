@@ -1,7 +1,7 @@
 """Per-key allow-lists of queues and job types for producer keys.
 
 Revision ID: 0013_key_allow_lists
-Revises: 0011_shedding_autoscaling
+Revises: 0012_circuits
 """
 
 from alembic import op
@@ -9,7 +9,7 @@ from alembic import op
 from jobqueue.sql import run_migration_script
 
 revision = "0013_key_allow_lists"
-down_revision = "0011_shedding_autoscaling"
+down_revision = "0012_circuits"
 branch_labels = None
 depends_on = None
 

@@ -46,6 +46,11 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- index descent, whatever lies behind. The worker resumes only while its claims fill up and does
 -- a full scan at least every second, so jobs put back behind the mark (a reclaimed lease, a late
 -- commit with an old run_at) wait at most that long; NULL marks scan from the start.
+-- Circuit breakers: %(blocked)s, the job types of open circuits (an empty array when none), are
+-- skipped; the test runs on each entry the index scan hands on, after the index, so jobs of those
+-- types in front of runnable ones are walked by every scan from the start (README, "Circuit
+-- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
+-- of its circuit's types.
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
@@ -58,6 +63,8 @@ WITH next AS (
               AND j.queue = (%(queues)s::text[])[1]
               AND j.priority = p.level
               AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND j.job_type <> ALL(%(blocked)s::text[])
+              AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
               AND (j.run_at, j.seq) > (coalesce((%(after_run_at)s::timestamptz[])[p.level + 1], '-infinity'),
                                        coalesce((%(after_seq)s::bigint[])[p.level + 1], 0))
               AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
@@ -76,6 +83,8 @@ WITH next AS (
                   AND j.queue = q.name
                   AND j.priority = p.level
                   AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND j.job_type <> ALL(%(blocked)s::text[])
+                  AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
                   AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
                 ORDER BY j.run_at, j.seq
                 LIMIT %(limit)s
@@ -113,7 +122,8 @@ ORDER BY priority, run_at, seq;
 
 -- name: job_claim_weighted
 -- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
--- The caller draws the quotas by weight, so every level with work keeps a share.
+-- The caller draws the quotas by weight, so every level with work keeps a share. %(blocked)s: as
+-- in job_claim, the job types of open circuits.
 WITH next AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
@@ -124,6 +134,7 @@ WITH next AS (
           AND j.queue = s.queue
           AND j.priority = s.priority
           AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND j.job_type <> ALL(%(blocked)s::text[])
           AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
         ORDER BY j.run_at, j.seq
         LIMIT s.quota
@@ -271,9 +282,10 @@ SELECT id, state, run_at FROM failed;
 
 -- name: job_release_many
 -- Jobs this worker holds but will not finish go back to the queue at once, the interrupted attempt
--- not counted, and idle workers are woken: at graceful shutdown, and after a claim whose reply was
--- lost (rows it committed but the worker never saw). A job whose cancel was requested ends
--- cancelled instead: no new attempt of it ever starts. Pairs (id, attempt) name the attempts.
+-- not counted, and idle workers are woken: at graceful shutdown, after a claim whose reply was
+-- lost (rows it committed but the worker never saw), and when a handler raised CircuitOpen. A job
+-- whose cancel was requested ends cancelled instead: no new attempt of it ever starts. Pairs (id,
+-- attempt) name the attempts.
 WITH released AS (
     UPDATE jobqueue.jobs AS j
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
@@ -287,7 +299,8 @@ WITH released AS (
 ), woken AS (
     SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM released WHERE state = 'pending') AS q
 )
-SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM woken) AS notified;
+SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM woken) AS notified,
+       (SELECT array_agg(id) FROM released) AS ids;
 
 -- name: job_held_by
 -- The attempts %(worker_id)s holds according to the database: after a claim whose outcome is

@@ -1,4 +1,4 @@
-"""The operator's commands as a user types them: jobs, dlq, queues, workers."""
+"""The operator's commands as a user types them: jobs, dlq, queues, workers, circuits."""
 
 from __future__ import annotations
 
@@ -62,3 +62,25 @@ def test_queues_and_workers(dsn, conn):
     assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "TARGET", "PROCESSED",
                                                           "FAILED", "STUCK", "LAST_HEARTBEAT"]
     assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []
+
+
+def test_circuits_list_open_and_close(dsn, conn):
+    from jobqueue import db
+    from jobqueue.store import circuits as circuit_store
+    from tests.support import circuit_app
+
+    app = circuit_app.queue
+    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type()))
+    table = jobqueue("circuits", "list", dsn=dsn).stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATE", "FAILURES", "THRESHOLD", "WINDOW_S", "RESET_AFTER_S", "OPENED_AT",
+                                "JOB_TYPES"]
+    assert table[1].split() == ["flaky-api", "closed", "0", "3", "30", "1.5", "-", "call_api,call_api_checked"]
+    held = jobqueue("circuits", "open", "flaky-api", dsn=dsn)
+    assert held.returncode == 0 and "open (held by an operator)" in held.stdout
+    assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("open", True)
+    [listed] = json.loads(jobqueue("circuits", "list", "--json", dsn=dsn).stdout)
+    assert (listed["name"], listed["state"], listed["forced_by_admin"]) == ("flaky-api", "open", True)
+    assert "closed" in jobqueue("circuits", "close", "flaky-api", dsn=dsn).stdout
+    assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("closed", False)
+    unknown = jobqueue("circuits", "open", "nobody", dsn=dsn)
+    assert unknown.returncode == 2 and "no circuit breaker named 'nobody'" in unknown.stderr

@@ -1,0 +1,40 @@
+"""``/circuits``: the circuit breakers workers declared — state, failures in the current window,
+settings and job types (any valid key, as ``/queues``); an operator may hold one open or close it
+(admin). An unknown name is a 404: breakers come from the workers' code, not from the API.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Controller, get, post
+from litestar.params import FromPath
+
+from jobqueue.api.auth import admin_only
+from jobqueue.api.errors import error_responses
+from jobqueue.api.services import ServicesDep
+from jobqueue.circuits import Circuit
+
+
+class CircuitList(msgspec.Struct):
+    circuits: list[Circuit]
+
+
+class CircuitsController(Controller):
+    path = "/circuits"
+    tags = ["circuits"]
+
+    @get("/", summary="Every circuit breaker: state (closed, open, half_open), failures, settings, job types",
+         responses=error_responses(503))
+    async def list_circuits(self, services: ServicesDep) -> CircuitList:
+        return CircuitList(await services.client.circuits())
+
+    @post("/{name:str}/open", summary="Hold the breaker open: no worker claims its job types, no probe runs, "
+                                      "until it is closed (admin)",
+          status_code=200, guards=[admin_only], responses=error_responses(403, 404, 503))
+    async def open(self, name: FromPath[str], services: ServicesDep) -> Circuit:
+        return await services.client.open_circuit(name)
+
+    @post("/{name:str}/close", summary="Close the breaker now; its failure count starts afresh (admin)",
+          status_code=200, guards=[admin_only], responses=error_responses(403, 404, 503))
+    async def close(self, name: FromPath[str], services: ServicesDep) -> Circuit:
+        return await services.client.close_circuit(name)
