@@ -245,10 +245,15 @@ def test_a_worker_stops_claiming_a_failing_dependency_keeps_other_work_flowing_a
     down.touch()
     with Client(dsn) as client, WorkerThread(circuit_app.queue, test_settings(dsn, concurrency=1)):
         failing = _enqueue(client, "call_api", 10, down)
-        wait_until(lambda: circuit(conn).state == "open", timeout=20)
-        untouched = conn.execute("SELECT count(*) FILTER (WHERE attempts = 0) FROM jobqueue.jobs WHERE id = ANY(%s)",
-                                 (failing,)).fetchone()[0]
-        assert untouched >= 6  # the ones behind the three that opened it were never started (reset: 1.5 s)
+        def untouched_once_open() -> tuple[int] | None:
+            # read together with the state, before a probe after the 1.5 s reset can start one more
+            state, untouched = conn.execute(
+                "SELECT (SELECT state FROM jobqueue.circuits WHERE name = 'flaky-api'), "
+                "count(*) FILTER (WHERE attempts = 0) FROM jobqueue.jobs WHERE id = ANY(%s)", (failing,)).fetchone()
+            return (untouched,) if state == "open" else None
+
+        (untouched,) = wait_until(untouched_once_open, timeout=20, message="the breaker open")
+        assert untouched >= 6  # the ones behind the three that opened it were never started
         local = _enqueue(client, "local_work", 5, down)
         wait_until(lambda: _states(conn, "local_work") == {"completed": 5}, timeout=20)
         down.unlink()  # the dependency is back: the next probe succeeds and closes the breaker

@@ -31,7 +31,7 @@ def test_an_admin_holds_a_breaker_open_over_rest_and_workers_obey_until_it_is_cl
         wait_until(lambda: job_row(conn, free)["state"] == "completed", message="other work flows")
         time.sleep(2)  # past reset_after (1.5 s): an operator's hold gets no probe
         assert (job_row(conn, blocked)["state"], job_row(conn, blocked)["attempts"]) == ("pending", 0)
-        metrics = parse(http(None).get("/metrics").text)
+        metrics = parse(http("admin").get("/metrics").text)
         assert value(metrics, "jobqueue_circuit_state", circuit="flaky-api") == 2
         started = time.monotonic()
         closed = admin.post("/circuits/flaky-api/close").json()
@@ -52,8 +52,8 @@ def test_metrics_show_each_breakers_state_and_failures(http, conn):
     app = circuit_app.queue
     db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type()))
     db.run_sync(conn, circuit_store.record_failure("flaky-api"))
-    samples = parse(http(None).get("/metrics").text)
+    samples = parse(http("admin").get("/metrics").text)
     assert value(samples, "jobqueue_circuit_state", circuit="flaky-api") == 0
     assert value(samples, "jobqueue_circuit_failures", circuit="flaky-api") == 1
-    overview = http(None).get("/dashboard/overview").json()
+    overview = http("admin").get("/dashboard/overview").json()
     assert [(c["name"], c["state"], c["failures"]) for c in overview["circuits"]] == [("flaky-api", "closed", 1)]
