@@ -183,23 +183,45 @@ CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::json
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    job jobqueue.job_input;
+    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
+                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
+    job_id uuid;
+    wanted boolean;
 BEGIN
-    job := jobqueue.make_job_input(NULL, job_type, payload, priority, run_at, delay, queue, max_attempts,
-                                   idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
-                                   idempotency_window, idempotency_mismatch);
-    IF job.idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[job]) AS r);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid(problem[1], problem[2]);
     END IF;
-    -- Without a key: one INSERT, no array of inputs, no loop.
-    INSERT INTO jobqueue.jobs (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
-                               traceparent, timeout, expires_at)
-    VALUES (job.id, job.queue, job.job_type, job.payload, job.priority, job.run_at, job.max_attempts,
-            job.producer_id, job.traceparent, job.timeout,
-            coalesce(job.expires_at,
-                     job.run_at + (SELECT s.job_ttl FROM jobqueue.queue_settings s WHERE s.queue = job.queue)));
-    PERFORM jobqueue.announce_new_jobs(ARRAY[job.queue], ARRAY[job.producer_id], ARRAY[job.id]);
-    RETURN job.id;
+    IF idempotency_key IS NOT NULL THEN
+        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
+            NULL, job_type, payload, priority, run_at, delay, queue, max_attempts, idempotency_key, producer_id,
+            traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch)]) AS r);
+    END IF;
+    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
+    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
+    WITH added AS (
+        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
+                                        traceparent, timeout, expires_at)
+        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
+               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
+               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
+        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue.job_type, enqueue.payload,
+                                          enqueue.priority, enqueue.run_at, enqueue.delay, enqueue.queue,
+                                          enqueue.max_attempts, NULL, enqueue.producer_id, enqueue.traceparent,
+                                          enqueue.timeout, enqueue.expires_at, enqueue.expire_after, NULL, NULL,
+                                          d.max_attempts) AS job
+              FROM (SELECT) AS one
+              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue.job_type) AS i
+        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue.queue
+        RETURNING j.id
+    )
+    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
+      INTO job_id, wanted
+      FROM added AS a;
+    PERFORM pg_notify('jobqueue_jobs', queue);
+    IF wanted THEN
+        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
+    END IF;
+    RETURN job_id;
 END $$;
 
 COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
@@ -444,10 +466,11 @@ BEGIN
 END $$;
 
 CREATE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-    SELECT EXISTS (SELECT 1 FROM jobqueue.event_listeners WHERE expires_at > now())
-$$;
+BEGIN
+    RETURN EXISTS (SELECT FROM jobqueue.event_listeners WHERE expires_at > now());
+END $$;
 
 CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload jsonb) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -244,3 +244,9 @@ END $$;
 CREATE TRIGGER jobs_events_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_insert();
 
 CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobqueue.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_new_jobs();
+
+CREATE OR REPLACE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM jobqueue.event_listeners WHERE expires_at > now())
+$$;

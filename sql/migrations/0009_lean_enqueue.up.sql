@@ -15,8 +15,8 @@
 -- 3. Validation is one expression (job_problem: the first problem of a job, or NULL) and the
 --    defaults another (resolve_job), evaluated set-based: enqueue_many validates and resolves all
 --    its jobs in one query (no plpgsql call per job) and inserts them in one statement;
---    enqueue() without an idempotency key is one INSERT. The messages and the field they name are
---    those of before, and a bad job still writes nothing.
+--    enqueue() without an idempotency key is one statement. The messages and the field they name
+--    are those of before, and a bad job still writes nothing.
 CREATE OR REPLACE FUNCTION jobqueue.uuid_v7() RETURNS uuid
 LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds
@@ -107,6 +107,16 @@ BEGIN
     RETURN cardinality(ids);
 END $$;
 COMMENT ON FUNCTION jobqueue.announce_new_jobs(text[], text[], uuid[]) IS 'Called by every enqueue path with the jobs it inserted (returns how many): NOTIFY jobqueue_jobs once per queue (sent at commit; PostgreSQL folds repeats within a transaction), and job.queued events while an event stream is open.';
+
+-- job_events_wanted() as plpgsql: as a SQL function with a sub-select it could not be inlined and
+-- was parsed and planned anew in every transaction that called it (each announcement, and each
+-- update statement's event trigger); plpgsql keeps its plan for the session.
+CREATE OR REPLACE FUNCTION jobqueue.job_events_wanted() RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN EXISTS (SELECT FROM jobqueue.event_listeners WHERE expires_at > now());
+END $$;
 
 DROP TRIGGER jobs_events_insert ON jobqueue.jobs;
 DROP TRIGGER jobs_notify_insert ON jobqueue.jobs;
@@ -224,23 +234,45 @@ CREATE OR REPLACE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    job jobqueue.job_input;
+    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
+                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
+    job_id uuid;
+    wanted boolean;
 BEGIN
-    job := jobqueue.make_job_input(NULL, job_type, payload, priority, run_at, delay, queue, max_attempts,
-                                   idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
-                                   idempotency_window, idempotency_mismatch);
-    IF job.idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[job]) AS r);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid(problem[1], problem[2]);
     END IF;
-    -- Without a key: one INSERT, no array of inputs, no loop.
-    INSERT INTO jobqueue.jobs (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
-                               traceparent, timeout, expires_at)
-    VALUES (job.id, job.queue, job.job_type, job.payload, job.priority, job.run_at, job.max_attempts,
-            job.producer_id, job.traceparent, job.timeout,
-            coalesce(job.expires_at,
-                     job.run_at + (SELECT s.job_ttl FROM jobqueue.queue_settings s WHERE s.queue = job.queue)));
-    PERFORM jobqueue.announce_new_jobs(ARRAY[job.queue], ARRAY[job.producer_id], ARRAY[job.id]);
-    RETURN job.id;
+    IF idempotency_key IS NOT NULL THEN
+        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
+            NULL, job_type, payload, priority, run_at, delay, queue, max_attempts, idempotency_key, producer_id,
+            traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch)]) AS r);
+    END IF;
+    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
+    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
+    WITH added AS (
+        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
+                                        traceparent, timeout, expires_at)
+        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
+               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
+               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
+        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue.job_type, enqueue.payload,
+                                          enqueue.priority, enqueue.run_at, enqueue.delay, enqueue.queue,
+                                          enqueue.max_attempts, NULL, enqueue.producer_id, enqueue.traceparent,
+                                          enqueue.timeout, enqueue.expires_at, enqueue.expire_after, NULL, NULL,
+                                          d.max_attempts) AS job
+              FROM (SELECT) AS one
+              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue.job_type) AS i
+        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue.queue
+        RETURNING j.id
+    )
+    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
+      INTO job_id, wanted
+      FROM added AS a;
+    PERFORM pg_notify('jobqueue_jobs', queue);
+    IF wanted THEN
+        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
+    END IF;
+    RETURN job_id;
 END $$;
 
 CREATE OR REPLACE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
