@@ -143,9 +143,10 @@ class NewJob:
         if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
             # "" would share the idempotency scope of jobs enqueued without a producer
             raise invalid("producer_id", "must be a non-empty string when given")
-        timeout = _span(timeout, invalid, "timeout")
-        expire_after = _span(expire_after, invalid, "expire_after")
-        idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
+        if timeout is not None or expire_after is not None or idempotency_window is not None:
+            timeout = _span(timeout, invalid, "timeout")
+            expire_after = _span(expire_after, invalid, "expire_after")
+            idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
         if expires_at is not None:
             if not isinstance(expires_at, datetime):
                 raise invalid("expires_at", "must be a datetime")
@@ -165,7 +166,7 @@ class NewJob:
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any], index: int, producer_id: str | None) -> "NewJob":
         prefix = f"jobs[{index}]."
-        if not isinstance(spec, Mapping):
+        if type(spec) is not dict and not isinstance(spec, Mapping):  # the ABC check costs, a dict passes first
             raise ValidationError(f"jobs[{index}]", "must be a mapping of enqueue fields")
         if not _ENQUEUE_FIELDS.issuperset(spec):
             raise ValidationError(prefix + sorted(set(spec) - _ENQUEUE_FIELDS)[0], "is not a field of a job")
