@@ -8,6 +8,7 @@ if your transaction commits (the NOTIFY that wakes workers is sent at that commi
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,8 +43,12 @@ _ENQUEUE_FIELDS = frozenset({
 })
 #: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
 MISMATCH_MODES = ("return", "reject")
-#: The longest timeout, expiry or idempotency window (as jobqueue.make_job_input enforces).
+#: The longest timeout, expiry or idempotency window (as jobqueue.job_problem enforces).
 LONGEST_SPAN = timedelta(days=3650)
+#: The priority names as the database takes them: the common case needs no parsing.
+_PRIORITY_LABELS = frozenset(level.label for level in Priority)
+#: A str as a JSON string, exactly as `json.dumps` writes it (the C encoder's own function).
+_json_string = json.encoder.encode_basestring_ascii
 
 
 def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
@@ -112,10 +117,11 @@ class NewJob:
             raise invalid("payload", f"must be JSON-serialisable ({exc})") from None
         if job_store.holds_nul(payload_json):
             raise invalid("payload", "must not contain the NUL character (PostgreSQL's jsonb cannot store it)")
-        try:
-            level = Priority.parse(priority)
-        except ValidationError as exc:
-            raise invalid("priority", exc.message) from None
+        if type(priority) is not str or priority not in _PRIORITY_LABELS:
+            try:
+                priority = Priority.parse(priority).label
+            except ValidationError as exc:
+                raise invalid("priority", exc.message) from None
         if run_at is not None:
             if not isinstance(run_at, datetime):
                 raise invalid("run_at", "must be a datetime")
@@ -142,9 +148,10 @@ class NewJob:
         if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
             # "" would share the idempotency scope of jobs enqueued without a producer
             raise invalid("producer_id", "must be a non-empty string when given")
-        timeout = _span(timeout, invalid, "timeout")
-        expire_after = _span(expire_after, invalid, "expire_after")
-        idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
+        if timeout is not None or expire_after is not None or idempotency_window is not None:
+            timeout = _span(timeout, invalid, "timeout")
+            expire_after = _span(expire_after, invalid, "expire_after")
+            idempotency_window = _span(idempotency_window, invalid, "idempotency_window")
         if expires_at is not None:
             if not isinstance(expires_at, datetime):
                 raise invalid("expires_at", "must be a datetime")
@@ -157,21 +164,20 @@ class NewJob:
         if idempotency_mismatch is not None and idempotency_mismatch not in MISMATCH_MODES:
             raise invalid("idempotency_mismatch", f"must be one of {', '.join(MISMATCH_MODES)} "
                                                   f"(got {idempotency_mismatch!r})")
-        return cls(job_type, payload_json, level.label, queue, run_at, delay, max_attempts,
+        return cls(job_type, payload_json, priority, queue, run_at, delay, max_attempts,
                    idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
                    idempotency_window, idempotency_mismatch)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any], index: int, producer_id: str | None) -> "NewJob":
         prefix = f"jobs[{index}]."
-        if not isinstance(spec, Mapping):
+        if type(spec) is not dict and not isinstance(spec, Mapping):  # the ABC check costs, a dict passes first
             raise ValidationError(f"jobs[{index}]", "must be a mapping of enqueue fields")
-        unknown = set(spec) - _ENQUEUE_FIELDS
-        if unknown:
-            raise ValidationError(prefix + sorted(unknown)[0], "is not a field of a job")
-        fields = dict(spec)
-        fields.setdefault("producer_id", producer_id)
-        return cls.build(field_prefix=prefix, **fields)
+        if not _ENQUEUE_FIELDS.issuperset(spec):
+            raise ValidationError(prefix + sorted(set(spec) - _ENQUEUE_FIELDS)[0], "is not a field of a job")
+        if "producer_id" in spec:
+            return cls.build(field_prefix=prefix, **spec)
+        return cls.build(field_prefix=prefix, producer_id=producer_id, **spec)
 
     def call(self) -> db.Call[uuid.UUID]:
         return job_store.enqueue(
@@ -182,21 +188,29 @@ class NewJob:
             idempotency_window=self.idempotency_window, idempotency_mismatch=self.idempotency_mismatch)
 
     def as_json_fragment(self) -> str:
-        """This job as one element of enqueue_many's JSON array (payload spliced in verbatim)."""
-        fields = {
-            "job_type": self.job_type, "priority": self.priority, "queue": self.queue,
-            "run_at": self.run_at.isoformat() if self.run_at else None,
-            "max_attempts": self.max_attempts, "idempotency_key": self.idempotency_key,
-            "producer_id": self.producer_id, "traceparent": self.traceparent,
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "idempotency_mismatch": self.idempotency_mismatch,
-        }
+        """This job as one element of enqueue_many's JSON array (payload spliced in verbatim).
+        Written field by field: a bulk enqueue makes one per job, and most fields are absent."""
+        text = ('{"job_type":' + _json_string(self.job_type) + ',"queue":' + _json_string(self.queue)
+                + ',"priority":"' + self.priority + '"')
+        if self.producer_id is not None:
+            text += ',"producer_id":' + _json_string(self.producer_id)
+        if self.traceparent is not None:
+            text += ',"traceparent":' + _json_string(self.traceparent)
+        if self.idempotency_key is not None:
+            text += ',"idempotency_key":' + _json_string(self.idempotency_key)
+        if self.max_attempts is not None:
+            text += f',"max_attempts":{self.max_attempts}'
+        if self.run_at is not None:
+            text += ',"run_at":"' + self.run_at.isoformat() + '"'
+        if self.expires_at is not None:
+            text += ',"expires_at":"' + self.expires_at.isoformat() + '"'
+        if self.idempotency_mismatch is not None:
+            text += ',"idempotency_mismatch":"' + self.idempotency_mismatch + '"'
         for name, span in (("delay", self.delay), ("timeout", self.timeout), ("expire_after", self.expire_after),
                            ("idempotency_window", self.idempotency_window)):
             if span is not None:
-                fields[name] = _interval_text(span)
-        head = job_store.dumps({k: v for k, v in fields.items() if v is not None})
-        return head[:-1] + ',"payload":' + self.payload_json + "}"
+                text += f',"{name}":"{_interval_text(span)}"'
+        return text + ',"payload":' + self.payload_json + "}"
 
 
 def _build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> list[NewJob]:

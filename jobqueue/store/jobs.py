@@ -192,9 +192,13 @@ def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutc
     return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
+#: One encoder for every call: json.dumps with options builds a new JSONEncoder each time.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps(value: Any) -> str:
     """JSON for jsonb parameters; raises TypeError/ValueError for what JSON cannot hold."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return _ENCODE(value)
 
 
 #: A NUL character as `dumps` writes it: \u0000 after an even number of backslashes (an odd

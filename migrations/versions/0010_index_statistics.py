@@ -2,7 +2,7 @@
 statistics for the reindexer.
 
 Revision ID: 0010_index_statistics
-Revises: 0008_lean_drain (0009 is taken by another branch: rebase onto it when both are merged)
+Revises: 0009_lean_enqueue
 """
 
 from alembic import op
@@ -10,7 +10,7 @@ from alembic import op
 from jobqueue.sql import run_migration_script
 
 revision = "0010_index_statistics"
-down_revision = "0008_lean_drain"
+down_revision = "0009_lean_enqueue"
 branch_labels = None
 depends_on = None
 

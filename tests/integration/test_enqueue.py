@@ -324,3 +324,75 @@ def test_job_ids_are_time_ordered_uuids_so_the_primary_key_lists_newest_first(co
     assert [job.id for job in page.jobs] == ids[::-1]
     assert conn.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'jobqueue' "
                         "AND indexname = 'jobs_list_idx'").fetchone() == (0,)
+
+
+def _payloads(listener: psycopg.Connection, channel: str) -> list[str]:
+    return sorted(n.payload for n in listener.notifies(timeout=0.5, stop_after=1000) if n.channel == channel)
+
+
+def test_enqueue_notifies_once_per_queue_and_only_for_jobs_it_wrote(dsn):
+    """No trigger on jobqueue.jobs: the enqueue functions send the NOTIFY themselves — one per
+    queue and transaction (PostgreSQL folds repeats), none for a job not written (its key held,
+    the input refused, the transaction rolled back)."""
+    with psycopg.connect(dsn, autocommit=True) as listener, psycopg.connect(dsn, autocommit=True) as producer:
+        listener.execute("LISTEN jobqueue_jobs")
+        producer.execute("SELECT jobqueue.enqueue('a', queue => 'q1')")
+        assert _payloads(listener, "jobqueue_jobs") == ["q1"]
+        with producer.transaction():
+            producer.execute("SELECT jobqueue.enqueue('a', queue => 'q1')")
+            producer.execute("SELECT jobqueue.enqueue('a', queue => 'q2', idempotency_key => 'k')")
+            producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps(
+                [{"job_type": "a", "queue": "q1"}, {"job_type": "a", "queue": "q3"}] * 3),))
+        assert _payloads(listener, "jobqueue_jobs") == ["q1", "q2", "q3"]
+        producer.execute("SELECT jobqueue.enqueue('a', queue => 'q4', idempotency_key => 'k')")  # held: the q2 job
+        producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)",
+                         (json.dumps([{"job_type": "a", "queue": "q4", "idempotency_key": "k"}]),))
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)",
+                             (json.dumps([{"job_type": "a", "queue": "q5"}, {"job_type": "", "queue": "q5"}]),))
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            producer.execute("SELECT jobqueue.enqueue('a', queue => 'q5', max_attempts => 0)")
+        with producer.transaction(force_rollback=True):
+            producer.execute("SELECT jobqueue.enqueue('a', queue => 'q6')")
+        assert _payloads(listener, "jobqueue_jobs") == []
+        assert producer.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'jobqueue.jobs'::regclass "
+                                "AND tgtype & 4 = 4").fetchone() == (0,)  # no INSERT trigger left
+
+
+def test_sql_enqueue_sends_job_queued_only_for_jobs_it_wrote(dsn, conn):
+    from jobqueue.job_events import decode
+
+    conn.execute("INSERT INTO jobqueue.event_listeners VALUES ('test', now() + interval '1 minute')")
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN jobqueue_events")
+        one = conn.execute("SELECT jobqueue.enqueue('a', queue => 'q1', producer_id => 'p')").fetchone()[0]
+        keyed = conn.execute("SELECT jobqueue.enqueue('a', queue => 'q2', idempotency_key => 'k')").fetchone()[0]
+        rows = conn.execute("SELECT id, created FROM jobqueue.enqueue_many(%s)", (json.dumps(
+            [{"job_type": "a", "queue": "q2", "idempotency_key": "k"}, {"job_type": "a", "queue": "q3"}]),)).fetchall()
+        events = [e for payload in _payloads(listener, "jobqueue_events") for e in decode(payload, 0.0)]
+    assert rows[0] == (keyed, False) and rows[1][1] is True
+    assert sorted((e.event, e.queue, e.producer_id, e.job_id) for e in events) == sorted([
+        ("job.queued", "q1", "p", one), ("job.queued", "q2", None, keyed), ("job.queued", "q3", None, rows[1][0])])
+
+
+def test_bulk_validation_names_the_first_bad_job_and_writes_nothing(conn):
+    """Validated set-based: with several bad jobs, the first one (and its first bad field) is
+    named, as the per-job checks did; nothing is written, keys included."""
+    jobs = [{"job_type": "a", "idempotency_key": "k0"}, {"job_type": "b", "queue": "q"},
+            {"job_type": "c", "max_attempts": 0, "priority": "urgent"}, {"job_type": ""}]
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+        conn.execute("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps(jobs),))
+    assert info.value.diag.column_name == "jobs[2].max_attempts"
+    assert info.value.diag.message_primary == "jobqueue: jobs[2].max_attempts: must be at least 1 (got 0)"
+    assert count_jobs(conn) == 0
+    assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys").fetchone()[0] == 0
+
+
+def test_ids_made_in_one_statement_sort_in_its_order(conn):
+    """uuid_v7(n) carries n in the bits after the variant, so ids made within one microsecond
+    still sort by n; every id is a version 7, variant 10 UUID."""
+    ids = [row[0] for row in conn.execute("SELECT jobqueue.uuid_v7(n) FROM generate_series(1, 16000) AS n")]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    plain = [row[0] for row in conn.execute("SELECT jobqueue.uuid_v7() FROM generate_series(1, 1000)")]
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids[:1000] + plain)
+    assert len(set(plain)) == 1000
