@@ -79,7 +79,8 @@
     const d = new Date(iso), pad = (n) => String(n).padStart(2, "0");
     return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
   }
-  const shortId = (id) => String(id).slice(0, 8);
+  // The random tail of a UUIDv7 (its head is the timestamp, the same for jobs of one millisecond).
+  const shortId = (id) => "…" + String(id).slice(-8);
   // A queue, job type or worker name of any length: cut with an ellipsis (CSS), whole in the tooltip.
   const nameCell = (text, className) => el("td", { className: "name" + (className ? " " + className : ""), title: text },
                                            el("span", { className: "cut" }, text));
@@ -331,7 +332,7 @@
     const minutes = state.serverHistory || [];
     const series = { sub: [], done: [], fail: [] };
     for (const m of minutes) {
-      const t = Date.parse(m.minute) / 1000 + 60;  // a minute's rate is known at its end
+      const t = Date.parse(m.measured_at) / 1000;  // a minute's rate: up to its last sample
       series.sub.push([t, m.submitted_per_s]);
       series.done.push([t, m.completed_per_s]);
       series.fail.push([t, m.failed_per_s]);
