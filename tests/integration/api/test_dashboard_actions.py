@@ -5,10 +5,17 @@ as /dashboard/overview."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta, timezone
 
+import psycopg
+import pytest
+
 from jobqueue.client import Client
+from jobqueue.errors import ValidationError
+from jobqueue.models import DeleteOutcome, JobState
 from tests.support.factories import count_jobs, job_row, make_job
+from tests.support.waiting import wait_until
 
 SOON = timedelta(hours=1)
 
@@ -107,3 +114,28 @@ def test_history_serves_the_leaders_samples_as_rates(http, conn):
     (point,) = http("admin").get("/dashboard/history").json()["minutes"]
     assert point["minute"] == (now - timedelta(minutes=1)).isoformat()
     assert point["submitted_per_s"] == 2.0 and point["completed_per_s"] == 0 and point["failed_per_s"] == 0
+
+
+def test_a_job_claimed_while_the_delete_waits_is_kept(dsn, conn):
+    """The delete locks the row first: when a worker's claim holds it, the delete waits for the
+    claim's commit and then sees a processing job (started), never deleting one a worker runs."""
+    job_id = make_job(conn)
+    outcome: list = []
+    with psycopg.connect(dsn) as claimer, Client(dsn, pool_size=1) as client:
+        claimer.execute("UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_by = 'w1', "
+                        "locked_until = now() + interval '30 seconds' WHERE id = %s", (job_id,))
+        deleting = threading.Thread(target=lambda: outcome.append(client.delete_waiting(job_id)))
+        deleting.start()
+        wait_until(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                        "AND datname = current_database()").fetchone()[0] == 1,
+                   message="the delete waits for the claim's row lock")
+        claimer.commit()
+        deleting.join(10)
+    assert outcome == [(DeleteOutcome.STARTED, JobState.PROCESSING)]
+    assert job_row(conn, job_id)["state"] == "processing"
+
+
+def test_the_scheduled_filter_is_a_boolean(dsn):
+    with Client(dsn, pool_size=1) as client, pytest.raises(ValidationError) as refused:
+        client.list_jobs(scheduled="soon")
+    assert refused.value.field == "scheduled"
