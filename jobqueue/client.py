@@ -23,17 +23,19 @@ from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
 from jobqueue.errors import CircuitNotFound, JobFailed, JobNotFound, ValidationError, WaitTimeout
 from jobqueue.job_events import EventHub, EventsUnavailable
-from jobqueue.models import (ApiKey, CancelOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary, Priority,
-                             QueueSettings, QueueStats, RetryOutcome)
+from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary,
+                             Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import events as event_store
+from jobqueue.store import history as history_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
+from jobqueue.store.history import ThroughputMinute
 from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
@@ -253,7 +255,7 @@ def _optional_name(field: str, value: Any) -> str | None:
 
 def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queue: str | None = None,
                job_type: str | None = None, priority: Any = None,
-               producer_id: str | None = None) -> db.Call[list[JobSummary]]:
+               producer_id: str | None = None, scheduled: bool | None = None) -> db.Call[list[JobSummary]]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
     before = None
@@ -269,10 +271,12 @@ def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queu
             state = JobState(state).value
         except ValueError:
             raise ValidationError("state", f"must be one of {', '.join(s.value for s in JobState)} (got {state!r})") from None
+    if scheduled is not None and not isinstance(scheduled, bool):
+        raise ValidationError("scheduled", f"must be true or false when given (got {scheduled!r})")
     level = None if priority is None else int(Priority.parse(priority))
     return job_store.list_jobs(limit=limit, before=before, state=state, queue=_optional_name("queue", queue),
                                job_type=_optional_name("job_type", job_type), priority=level,
-                               producer_id=_optional_name("producer_id", producer_id))
+                               producer_id=_optional_name("producer_id", producer_id), scheduled=scheduled)
 
 
 def _page(jobs: list[JobSummary], limit: int) -> JobPage:
@@ -527,8 +531,23 @@ class AsyncClient:
     # --- listings, dead letters, queues, API keys (the REST API and admin tools) ---------------
 
     async def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
-        """Newest first; filters: state, queue, job_type, priority, producer_id."""
+        """Newest first; filters: state, queue, job_type, priority, producer_id, scheduled (True:
+        run_at still ahead, False: due)."""
         return _page(await self._run(_list_call(limit, cursor, **filters), None), limit)
+
+    async def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
+        """Delete a job that has not started (pending or scheduled, no attempt yet) with its
+        idempotency key; (outcome, the state it was found in). A started job is kept: cancel it."""
+        return await self._run(job_store.delete_waiting(_job_id(job_id)), None)
+
+    async def running_jobs(self, *, per_worker: int = 10) -> dict[str, tuple[int, list[RunningJob]]]:
+        """Per worker id: how many jobs it runs now, and the oldest ``per_worker`` of them."""
+        return await self._run(job_store.running_by_worker(per_worker=per_worker), None)
+
+    async def throughput_history(self, *, minutes: int = 60) -> list[ThroughputMinute]:
+        """The last ``minutes`` minutes of throughput (rates per second), as the maintenance leader
+        sampled them; oldest first. Empty while no leader has run the historian."""
+        return await self._run(history_store.rates(minutes=minutes), None)
 
     async def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
         """A dead-lettered job back to pending now (one more attempt allowed)."""
@@ -718,6 +737,9 @@ class Client:
 
     def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
         return self._run(job_store.retry_dead(_job_id(job_id)), None)
+
+    def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
+        return self._run(job_store.delete_waiting(_job_id(job_id)), None)
 
     def retry_dead_letters(self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500) -> int:
         return self._batches(_retry_batches(queue, job_type, batch_size), batch_size)

@@ -127,6 +127,7 @@ class Settings:
     leader_ttl: float = 15.0  # seconds a leader lease lasts; a dead leader is replaced within it
     misfire_grace: float = 60.0  # a cron tick later than this counts as missed (misfire policy)
     prune_interval: float = 60.0
+    history_interval: float = 15.0  # seconds between samples of the dashboard's throughput history; 0: off
     reindex_interval: float = 600.0  # seconds between bloat checks of the job table's indexes; 0: off
     reindex_factor: float = 2.0  # rebuild an index whose file is this many times what it needs...
     reindex_min_waste_mb: float = 10.0  # ... and at least this much bigger
@@ -198,8 +199,8 @@ class Settings:
             raise ValueError("the processing TTL must be positive")
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
-        if self.reindex_interval < 0 or self.vacuum_interval < 0:
-            raise ValueError("the reindex and vacuum intervals must not be negative (0 turns the service off)")
+        if self.reindex_interval < 0 or self.vacuum_interval < 0 or self.history_interval < 0:
+            raise ValueError("the reindex, vacuum and history intervals must not be negative (0 turns the service off)")
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
             raise ValueError("the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
                              "dead rows not negative")
@@ -253,6 +254,7 @@ class Settings:
             leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),
             misfire_grace=_float(env, "JOBQUEUE_MISFIRE_GRACE", defaults.misfire_grace),
             prune_interval=_float(env, "JOBQUEUE_PRUNE_INTERVAL", defaults.prune_interval),
+            history_interval=_float(env, "JOBQUEUE_HISTORY_INTERVAL", defaults.history_interval),
             reindex_interval=_float(env, "JOBQUEUE_REINDEX_INTERVAL", defaults.reindex_interval),
             reindex_factor=_float(env, "JOBQUEUE_REINDEX_FACTOR", defaults.reindex_factor),
             reindex_min_waste_mb=_float(env, "JOBQUEUE_REINDEX_MIN_WASTE_MB", defaults.reindex_min_waste_mb),

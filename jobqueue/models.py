@@ -205,6 +205,17 @@ class JobSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job a worker runs now (what the dashboard shows under each worker)."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    attempt: int
+    started_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class JobPage:
     """A page of a keyset-paginated listing; pass ``next_cursor`` back for the next (older) page."""
 
@@ -253,6 +264,15 @@ class JobOutcome:
 
     state: JobState
     result: Any = None
+
+
+class DeleteOutcome(str, enum.Enum):
+    """What an admin delete of one job did. Only DELETED changed anything: a job that has started
+    (ran an attempt, runs now, or finished) is kept, with its history — cancel it instead."""
+
+    DELETED = "deleted"
+    STARTED = "started"
+    NOT_FOUND = "not_found"
 
 
 class RetryOutcome(str, enum.Enum):

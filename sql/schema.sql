@@ -1057,6 +1057,18 @@ CREATE TABLE jobqueue.task_defaults (
 
 COMMENT ON TABLE jobqueue.task_defaults IS 'Per job type defaults declared by @queue.task, synced at worker start, applied by every enqueue path.';
 
+CREATE TABLE jobqueue.throughput_history (
+    minute timestamp with time zone NOT NULL,
+    measured_at timestamp with time zone NOT NULL,
+    submitted bigint NOT NULL,
+    processed bigint NOT NULL,
+    failed bigint NOT NULL,
+    CONSTRAINT throughput_history_counts_positive CHECK (((submitted >= 0) AND (processed >= 0) AND (failed >= 0))),
+    CONSTRAINT throughput_history_minute_whole CHECK ((minute = date_trunc('minute'::text, minute)))
+);
+
+COMMENT ON TABLE jobqueue.throughput_history IS 'Per minute: jobs submitted, attempts processed and failed attempts, running totals as last sampled by the maintenance leader in that minute (measured_at). Kept for a day.';
+
 CREATE TABLE jobqueue.worker_stats (
     worker_id text NOT NULL,
     queue text NOT NULL,
@@ -1151,6 +1163,9 @@ ALTER TABLE ONLY jobqueue.schedules
 
 ALTER TABLE ONLY jobqueue.task_defaults
     ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (job_type);
+
+ALTER TABLE ONLY jobqueue.throughput_history
+    ADD CONSTRAINT throughput_history_pkey PRIMARY KEY (minute);
 
 ALTER TABLE ONLY jobqueue.worker_stats
     ADD CONSTRAINT worker_stats_pkey PRIMARY KEY (worker_id, queue, job_type);

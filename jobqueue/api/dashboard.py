@@ -1,12 +1,17 @@
 """``GET /dashboard``: the live web dashboard, served from files in the package (no build step).
 
 - ``/dashboard`` is the page, ``/dashboard/static/<file>`` its script and styles (hand-written,
-  no third-party code), ``/dashboard/overview`` the figures it polls every second: the
-  `jobqueue.metrics` snapshot as JSON, the same cached collection /metrics serves.
-- Those three are public, like /metrics. Everything else the page does goes through the REST API
-  with the key the operator types (kept in the browser's localStorage): the jobs list and detail
-  (any key, a producer sees its own jobs), the dead-letter list, retry and purge, and pausing a
-  queue (admin keys).
+  no third-party code): public, they hold no data.
+- ``/dashboard/overview`` is the figures it polls every second: the `jobqueue.metrics` snapshot as
+  JSON, the same cached collection /metrics serves. ``/dashboard/running`` is what each worker
+  runs now (its processing jobs, the oldest first); ``/dashboard/history`` the last hour of
+  throughput per minute, sampled by the maintenance leader (`jobqueue.maintenance.historian`), so
+  the chart is full after a reload. These describe the whole system: an admin key or the metrics
+  token, as /metrics.
+- Everything else the page does goes through the REST API with the key the operator types (kept
+  in the browser's localStorage): the jobs list, search and detail, cancel, delete of a job that
+  has not started, the dead-letter list, retry and purge, pausing a queue, circuit breakers and
+  cron schedules.
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get
 from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, QueryParameter
 from litestar.response import Response
 
 from jobqueue import metrics
@@ -30,15 +35,28 @@ from jobqueue.api.services import ServicesDep
 # The REST routes the page calls; {name} placeholders are filled in by the script.
 ROUTES = {
     "overview": "/dashboard/overview",
+    "running": "/dashboard/running",
+    "history": "/dashboard/history",
     "jobs": "/jobs",
     "job": "/jobs/{id}",
+    "cancel": "/jobs/{id}/cancel",
+    "delete": "/admin/jobs/{id}",
     "dlq": "/admin/dlq",
     "retry": "/admin/jobs/{id}/retry",
     "retryAll": "/admin/dlq/retry-all",
     "purge": "/admin/dlq",
     "pause": "/queues/{queue}/pause",
     "resume": "/queues/{queue}/resume",
+    "circuits": "/circuits",
+    "circuitOpen": "/circuits/{name}/open",
+    "circuitClose": "/circuits/{name}/close",
+    "schedules": "/schedules",
+    "schedulePause": "/schedules/{name}/pause",
+    "scheduleResume": "/schedules/{name}/resume",
+    "scheduleRun": "/schedules/{name}/run",
 }
+#: Jobs listed per worker by /dashboard/running (the count is always complete).
+RUNNING_PER_WORKER = 10
 _ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -75,3 +93,25 @@ class DashboardController(Controller):
     async def overview(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[dict[str, Any]]:
         snapshot = await collector(request, services).snapshot()
         return Response(metrics.overview(snapshot), headers=_NO_STORE)
+
+    @get("/running", exclude_from_auth=True, guards=[metrics_reader],
+         summary="What each worker runs now: its count and its oldest processing jobs; an admin key or the metrics token",
+         responses=error_responses(403, 503))
+    async def running(self, services: ServicesDep) -> Response[dict[str, Any]]:
+        found = await services.reads.read(None, lambda client: client.running_jobs(per_worker=RUNNING_PER_WORKER))
+        workers = {worker_id: {"running": count, "jobs": [
+            {"id": str(job.id), "queue": job.queue, "job_type": job.job_type, "attempt": job.attempt,
+             "started_at": job.started_at.isoformat() if job.started_at else None} for job in jobs]}
+            for worker_id, (count, jobs) in found.items()}
+        return Response({"workers": workers, "per_worker": RUNNING_PER_WORKER}, headers=_NO_STORE)
+
+    @get("/history", exclude_from_auth=True, guards=[metrics_reader],
+         summary="Throughput per minute (rates per second) over the last minutes, as the maintenance leader "
+                 "sampled it; an admin key or the metrics token", responses=error_responses(403, 422, 503))
+    async def history(self, services: ServicesDep,
+                      minutes: Annotated[int, QueryParameter(ge=1, le=1440)] = 60) -> Response[dict[str, Any]]:
+        rows = await services.reads.read(None, lambda client: client.throughput_history(minutes=minutes))
+        return Response({"minutes": [
+            {"minute": r.minute.isoformat(), "measured_at": r.measured_at.isoformat(),
+             "submitted_per_s": round(r.submitted_per_s, 3), "completed_per_s": round(r.completed_per_s, 3),
+             "failed_per_s": round(r.failed_per_s, 3)} for r in rows]}, headers=_NO_STORE)

@@ -3,7 +3,7 @@
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
 the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers),
-the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
+the historian (the dashboard's per-minute throughput), the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
 indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
 ``jobqueue_schedules`` NOTIFY wakes the scheduler.
@@ -22,6 +22,7 @@ from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.config import Settings
 from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.historian import Historian
 from jobqueue.maintenance.leader import Elector
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reaper import Reaper
@@ -48,6 +49,8 @@ class Maintenance:
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
         ]
+        if settings.history_interval > 0:
+            self.services.append(Historian(self.pool, interval=settings.history_interval, clock=clock))
         direct = db.Session.of(settings, name, direct=True)  # VACUUM and REINDEX: long, session-bound
         if settings.vacuum_interval > 0:
             self.services.append(Vacuumer(self.pool, direct, interval=settings.vacuum_interval,

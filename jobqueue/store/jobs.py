@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from jobqueue.db import Call, column, scalar_or_none
-from jobqueue.models import (AttemptError, CancelOutcome, Job, JobInfo, JobOutcome, JobState, JobSummary, Priority,
-                             RetryOutcome)
+from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobState,
+                             JobSummary, Priority, RetryOutcome, RunningJob)
 
 
 def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
@@ -220,11 +220,27 @@ def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
 
 def list_jobs(*, limit: int, before: uuid.UUID | None = None, state: str | None = None, queue: str | None = None,
               job_type: str | None = None, priority: int | None = None,
-              producer_id: str | None = None) -> Call[list[JobSummary]]:
+              producer_id: str | None = None, scheduled: bool | None = None) -> Call[list[JobSummary]]:
     return Call("job_list", {
         "limit": limit, "before": before, "state": state, "queue": queue, "job_type": job_type,
-        "priority": priority, "producer_id": producer_id,
+        "priority": priority, "producer_id": producer_id, "scheduled": scheduled,
     }, _decode_summaries)
+
+
+def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:
+    """Delete a job that has not started; (outcome, the job's state when it was found)."""
+    return Call("job_delete_waiting", {"id": job_id},
+                lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None))
+
+
+def running_by_worker(*, per_worker: int) -> Call[dict[str, tuple[int, list[RunningJob]]]]:
+    """Per worker id: how many jobs it runs, and the oldest ``per_worker`` of them."""
+    def decode(rows: list[tuple]) -> dict[str, tuple[int, list[RunningJob]]]:
+        found: dict[str, tuple[int, list[RunningJob]]] = {}
+        for worker_id, running, *job in rows:
+            found.setdefault(worker_id, (running, []))[1].append(RunningJob(*job))
+        return found
+    return Call("job_running_by_worker", {"per_worker": per_worker}, decode)
 
 
 def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:

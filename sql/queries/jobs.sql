@@ -436,10 +436,32 @@ SELECT coalesce((SELECT jobqueue.cancel(j.id) FROM jobqueue.jobs j
                    AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)),
                 'not_found') AS outcome;
 
+-- name: job_delete_waiting
+-- Admin delete of one job that has not started: pending (due or scheduled) with no attempt yet.
+-- It goes as if it had never been submitted, with the idempotency key it holds (a repeat makes a
+-- new job). A job that ran an attempt, runs now or finished is kept with its history (outcome
+-- started, with its state). FOR UPDATE first: a worker's claim (SKIP LOCKED) passes over the row
+-- while it is decided, and a job claimed just before is seen as processing.
+WITH target AS (
+    SELECT j.id, j.state, j.attempts FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
+), gone AS (
+    DELETE FROM jobqueue.jobs j USING target t
+    WHERE j.id = t.id AND t.state = 'pending' AND t.attempts = 0
+    RETURNING j.id, j.producer_id, j.idempotency_key
+), keys AS (
+    DELETE FROM jobqueue.idempotency_keys k USING gone g
+    WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 'deleted'
+            WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
+            ELSE 'started' END AS outcome,
+       (SELECT state FROM target) AS state;
+
 -- name: job_list
 -- Newest first: job ids are time-ordered (UUIDv7), so this walks jobs_pkey backwards (keyset on id:
 -- %(before)s is the last id of the previous page), with optional filters and the last attempt's
--- error.
+-- error. %(scheduled)s true: only jobs whose run_at is still ahead (delayed jobs, retries not yet
+-- due); false: only those whose run_at has come.
 SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
        j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, e.error_type, e.message
 FROM jobqueue.jobs j
@@ -453,8 +475,21 @@ WHERE (%(before)s::uuid IS NULL OR j.id < %(before)s::uuid)
   AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
   AND (%(priority)s::smallint IS NULL OR j.priority = %(priority)s::smallint)
   AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+  AND (%(scheduled)s::boolean IS NULL OR (j.run_at > now()) = %(scheduled)s::boolean)
 ORDER BY j.id DESC
 LIMIT %(limit)s;
+
+-- name: job_running_by_worker
+-- What each worker runs now: its processing jobs, oldest first, at most %(per_worker)s each, with
+-- how many it runs in all. A walk of jobs_lease_idx (only held jobs have locked_until).
+SELECT r.locked_by, r.running, r.id, r.queue, r.job_type, r.attempts, r.started_at
+FROM (SELECT j.locked_by, j.id, j.queue, j.job_type, j.attempts, j.started_at,
+             row_number() OVER (PARTITION BY j.locked_by ORDER BY j.started_at, j.id) AS n,
+             count(*) OVER (PARTITION BY j.locked_by) AS running
+      FROM jobqueue.jobs j
+      WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND j.locked_by IS NOT NULL) r
+WHERE r.n <= %(per_worker)s
+ORDER BY r.locked_by, r.n;
 
 -- name: job_retry_dead
 -- Admin retry of one dead job: back to pending now with one more attempt allowed (max_attempts

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,7 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             page.click("#jobs-more")
             expect(page.locator("#jobs tbody tr")).to_have_count(100, timeout=10_000)
             page.locator("#jobs tbody tr").first.click()
-            detail = page.locator("#job-detail")
+            detail = page.locator("#jobs-detail")
             expect(detail).to_contain_text("record · completed", timeout=10_000)
             expect(detail).to_contain_text('"ok": true')
             expect(detail).not_to_contain_text("null")
@@ -165,6 +166,164 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
 
             page.click("button.tab[data-view='overview']")
             expect(page.locator("#m-dead")).to_have_text("0", timeout=10_000)
+        finally:
+            browser.close()
+    assert not problems, problems
+
+
+def _wait_state(conn, job_id, state: str) -> None:
+    wait_until(lambda: (row := job_row(conn, job_id)) is not None and row["state"] == state, timeout=15,
+               message=f"job {job_id} {state}")
+
+
+def _gone(conn, job_id) -> bool:
+    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()[0] == 0
+
+
+LONG = "a-queue-name-that-someone-made-far-too-long-" * 5
+
+
+def test_dashboard_actions_in_a_real_browser(stack, conn):
+    """Each action the dashboard offers, clicked in the browser and checked in the database: what a
+    worker runs and its cancel, the Scheduled and Retrying tabs with their cancel and delete, the
+    search by id, a dead job's final error, cut long names, cron schedules paused, resumed and run,
+    a circuit held open and closed, and the hour chart read from the server after a reload."""
+    url, admin_key, client = stack
+    ARTIFACTS.mkdir(exist_ok=True)
+    problems: list[str] = []
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    # The history the maintenance leader would have written over the last half hour (older
+    # minutes than the running historian touches), a circuit a worker declared, a schedule.
+    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=30)
+    for minute in range(20):
+        at = start + timedelta(minutes=minute)
+        conn.execute("INSERT INTO jobqueue.throughput_history VALUES (%s, %s, %s, %s, %s)",
+                     (at, at, minute * 600, minute * 540, minute * 30))
+    conn.execute("INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
+                 "VALUES ('payments-api', 5, 60, 30)")
+    conn.execute("INSERT INTO jobqueue.circuit_job_types (job_type, circuit) VALUES ('charge', 'payments-api')")
+    client.schedules.add("nightly-report", "0 3 * * *", "record", payload={"n": 42})
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning") else None)
+        page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+        try:
+            page.goto(url + "/dashboard")
+            page.fill("#api-key", admin_key)
+            page.click("#key-form button")
+            expect(page.locator("#m-workers")).to_have_text("1", timeout=15_000)
+
+            # History survives a reload: right after it, the hour chart holds the server's minutes,
+            # and the failure rate says it counts only what the page has seen, not "last minute".
+            page.reload()
+            expect(page.locator("#history-note")).to_have_text(re.compile(r"^(19|[2-9]\d) minute\(s\) recorded$"),
+                                                               timeout=10_000)
+            expect(page.locator("#m-failure-sub")).to_contain_text("page open since", timeout=10_000)
+
+            # What each worker runs: a slow job appears under its worker; its link opens the job,
+            # whose Cancel asks the running handler to stop (it does: the job ends cancelled).
+            running_id = client.enqueue("slow", {"seconds": 30})
+            link = page.locator(f"#workers a[data-id='{running_id}']")
+            expect(link).to_be_visible(timeout=15_000)
+            expect(page.locator("#workers .running-now").first).to_contain_text("slow")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-overview-history.png"), full_page=True)
+            link.click()
+            detail = page.locator("#jobs-detail")
+            expect(detail).to_contain_text("slow · processing", timeout=10_000)
+            detail.locator("button.cancel").click()
+            expect(page.locator("#banner")).to_contain_text("cancel requested", timeout=10_000)
+            _wait_state(conn, running_id, "cancelled")
+
+            # Search by id: a job in a queue no worker serves; Delete (two clicks) removes it.
+            parked = client.enqueue("record", queue="parked", idempotency_key="parked-1")
+            page.fill("#f-id", "not-an-id")
+            page.click("#find-job")
+            expect(page.locator("#banner")).to_contain_text("is not a job id")
+            page.fill("#f-id", str(parked))
+            page.press("#f-id", "Enter")
+            expect(detail).to_contain_text("record · pending", timeout=10_000)
+            expect(detail).to_contain_text("None yet: the job is pending.")
+            detail.locator("button.delete").click()
+            detail.locator("button.delete").click()  # destructive: the second click confirms
+            expect(page.locator("#banner")).to_contain_text("deleted", timeout=10_000)
+            assert _gone(conn, parked)
+            assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys WHERE key = 'parked-1'").fetchone()[0] == 0
+
+            # Scheduled: jobs whose run_at is ahead, shown with it; one cancelled, one deleted.
+            to_cancel = client.enqueue("record", run_at=later)
+            to_delete = client.enqueue("record", run_at=later, queue=LONG)
+            page.click("button.tab[data-view='scheduled']")
+            rows = page.locator("#scheduled tbody tr")
+            expect(rows).to_have_count(2, timeout=10_000)
+            expect(page.locator(f"#scheduled tr[data-id='{to_cancel}'] td.run-at")).to_have_text(
+                later.astimezone().strftime("%Y-%m-%d %H:%M:%S"))
+            long_cell = page.locator(f"#scheduled tr[data-id='{to_delete}'] td.name[title='{LONG}']")
+            # Cut with an ellipsis (whole in the tooltip), and the table still fits its panel.
+            cut = long_cell.locator(".cut").evaluate("e => [e.clientWidth, e.scrollWidth, getComputedStyle(e).textOverflow]")
+            assert cut[0] <= 220 < cut[1] and cut[2] == "ellipsis", cut
+            assert page.locator("#scheduled").evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-scheduled.png"))
+            page.locator(f"#scheduled tr[data-id='{to_cancel}'] button.cancel").click()
+            expect(rows).to_have_count(1, timeout=10_000)
+            assert job_row(conn, to_cancel)["state"] == "cancelled"
+            page.locator(f"#scheduled tr[data-id='{to_delete}'] button.delete").click()
+            page.locator(f"#scheduled tr[data-id='{to_delete}'] button.delete").click()
+            expect(page.locator("#scheduled-empty")).to_be_visible(timeout=10_000)
+            assert _gone(conn, to_delete)
+
+            # Retrying: a job waiting for its retry, with its last error and its retry time.
+            waiting = make_job(conn, state="failed", job_type="record", run_at=later, queue="parked")
+            conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) "
+                         "VALUES (%s, 1, 'TimeoutError', 'the vendor took too long')", (waiting,))
+            page.click("button.tab[data-view='retrying']")
+            row = page.locator(f"#retrying tr[data-id='{waiting}']")
+            expect(row).to_contain_text("TimeoutError: the vendor took too long", timeout=10_000)
+            expect(row.locator("button.delete")).to_have_count(0)  # it has run: cancel only
+            page.screenshot(path=str(ARTIFACTS / "dashboard-retrying.png"))
+            row.locator("button.cancel").click()
+            expect(page.locator("#retrying-empty")).to_be_visible(timeout=10_000)
+            assert job_row(conn, waiting)["state"] == "cancelled"
+
+            # A dead job's error is its final error, not a "Result".
+            failing = client.enqueue("always_fails")
+            _wait_state(conn, failing, "dead_letter")
+            page.click("button.tab[data-view='dead']")
+            page.locator(f"#dead tbody tr[data-id='{failing}']").click()
+            dead_detail = page.locator("#dead-detail")
+            expect(dead_detail).to_contain_text("Final error", timeout=10_000)
+            expect(dead_detail.locator("h2", has_text="Result")).to_have_count(0)
+
+            # Schedules: pause, resume, run now.
+            page.click("button.tab[data-view='schedules']")
+            schedule = page.locator("#schedules tr[data-name='nightly-report']")
+            expect(schedule).to_contain_text("0 3 * * * (UTC)", timeout=10_000)
+            schedule.locator("button.pause").click()
+            expect(schedule.locator(".pill")).to_have_text("paused", timeout=10_000)
+            assert conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0] is False
+            schedule.locator("button.resume").click()
+            expect(schedule.locator(".pill")).to_have_text("enabled", timeout=10_000)
+            assert conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0] is True
+            schedule.locator("button.run").click()
+            expect(page.locator("#banner")).to_contain_text("enqueued job", timeout=10_000)
+            fired = page.inner_text("#banner").rsplit(" ", 1)[1].rstrip(".")
+            _wait_state(conn, fired, "completed")
+            assert job_row(conn, fired)["payload"] == {"n": 42}
+            page.screenshot(path=str(ARTIFACTS / "dashboard-schedules.png"))
+
+            # Circuits: hold one open, then close it.
+            page.click("button.tab[data-view='circuits']")
+            circuit = page.locator("#circuits tr[data-name='payments-api']")
+            expect(circuit).to_contain_text("charge", timeout=10_000)
+            circuit.locator("button.open").click()
+            expect(circuit.locator(".pill")).to_have_text("open", timeout=10_000)
+            assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("open", True)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-circuits.png"))
+            circuit.locator("button.close").click()
+            expect(circuit.locator(".pill")).to_have_text("closed", timeout=10_000)
+            assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("closed", False)
         finally:
             browser.close()
     assert not problems, problems

@@ -1,4 +1,5 @@
-"""``/admin``: the dead-letter queue — list, retry one, retry all by filter, purge. Admin keys only.
+"""``/admin``: the dead-letter queue — list, retry one, retry all by filter, purge — and the delete
+of a job that has not started. Admin keys only.
 
 Bulk retry and purge work in batches (one short transaction each), so a large dead-letter queue
 never holds locks for long; they return how many jobs they changed.
@@ -19,7 +20,7 @@ from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
 from jobqueue.api.services import ServicesDep
 from jobqueue.errors import JobNotFound
-from jobqueue.models import RetryOutcome
+from jobqueue.models import DeleteOutcome, RetryOutcome
 
 
 class AdminController(Controller):
@@ -50,6 +51,19 @@ class AdminController(Controller):
             return error_response(409, f"job {job_id} stays dead: another job holds its idempotency key",
                                   error=outcome.value)
         return Response(RetryResult(job_id, outcome.value))
+
+    @delete("/jobs/{job_id:uuid}", summary="Delete a job that has not started (pending or scheduled, no "
+            "attempt yet) with its idempotency key; a started job is a 409 (cancel it instead)",
+            status_code=204, responses=error_responses(403, 404, 409, 503))
+    async def delete_job(self, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[None]:
+        outcome, state = await services.client.delete_waiting(job_id)
+        if outcome is DeleteOutcome.NOT_FOUND:
+            raise JobNotFound(job_id)
+        if outcome is DeleteOutcome.STARTED:
+            return error_response(409, f"job {job_id} has started ({state.value if state else '?'}): only a job "
+                                       "that has not run yet is deleted; cancel it instead",
+                                  error="started", state=state.value if state else None)
+        return Response(None, status_code=204)
 
     @post("/dlq/retry-all", summary="Retry every dead job matching the filters, in batches", status_code=200,
           responses=error_responses(403, 422, 503))

@@ -125,6 +125,8 @@ class JobsController(Controller):
         job_type: FromQuery[str | None] = None,
         queue: FromQuery[str | None] = None,
         priority: Annotated[str | None, QueryParameter(description="critical, high, normal or low")] = None,
+        scheduled: Annotated[bool | None, QueryParameter(
+            description="true: only jobs whose run_at is still ahead; false: only those due")] = None,
         producer_id: Annotated[str | None, QueryParameter(
             description="admin keys only; producers always see their own")] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
@@ -134,7 +136,7 @@ class JobsController(Controller):
         owner = producer_id if user.is_admin else user.producer_id
         page = await services.reads.read(user.id, lambda client: client.list_jobs(
             limit=limit, cursor=cursor, state=job_state, job_type=job_type, queue=queue, priority=priority,
-            producer_id=owner))
+            producer_id=owner, scheduled=scheduled))
         return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
 
     @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",

@@ -2,9 +2,13 @@
 //
 // The overview polls GET /dashboard/overview (one cached snapshot on the server shared by every
 // viewer) and derives rates, the failure rate and processing-time percentiles from the
-// differences between successive snapshots, over sliding windows. The jobs and dead-letter views
-// page through the REST API with keyset cursors (never loading the whole table) and send the API
-// key the operator typed (kept in this browser's localStorage only).
+// differences between successive snapshots, over sliding windows; the hour chart reads the
+// per-minute history the maintenance leader keeps (GET /dashboard/history), so it is full after a
+// reload. The job lists (all jobs, scheduled, retrying, dead letters) page through the REST API
+// with keyset cursors (never loading the whole table); their rows and the detail panel cancel,
+// delete (a job that has not started), and retry. The Schedules and Circuits views act on cron
+// schedules and circuit breakers. Every call sends the API key the operator typed (kept in this
+// browser's localStorage only).
 "use strict";
 
 (() => {
@@ -14,15 +18,23 @@
   const RATE_WINDOW_S = 6;     // rates are averaged over this window (workers report every ~2 s)
   const STATS_WINDOW_S = 60;   // failure rate and percentiles: the last minute
   const PAGE = 50;
+  const HISTORY_MINUTES = 60;  // the hour chart's span
+  const HISTORY_POLL_MS = 20000;
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   const ROUTES = window.JOBQUEUE_ROUTES || {};
 
   const state = {
     key: localStorage.getItem("jobqueue.apiKey") || "",
     history: [],
+    serverHistory: null,  // per-minute rates from the server, null until first read
+    running: null,        // worker id -> { running, jobs }, null when not read (yet)
+    polls: 0,
     last: null,
     view: "overview",
-    jobs: { cursor: null, filters: {}, selected: null },
-    dead: { cursor: null, filters: {}, selected: null },
+    jobs: { cursor: null, filters: {} },
+    scheduled: { cursor: null, filters: {} },
+    retrying: { cursor: null, filters: {} },
+    dead: { cursor: null, filters: {} },
   };
 
   // --- small helpers ------------------------------------------------------------------------
@@ -67,7 +79,11 @@
     const d = new Date(iso), pad = (n) => String(n).padStart(2, "0");
     return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
   }
-  const shortId = (id) => String(id).slice(0, 8);
+  // The random tail of a UUIDv7 (its head is the timestamp, the same for jobs of one millisecond).
+  const shortId = (id) => "…" + String(id).slice(-8);
+  // A queue, job type or worker name of any length: cut with an ellipsis (CSS), whole in the tooltip.
+  const nameCell = (text, className) => el("td", { className: "name" + (className ? " " + className : ""), title: text },
+                                           el("span", { className: "cut" }, text));
 
   function banner(message, kind) {
     const node = $("#banner");
@@ -116,13 +132,21 @@
 
   // --- windowed figures from successive snapshots ---------------------------------------------
 
+  // The newest snapshot at least `seconds` older than the last one, so the window covers the
+  // whole span; the oldest one while the page has not yet seen that long (the label says so).
   function windowStart(seconds) {
     const history = state.history;
     if (history.length < 2) return null;
     const last = history[history.length - 1];
-    let first = history[0];
-    for (const entry of history) { if (last.t - entry.t <= seconds) { first = entry; break; } }
-    return first === last ? history[history.length - 2] : first;
+    let start = history[0];
+    for (const entry of history) {
+      if (last.t - entry.t >= seconds) start = entry; else break;
+    }
+    return start === last ? null : start;
+  }
+
+  function spanLabel(seconds, wanted) {
+    return seconds >= wanted - 1.5 ? "last minute" : `last ${Math.round(seconds)} s (page open since)`;
   }
 
   function rate(pick, seconds, atIndex) {
@@ -159,13 +183,26 @@
         setLive(false, "no API key");
         return;
       }
-      const overview = await api("GET", ROUTES.overview);
+      state.polls += 1;
+      const [overview] = await Promise.all([
+        api("GET", ROUTES.overview),
+        state.view === "overview" && state.polls % 2 === 1 ? loadRunning() : null,
+      ]);
       onOverview(overview);
       setLive(true);
     } catch (error) {
       setLive(false, error.message);
     } finally {
       setTimeout(poll, POLL_MS);
+    }
+  }
+
+  // What each worker runs now; on failure the column shows "–" rather than stale jobs.
+  async function loadRunning() {
+    try {
+      state.running = (await api("GET", ROUTES.running)).workers;
+    } catch (_) {
+      state.running = null;
     }
   }
 
@@ -206,18 +243,25 @@
 
     const start = windowStart(STATS_WINDOW_S);
     const end = state.history[state.history.length - 1];
-    let failure = null, sub = "all time";
-    let counts = o.buckets, span = "all time";
-    if (start && end.processed > start.processed) {
-      failure = (end.failed - start.failed) / (end.processed - start.processed);
-      sub = "last minute";
-      counts = end.buckets.map((c, i) => c - (start.buckets[i] || 0));
-      span = "last minute";
-    } else if (o.processed > 0) {
+    let failure = null, sub, counts = o.buckets, span = "all time";
+    if (start) {
+      const label = spanLabel(end.t - start.t, STATS_WINDOW_S);
+      const attempts = end.processed - start.processed, failed = end.failed - start.failed;
+      if (attempts > 0) {
+        failure = failed / attempts;
+        counts = end.buckets.map((c, i) => c - (start.buckets[i] || 0));
+        span = label;
+      }
+      sub = `${label} · ${fmtInt(failed)} failed of ${fmtInt(attempts)} attempts`;
+    } else {
+      sub = "waiting for a second snapshot";
+    }
+    if (failure === null && o.processed > 0) {
       failure = o.failed / o.processed;
+      sub += ` · all time ${fmtInt(o.failed)} of ${fmtInt(o.processed)}`;
     }
     setText("#m-failure", fmtPct(failure), failure === null ? "" : failure > 0.05 ? "bad" : failure > 0.01 ? "warn" : "good");
-    setText("#m-failure-sub", `${sub} · ${fmtInt(o.failed)} failed attempts`);
+    setText("#m-failure-sub", sub);
 
     const alive = o.workers.filter((w) => w.alive).length;
     setText("#m-workers", String(o.worker_count), o.worker_count < 2 ? "warn" : "");
@@ -228,8 +272,9 @@
     setText("#m-p50", `p50 ${fmtMs(quantile(0.5, o.bounds_ms, counts))} · ${span}`);
   }
 
-  function renderChart() {
-    const canvas = $("#chart");
+  // One line chart: series of [t, value] points over the `span` seconds before `now`, the x axis
+  // labelled every `tick` seconds by `tickLabel(secondsAgo)`.
+  function drawChart(canvas, series, { now, span, tick, tickLabel }) {
     const ratio = window.devicePixelRatio || 1;
     const width = canvas.clientWidth, height = canvas.clientHeight;
     if (!width || !height) return;
@@ -238,20 +283,11 @@
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
 
-    const history = state.history;
-    const now = history.length ? history[history.length - 1].t : Date.now() / 1000;
-    const series = { sub: [], done: [], fail: [] };
-    for (let i = 1; i < history.length; i += 1) {
-      if (now - history[i].t > CHART_S) continue;
-      series.sub.push([history[i].t, rate((h) => h.submitted, RATE_WINDOW_S, i)]);
-      series.done.push([history[i].t, rate((h) => h.processed - h.failed, RATE_WINDOW_S, i)]);
-      series.fail.push([history[i].t, rate((h) => h.failed, RATE_WINDOW_S, i)]);
-    }
     const peak = Math.max(1, ...series.sub.map((p) => p[1] || 0), ...series.done.map((p) => p[1] || 0));
     const top = niceCeiling(peak);
     const left = 56, right = 10, upper = 10, bottom = 22;
     const plotW = width - left - right, plotH = height - upper - bottom;
-    const x = (t) => left + plotW * (1 - (now - t) / CHART_S);
+    const x = (t) => left + plotW * (1 - (now - t) / span);
     const y = (v) => upper + plotH * (1 - v / top);
 
     ctx.font = "11px system-ui, sans-serif";
@@ -264,11 +300,11 @@
       ctx.textAlign = "right"; ctx.fillText(fmtRate(value), left - 6, y(value) + 4);
     }
     ctx.textAlign = "center";
-    for (let s = 0; s <= CHART_S; s += 15) ctx.fillText(s === 0 ? "now" : `-${s}s`, x(now - s), height - 6);
+    for (let s = 0; s <= span; s += tick) ctx.fillText(tickLabel(s), x(now - s), height - 6);
 
     const colors = { sub: "#3b82f6", done: "#16a34a", fail: "#dc2626" };
     for (const name of ["sub", "done", "fail"]) {
-      const points = series[name].filter((p) => p[1] !== null);
+      const points = series[name].filter((p) => p[1] !== null && now - p[0] <= span);
       if (points.length < 2) continue;
       ctx.strokeStyle = colors[name];
       ctx.lineWidth = 2;
@@ -276,6 +312,50 @@
       points.forEach(([t, v], i) => (i ? ctx.lineTo(x(t), y(v)) : ctx.moveTo(x(t), y(v))));
       ctx.stroke();
     }
+  }
+
+  function renderChart() {
+    const history = state.history;
+    const now = history.length ? history[history.length - 1].t : Date.now() / 1000;
+    const series = { sub: [], done: [], fail: [] };
+    for (let i = 1; i < history.length; i += 1) {
+      if (now - history[i].t > CHART_S) continue;
+      series.sub.push([history[i].t, rate((h) => h.submitted, RATE_WINDOW_S, i)]);
+      series.done.push([history[i].t, rate((h) => h.processed - h.failed, RATE_WINDOW_S, i)]);
+      series.fail.push([history[i].t, rate((h) => h.failed, RATE_WINDOW_S, i)]);
+    }
+    drawChart($("#chart"), series, { now, span: CHART_S, tick: 15, tickLabel: (s) => (s === 0 ? "now" : `-${s}s`) });
+  }
+
+  // The last hour from the server: one point per minute (the rate since the minute before).
+  function renderHistoryChart() {
+    const minutes = state.serverHistory || [];
+    const series = { sub: [], done: [], fail: [] };
+    for (const m of minutes) {
+      const t = Date.parse(m.measured_at) / 1000;  // a minute's rate: up to its last sample
+      series.sub.push([t, m.submitted_per_s]);
+      series.done.push([t, m.completed_per_s]);
+      series.fail.push([t, m.failed_per_s]);
+    }
+    drawChart($("#history-chart"), series, { now: Date.now() / 1000, span: HISTORY_MINUTES * 60, tick: 600,
+                                              tickLabel: (s) => (s === 0 ? "now" : `-${s / 60} min`) });
+    $("#history-note").textContent = state.serverHistory === null ? "not read yet"
+      : minutes.length ? `${minutes.length} minute(s) recorded`
+      : "no minutes recorded yet: the maintenance leader samples every 15 s";
+  }
+
+  async function readHistory() {
+    if (!state.key) return;
+    try {
+      state.serverHistory = (await api("GET", ROUTES.history + query({ minutes: HISTORY_MINUTES }))).minutes;
+      renderHistoryChart();
+    } catch (error) {
+      $("#history-note").textContent = "could not read the history: " + error.message;
+    }
+  }
+
+  function historyLoop() {
+    readHistory().finally(() => setTimeout(historyLoop, HISTORY_POLL_MS));
   }
 
   function niceCeiling(value) {
@@ -297,7 +377,7 @@
         onclick: () => setPaused(q.queue, !q.paused),
       }, q.paused ? "Resume" : "Pause");
       return el("tr", { "data-queue": q.queue },
-        el("td", {}, q.queue),
+        nameCell(q.queue),
         el("td", { className: "num depth" }, fmtInt(q.depth)),
         el("td", { className: "mono" }, `${fmtInt(p.critical)} / ${fmtInt(p.high)} / ${fmtInt(p.normal)} / ${fmtInt(p.low)}`),
         el("td", { className: "num" }, fmtInt(q.scheduled)),
@@ -311,22 +391,36 @@
     }));
   }
 
+  function runningCell(w) {
+    if (state.running === null) return el("td", { className: "num", title: "not read yet" }, "–");
+    const found = state.running[w.id];
+    if (!found) return el("td", { className: "running-now" }, "0");
+    const more = found.running - found.jobs.length;
+    return el("td", { className: "running-now" }, el("strong", {}, `${found.running} `),
+      found.jobs.map((job) => el("a", { href: "#", className: "mono", "data-id": job.id,
+                                         title: `${job.job_type} on ${job.queue}, attempt ${job.attempt}, started ${fmtTime(job.started_at)}`,
+                                         onclick: (event) => { event.preventDefault(); findJob(job.id); } },
+                                  `${shortId(job.id)} ${job.job_type}`)),
+      more > 0 ? el("span", { className: "muted" }, `+${more} more`) : null);
+  }
+
   function renderWorkers(workers) {
-    replaceRows("#workers", workers.map((w) => el("tr", {},
-      el("td", { className: "mono", title: `${w.host} pid ${w.pid}` }, w.id),
+    replaceRows("#workers", workers.map((w) => el("tr", { "data-worker": w.id },
+      nameCell(w.id, "mono"),
       el("td", {}, el("span", { className: "pill " + w.status }, w.status)),
-      el("td", {}, w.queues.join(", ")),
+      nameCell(w.queues.join(", ")),
       el("td", { className: "num" }, w.concurrency),
       el("td", {}, el("span", { className: "bar" }, el("span", { style: `width:${Math.min(100, w.utilization * 100).toFixed(0)}%` })), fmtPct(w.utilization)),
+      w.alive ? runningCell(w) : el("td", { className: "muted" }, "–"),
       el("td", { className: "num" }, fmtInt(w.jobs_processed)),
       el("td", { className: "num" }, fmtInt(w.jobs_failed)),
       el("td", { className: "num " + (w.stuck_handlers > 0 ? "bad" : ""), title: "handlers past their deadline still holding a thread" }, fmtInt(w.stuck_handlers)),
-      el("td", {}, w.heartbeat_age_seconds.toFixed(0) + " s ago"))));
+      el("td", { title: `${w.host} pid ${w.pid}` }, w.heartbeat_age_seconds.toFixed(0) + " s ago"))));
   }
 
   function renderTypes(types) {
     replaceRows("#types", types.map((t) => el("tr", {},
-      el("td", {}, t.queue), el("td", {}, t.job_type),
+      nameCell(t.queue), nameCell(t.job_type),
       el("td", { className: "num" }, fmtInt(t.processed)),
       el("td", { className: "num" }, fmtInt(t.failed)),
       el("td", { className: "num" }, fmtInt(t.dead)),
@@ -343,66 +437,115 @@
     }
   }
 
-  // --- jobs and dead letters: keyset-paginated lists with a detail panel ----------------------
+  // --- job lists: keyset-paginated, each with a detail panel ------------------------------------
+
+  // Each list: the route it pages through, the filters it always sends, its row, and the prefix of
+  // its filter inputs (#<prefix>-queue, #<prefix>-type).
+  const LISTS = {
+    jobs: { route: "jobs", fixed: {}, row: jobRow, what: "jobs" },
+    scheduled: { route: "jobs", fixed: { state: "pending", scheduled: "true" }, row: scheduledRow, prefix: "s", what: "scheduled jobs" },
+    retrying: { route: "jobs", fixed: { state: "failed" }, row: retryingRow, prefix: "r", what: "retrying jobs" },
+    dead: { route: "dlq", fixed: {}, row: deadRow, prefix: "d", what: "dead letters" },
+  };
 
   function listParams(kind) {
     const filters = state[kind].filters;
-    const params = { limit: PAGE, queue: filters.queue, job_type: filters.job_type };
+    const params = { ...LISTS[kind].fixed, limit: PAGE, queue: filters.queue, job_type: filters.job_type };
     if (kind === "jobs") { params.state = filters.state; params.priority = filters.priority; }
     if (state[kind].cursor) params.cursor = state[kind].cursor;
     return params;
   }
 
   async function loadList(kind, append) {
-    if (needKey(kind === "dead" ? "see dead letters" : "list jobs")) return;
+    if (needKey("list " + LISTS[kind].what)) return;
     if (!append) state[kind].cursor = null;
     try {
-      const page = await api("GET", (kind === "dead" ? ROUTES.dlq : ROUTES.jobs) + query(listParams(kind)));
+      const page = await api("GET", ROUTES[LISTS[kind].route] + query(listParams(kind)));
       const jobs = page.jobs || [];
       state[kind].cursor = page.next_cursor || null;
-      const rows = jobs.map((job) => (kind === "dead" ? deadRow(job) : jobRow(job)));
-      const body = $(`#${kind === "dead" ? "dead" : "jobs"} tbody`);
+      const rows = jobs.map((job) => LISTS[kind].row(job));
+      const body = $(`#${kind} tbody`);
       if (append) body.append(...rows); else body.replaceChildren(...rows);
       $(`#${kind}-more`).hidden = !state[kind].cursor;
       $(`#${kind}-empty`).hidden = body.children.length > 0;
-      banner(null);
     } catch (error) {
-      banner(`Could not load ${kind === "dead" ? "dead letters" : "jobs"}: ${error.message}`);
+      banner(`Could not load ${LISTS[kind].what}: ${error.message}`);
     }
   }
 
+  // The actions a job in this state allows: cancel while it waits or runs, delete while it has
+  // never started (the second click confirms), retry once dead.
+  function jobActions(job, kind) {
+    const buttons = [];
+    if (["pending", "failed", "processing"].includes(job.state)) {
+      buttons.push(el("button", { className: "cancel", "data-id": job.id,
+                                  onclick: (event) => { event.stopPropagation(); cancelJob(kind, job.id); } }, "Cancel"));
+    }
+    if (job.state === "pending" && job.attempts === 0) {
+      const button = el("button", { className: "admin danger delete", "data-id": job.id }, "Delete");
+      button.addEventListener("click", (event) => { event.stopPropagation(); confirmThen(button, "Delete", () => deleteJob(kind, job.id)); });
+      buttons.push(button);
+    }
+    if (job.state === "dead_letter") {
+      buttons.push(el("button", { className: "admin retry", "data-id": job.id,
+                                  onclick: (event) => { event.stopPropagation(); retryJob(kind, job.id); } }, "Retry"));
+    }
+    return buttons;
+  }
+
+  const idCell = (job) => el("td", { className: "mono", title: job.id }, shortId(job.id));
+  const actionsCell = (job, kind) => el("td", {}, el("div", { className: "actions" }, jobActions(job, kind)));
+  const rowOf = (kind, job, ...cells) => el("tr", { className: "clickable", "data-id": job.id, onclick: () => showJob(kind, job.id) }, ...cells);
+
+  function errorText(job) {
+    const message = job.last_error_type ? `${job.last_error_type}: ${job.last_error || ""}` : "";
+    return el("td", { className: "name", title: message }, el("span", { className: "cut" }, message));
+  }
+
   function jobRow(job) {
-    return el("tr", { className: "clickable", "data-id": job.id, onclick: () => showJob("jobs", job.id) },
-      el("td", { className: "mono", title: job.id }, shortId(job.id)),
-      el("td", {}, job.job_type), el("td", {}, job.queue), el("td", {}, job.priority),
+    return rowOf("jobs", job, idCell(job), nameCell(job.job_type), nameCell(job.queue), el("td", {}, job.priority),
       el("td", {}, el("span", { className: "pill " + job.state }, job.state)),
       el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-      el("td", {}, fmtTime(job.created_at)));
+      el("td", {}, fmtTime(job.created_at)), actionsCell(job, "jobs"));
+  }
+
+  function scheduledRow(job) {
+    return rowOf("scheduled", job, idCell(job), nameCell(job.job_type), nameCell(job.queue), el("td", {}, job.priority),
+      el("td", { className: "run-at" }, fmtTime(job.run_at)), el("td", {}, fmtTime(job.created_at)), actionsCell(job, "scheduled"));
+  }
+
+  function retryingRow(job) {
+    return rowOf("retrying", job, idCell(job), nameCell(job.job_type), nameCell(job.queue),
+      el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`), errorText(job),
+      el("td", { className: "run-at" }, fmtTime(job.run_at)), actionsCell(job, "retrying"));
   }
 
   function deadRow(job) {
-    const message = job.last_error_type ? `${job.last_error_type}: ${job.last_error || ""}` : "";
-    return el("tr", { className: "clickable", "data-id": job.id, onclick: () => showJob("dead", job.id) },
-      el("td", { className: "mono", title: job.id }, shortId(job.id)),
-      el("td", {}, job.job_type), el("td", {}, job.queue),
-      el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-      el("td", { title: message }, message.length > 40 ? message.slice(0, 39) + "…" : message),
-      el("td", {}, fmtTime(job.finished_at)),
-      el("td", {}, el("button", { className: "admin retry", "data-id": job.id, onclick: (event) => { event.stopPropagation(); retryJob(job.id); } }, "Retry")));
+    return rowOf("dead", job, idCell(job), nameCell(job.job_type), nameCell(job.queue),
+      el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`), errorText(job),
+      el("td", {}, fmtTime(job.finished_at)), actionsCell(job, "dead"));
   }
 
   function pre(value) {
     return el("pre", {}, value === null || value === undefined ? "—" : typeof value === "string" ? value : JSON.stringify(value, null, 2));
   }
 
+  // A completed job's result; a dead or cancelled job's final error under its own heading (it is
+  // not a result); nothing to show for a job still waiting or running.
+  function outcomeSection(job) {
+    if (job.state === "completed") return [el("h2", {}, "Result"), pre(job.result)];
+    if (job.final_error !== null && job.final_error !== undefined) return [el("h2", {}, "Final error"), pre(job.final_error)];
+    return [el("h2", {}, "Result"), el("p", { className: "muted" }, `None yet: the job is ${job.state}.`)];
+  }
+
   async function showJob(kind, id) {
-    const panel = $(kind === "dead" ? "#dead-detail" : "#job-detail");
-    for (const row of document.querySelectorAll(`#${kind === "dead" ? "dead" : "jobs"} tbody tr`)) row.classList.toggle("selected", row.dataset.id === id);
+    const panel = $(`#${kind}-detail`);
+    for (const row of document.querySelectorAll(`#${kind} tbody tr`)) row.classList.toggle("selected", row.dataset.id === id);
     try {
       const job = await api("GET", route("job", { id }));
       const errors = job.errors || [];
       panel.replaceChildren(
-        el("h2", {}, `${job.job_type} · ${job.state}`),
+        el("h2", {}, `${job.job_type} · ${job.state}${job.cancel_requested && job.state === "processing" ? " (cancel requested)" : ""}`),
         el("dl", {},
           el("dt", {}, "id"), el("dd", { className: "mono" }, job.id),
           el("dt", {}, "queue"), el("dd", {}, job.queue),
@@ -414,46 +557,67 @@
           el("dt", {}, "duration"), el("dd", {}, fmtMs(job.duration_ms)),
           el("dt", {}, "producer"), el("dd", {}, job.producer_id || "—"),
           el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—")),
+        el("div", { className: "actions" }, jobActions(job, kind)),
         el("h2", {}, "Payload"), pre(job.payload),
-        el("h2", {}, "Result"), pre(job.result !== undefined && job.result !== null ? job.result : job.final_error),
+        ...outcomeSection(job),
         el("h2", {}, `Attempts with errors (${errors.length})`),
         ...errors.map((e) => el("div", { className: "attempt" },
           el("strong", {}, `#${e.attempt} ${e.error_type}: `), e.message,
           el("div", { className: "muted" }, `${fmtTime(e.failed_at)} on ${e.worker_id || "?"}`),
-          e.traceback ? pre(e.traceback) : null)),
-        ...(job.state === "dead_letter"
-          ? [el("button", { className: "admin retry", onclick: () => retryJob(job.id) }, "Retry this job")] : []));
+          e.traceback ? pre(e.traceback) : null)));
+      panel.dataset.id = job.id;
       panel.hidden = false;
     } catch (error) {
       banner(`Could not load job ${id}: ${error.message}`);
     }
   }
 
-  async function retryJob(id) {
-    if (needKey("retry a job")) return;
+  // Search by id: the Jobs view with that job's detail, whatever the filters show.
+  function findJob(id) {
+    const text = String(id).trim();
+    if (!UUID.test(text)) { banner(`"${text}" is not a job id (a UUID such as 0190c2a4-…).`); return; }
+    if (state.view !== "jobs") show("jobs");
+    $("#f-id").value = text;
+    showJob("jobs", text);
+  }
+
+  // After an action: the list again, and the detail (gone if the job is gone).
+  async function refresh(kind, id, gone) {
+    await loadList(kind, false);
+    const panel = $(`#${kind}-detail`);
+    if (panel.dataset.id === id) { if (gone) panel.hidden = true; else showJob(kind, id); }
+  }
+
+  async function act(what, id, kind, call, done) {
+    if (needKey(what)) return;
     try {
-      await api("POST", route("retry", { id }));
-      banner(`Job ${shortId(id)} is back in its queue.`, "info");
-      $("#dead-detail").hidden = true;
-      loadList("dead", false);
+      const result = await call();
+      banner(done(result), "info");
+      await refresh(kind, id, what === "delete a job");
     } catch (error) {
-      banner(`Could not retry ${shortId(id)}: ${error.message}`);
+      banner(`Could not ${what} ${shortId(id)}: ${error.message}`);
     }
   }
 
+  const cancelJob = (kind, id) => act("cancel a job", id, kind, () => api("POST", route("cancel", { id })),
+    (r) => (r.outcome === "cancel_requested" ? `Job ${shortId(id)} is running: cancel requested, its handler is told.`
+                                             : `Job ${shortId(id)} cancelled.`));
+  const deleteJob = (kind, id) => act("delete a job", id, kind, () => api("DELETE", route("delete", { id })),
+    () => `Job ${shortId(id)} deleted.`);
+  const retryJob = (kind, id) => act("retry a job", id, kind, () => api("POST", route("retry", { id })),
+    () => `Job ${shortId(id)} is back in its queue.`);
+
   // Destructive actions arm on the first click and run on the second (no blocking dialogs).
-  function twoClicks(button, label, action) {
-    button.addEventListener("click", async () => {
-      if (!button.classList.contains("armed")) {
-        button.classList.add("armed");
-        button.textContent = "Click again to confirm";
-        setTimeout(() => { button.classList.remove("armed"); button.textContent = label; }, 4000);
-        return;
-      }
-      button.classList.remove("armed");
-      button.textContent = label;
-      await action();
-    });
+  function confirmThen(button, label, action) {
+    if (!button.classList.contains("armed")) {
+      button.classList.add("armed");
+      button.textContent = "Click again to confirm";
+      setTimeout(() => { button.classList.remove("armed"); button.textContent = label; }, 4000);
+      return;
+    }
+    button.classList.remove("armed");
+    button.textContent = label;
+    action();
   }
 
   async function bulk(name, method, verb) {
@@ -468,6 +632,77 @@
     }
   }
 
+  // --- schedules and circuit breakers ----------------------------------------------------------
+
+  async function loadTable(name, what, render) {
+    if (needKey("see " + what)) return;
+    try {
+      const items = (await api("GET", ROUTES[name]))[name];
+      replaceRows("#" + name, items.map(render));
+      $(`#${name}-empty`).hidden = items.length > 0;
+    } catch (error) {
+      banner(`Could not load ${what}: ${error.message}`);
+    }
+  }
+
+  async function change(what, call, done, reload) {
+    if (needKey(what)) return;
+    try {
+      banner(done(await call()), "info");
+    } catch (error) {
+      banner(`Could not ${what}: ${error.message}`);
+    }
+    reload();
+  }
+
+  const loadSchedules = () => loadTable("schedules", "schedules (an admin key)", scheduleRow);
+
+  function scheduleRow(sc) {
+    const status = sc.error ? "error" : sc.enabled ? "enabled" : "paused";
+    const toggle = sc.enabled
+      ? el("button", { className: "admin pause", onclick: () => scheduleAction(sc.name, "schedulePause", "paused") }, "Pause")
+      : el("button", { className: "admin resume", onclick: () => scheduleAction(sc.name, "scheduleResume", "resumed") }, "Resume");
+    return el("tr", { "data-name": sc.name },
+      nameCell(sc.name),
+      el("td", { className: "mono", title: sc.timezone }, `${sc.cron} (${sc.timezone})`),
+      nameCell(sc.job_type), nameCell(sc.queue),
+      el("td", { title: sc.error || "" }, el("span", { className: "pill " + (status === "error" ? "dead_letter" : status) }, status)),
+      el("td", {}, sc.enabled ? fmtTime(sc.next_fire_at) : "–"),
+      el("td", {}, fmtTime(sc.last_fire_at)),
+      el("td", {}, el("div", { className: "actions" }, toggle,
+        el("button", { className: "admin run", onclick: () => runSchedule(sc.name) }, "Run now"))));
+  }
+
+  const scheduleAction = (name, action, verb) => change(`${verb.replace(/d$/, "")} schedule ${name}`,
+    () => api("POST", route(action, { name })), () => `Schedule ${name} ${verb}.`, loadSchedules);
+  const runSchedule = (name) => change(`run schedule ${name}`, () => api("POST", route("scheduleRun", { name })),
+    (r) => `Schedule ${name} enqueued job ${r.job_id}.`, loadSchedules);
+
+  const loadCircuits = () => loadTable("circuits", "circuit breakers", circuitRow);
+
+  function circuitRow(c) {
+    const buttons = [];
+    if (c.state !== "open" || !c.forced_by_admin) {
+      buttons.push(el("button", { className: "admin danger open", onclick: () => circuitAction(c.name, "circuitOpen", "held open") }, "Hold open"));
+    }
+    if (c.state !== "closed") {
+      buttons.push(el("button", { className: "admin close", onclick: () => circuitAction(c.name, "circuitClose", "closed") }, "Close"));
+    }
+    return el("tr", { "data-name": c.name },
+      nameCell(c.name),
+      el("td", {}, el("span", { className: "pill " + c.state }, c.state.replace("_", "-")),
+        c.forced_by_admin ? el("span", { className: "muted" }, " by an admin") : null),
+      el("td", { className: "num" }, `${fmtInt(c.failures)} / ${fmtInt(c.threshold)}`),
+      el("td", {}, `${c.window_seconds} s`),
+      el("td", {}, `${c.reset_after_seconds} s`),
+      nameCell(c.job_types.join(", ")),
+      el("td", {}, fmtTime(c.opened_at)),
+      el("td", {}, el("div", { className: "actions" }, buttons)));
+  }
+
+  const circuitAction = (name, action, verb) => change(`change circuit ${name}`,
+    () => api("POST", route(action, { name })), () => `Circuit ${name} ${verb}.`, loadCircuits);
+
   // --- wiring ---------------------------------------------------------------------------------
 
   function show(view) {
@@ -475,9 +710,15 @@
     for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.view === view);
     for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== "view-" + view;
     banner(null);
-    if (view === "jobs") loadList("jobs", false);
-    if (view === "dead") loadList("dead", false);
-    if (view === "overview") renderChart();
+    if (LISTS[view]) loadList(view, false);
+    if (view === "schedules") loadSchedules();
+    if (view === "circuits") loadCircuits();
+    if (view === "overview") { renderChart(); renderHistoryChart(); }
+  }
+
+  function filtersOf(kind) {
+    const prefix = LISTS[kind].prefix;
+    return { queue: $(`#${prefix}-queue`).value.trim(), job_type: $(`#${prefix}-type`).value.trim() };
   }
 
   function start() {
@@ -488,6 +729,7 @@
       state.key = $("#api-key").value.trim();
       localStorage.setItem("jobqueue.apiKey", state.key);
       banner(state.key ? "API key saved in this browser." : "API key cleared.", "info");
+      readHistory();
       if (state.view !== "overview") show(state.view);
     });
     $("#job-filters").addEventListener("submit", (event) => {
@@ -496,17 +738,24 @@
                              queue: $("#f-queue").value.trim(), job_type: $("#f-type").value.trim() };
       loadList("jobs", false);
     });
-    $("#dead-filters").addEventListener("submit", (event) => {
-      event.preventDefault();
-      state.dead.filters = { queue: $("#d-queue").value.trim(), job_type: $("#d-type").value.trim() };
-      loadList("dead", false);
+    for (const kind of ["scheduled", "retrying", "dead"]) {
+      $(`#${kind}-filters`).addEventListener("submit", (event) => {
+        event.preventDefault();
+        state[kind].filters = filtersOf(kind);
+        loadList(kind, false);
+      });
+    }
+    for (const kind of Object.keys(LISTS)) $(`#${kind}-more`).addEventListener("click", () => loadList(kind, true));
+    $("#find-job").addEventListener("click", () => findJob($("#f-id").value));
+    $("#f-id").addEventListener("keydown", (event) => {
+      if (event.key === "Enter") { event.preventDefault(); findJob($("#f-id").value); }
     });
-    $("#jobs-more").addEventListener("click", () => loadList("jobs", true));
-    $("#dead-more").addEventListener("click", () => loadList("dead", true));
-    twoClicks($("#dead-retry-all"), "Retry all matching", () => bulk("retryAll", "POST", "retry"));
-    twoClicks($("#dead-purge"), "Purge all matching", () => bulk("purge", "DELETE", "purge"));
-    window.addEventListener("resize", renderChart);
+    const retryAll = $("#dead-retry-all"), purge = $("#dead-purge");
+    retryAll.addEventListener("click", () => confirmThen(retryAll, "Retry all matching", () => bulk("retryAll", "POST", "retry")));
+    purge.addEventListener("click", () => confirmThen(purge, "Purge all matching", () => bulk("purge", "DELETE", "purge")));
+    window.addEventListener("resize", () => { renderChart(); renderHistoryChart(); });
     poll();
+    historyLoop();
   }
 
   start();
