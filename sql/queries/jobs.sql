@@ -561,7 +561,7 @@ WITH batch AS (
                             jsonb_build_object('kid', %(kid)s::text))
 )
 SELECT (SELECT count(*) FROM batch) AS scanned, (SELECT max(seq) FROM batch) AS last_seq,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.id, s.payload, s.result)), '[]') FROM stale) AS stale;
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.id, s.payload, s.result)), '[]') FROM stale s) AS stale;
 
 -- name: job_rewrap_write
 -- Key rotation: store re-wrapped payloads and results, each only if it is still the value that was
