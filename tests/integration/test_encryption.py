@@ -178,3 +178,53 @@ def test_a_worker_with_bad_or_missing_keys_does_not_start(dsn):
         process = spawn_worker(dsn, app, env=env)
         output, _ = process.communicate(timeout=60)
         assert process.returncode == 2 and message in output, output
+
+
+def test_rotation_leaves_values_it_cannot_rewrap_and_says_which_keys(dsn, conn, capsys, monkeypatch):
+    from jobqueue.cli import main
+
+    with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K1))) as client:
+        old = client.enqueue("echo", {"ssn": SSN}, encrypt=["ssn"])
+    damaged = conn.execute("SELECT jobqueue.enqueue('echo', %s::jsonb)",
+                           (json.dumps({"x": {"$jobqueue_enc": 1, "kid": "k1"}}),)).fetchone()[0]
+    monkeypatch.setenv("JOBQUEUE_ENCRYPTION_KEYS", K2)  # k1 already dropped: too early
+    assert main(["keys", "rotate", "--dsn", dsn]) == 1
+    out = capsys.readouterr().out
+    assert "re-wrapped 0 payloads" in out and "'k1' (1 values)" in out and "1 values hold a damaged" in out
+    monkeypatch.setenv("JOBQUEUE_ENCRYPTION_KEYS", f"{K2},{K1}")
+    assert main(["keys", "rotate", "--dsn", dsn, "--batch-size", "1"]) == 1  # the damaged one stays
+    assert "re-wrapped 1 payloads" in capsys.readouterr().out
+    assert conn.execute("SELECT payload->'ssn'->>'kid' FROM jobqueue.jobs WHERE id = %s", (old,)).fetchone()[0] == "k2"
+    assert conn.execute("SELECT payload FROM jobqueue.jobs WHERE id = %s", (damaged,)).fetchone()[0] == {
+        "x": {"$jobqueue_enc": 1, "kid": "k1"}}
+    monkeypatch.delenv("JOBQUEUE_ENCRYPTION_KEYS")
+    assert main(["keys", "rotate", "--dsn", dsn]) == 2
+    assert "needs the key ring" in capsys.readouterr().err
+    assert main(["keys", "generate", "--id", "k3"]) == 0
+    assert KeyRing.parse(capsys.readouterr().out, "output").ids == ("k3",)
+
+
+def test_without_keys_a_producer_refuses_to_store_a_field_in_plaintext(dsn, conn, start_api):
+    with pytest.raises(Exception, match="no encryption keys") as caught:
+        with Client(dsn, settings=test_settings(dsn)) as client:
+            client.enqueue("echo", {"ssn": SSN}, encrypt=["ssn"])
+    assert type(caught.value).__name__ == "EncryptionUnavailable"
+    api = start_api()
+    with Client(dsn, settings=test_settings(dsn)) as admin:
+        key, _ = admin.create_api_key("shop")
+    answer = httpx.post(f"{api.url}/jobs", headers={"Authorization": f"Bearer {key}"},
+                        json={"job_type": "echo", "payload": {"ssn": SSN}, "encrypt": ["ssn"]})
+    assert answer.status_code == 500 and answer.json()["error"] == "encryption_unavailable"
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
+
+
+def test_wait_without_the_results_key_names_it(dsn, conn):
+    from jobqueue.errors import EncryptionKeyMissing
+
+    settings = test_settings(dsn, encryption_keys=keys(K1))
+    with WorkerThread(crypt_app.queue, settings), Client(dsn, settings=settings) as client:
+        job_id = client.enqueue("charge", {"card": {"number": CARD}, "ssn": SSN})
+        assert client.wait(job_id, timeout=10) == {"receipt": f"paid with {CARD}"}
+    with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K2))) as other:
+        with pytest.raises(EncryptionKeyMissing, match="'k1'"):
+            other.wait(job_id, timeout=5)

@@ -65,6 +65,7 @@ def test_a_field_is_sealed_in_the_documented_format_and_opens_to_its_value():
     assert json.loads(plain) == "4111 1111 1111 1111"
     assert open_payload(sealed, keys) == payload  # a number comes back a number (its JSON was encrypted)
     assert open_payload(payload, keys) is payload  # nothing sealed: the same object
+    assert seal_fields(sealed, ["ssn"], keys)["ssn"] == sealed["ssn"]  # already encrypted: left as it is
 
 
 def test_sealing_a_missing_field_names_it_and_bad_paths_are_refused():
