@@ -173,10 +173,11 @@ def _too_deep(request: Request, _exc: RecursionError) -> Response:
 
 
 def _no_keys(_request: Request, exc: EncryptionUnavailable) -> Response:
-    """The job has fields to encrypt and this API process has no key ring: its operator must set
-    JOBQUEUE_ENCRYPTION_KEYS; the request can do nothing about it, and nothing was written."""
-    log.error("500: %s", exc)
-    return error_response(500, str(exc), error="encryption_unavailable")
+    """The job has fields to encrypt and this API process has no key ring (its operator sets
+    JOBQUEUE_ENCRYPTION_KEYS): 422 naming ``encrypt``, nothing written. Not a 5xx: the server is
+    working as configured and refuses, rather than fails, to store those fields in plaintext."""
+    log.warning("422: %s", exc)
+    return error_response(422, str(exc), error="encryption_unavailable", field="encrypt")
 
 
 def _internal(request: Request, exc: Exception) -> Response:

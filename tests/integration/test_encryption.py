@@ -214,7 +214,8 @@ def test_without_keys_a_producer_refuses_to_store_a_field_in_plaintext(dsn, conn
         key, _ = admin.create_api_key("shop")
     answer = httpx.post(f"{api.url}/jobs", headers={"Authorization": f"Bearer {key}"},
                         json={"job_type": "echo", "payload": {"ssn": SSN}, "encrypt": ["ssn"]})
-    assert answer.status_code == 500 and answer.json()["error"] == "encryption_unavailable"
+    assert answer.status_code == 422 and answer.json()["error"] == "encryption_unavailable"
+    assert answer.json()["field"] == "encrypt"
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
 
 
