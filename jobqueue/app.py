@@ -22,6 +22,14 @@ elected scheduler enqueues one ``cleanup`` job per tick.
 
 declares a circuit breaker shared by every worker (`jobqueue.circuits`): workers write it and the
 job types behind it to ``jobqueue.circuits`` when they start.
+
+    @queue.task("charge", encrypted=["card.number", "ssn"], encrypt_result=True)
+    async def charge(job): ...
+
+encrypts those payload fields before they reach the database (`jobqueue.encryption`): workers
+publish the list in ``jobqueue.task_defaults.encrypted_fields`` when they start, and every Python
+client and the REST API encrypt them from then on (read at most 5 s late); the worker decrypts them
+just before the handler runs, and encrypts the handler's result too with ``encrypt_result``.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
+from jobqueue.encryption import check_paths
 from jobqueue.models import Priority
 from jobqueue.retry import Backoff
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
@@ -47,6 +56,8 @@ class TaskDef:
     timeout: float | None = None  # seconds per attempt; None: the worker's processing TTL (900 s)
     is_async: bool = False
     circuit: CircuitSpec | None = None  # the breaker its failures count toward, and that blocks it
+    encrypted: tuple[str, ...] = ()  # dotted payload fields every producer encrypts (jobqueue.encryption)
+    encrypt_result: bool = False  # the worker stores the handler's result encrypted
 
 
 class JobQueue:
@@ -74,13 +85,18 @@ class JobQueue:
 
     def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
              backoff: Backoff | None = None, timeout: float | None = None,
-             circuit: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             circuit: str | None = None, encrypted: list[str] | tuple[str, ...] | None = None,
+             encrypt_result: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
 
         ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
         without one the worker's processing TTL applies (``JOBQUEUE_PROCESSING_TTL``, 15 minutes).
         Past it the attempt fails as a retryable `JobTimeout`.
         ``circuit``: the name of a breaker declared before with `circuit`; several tasks may share one.
+        ``encrypted``: dotted payload fields (``"card.number"``) that producers encrypt before
+        enqueueing and the worker decrypts just before the handler runs; a job missing one is refused.
+        ``encrypt_result``: store the handler's result encrypted (``client.get``/``wait`` decrypt it).
+        Both need a key ring (``JOBQUEUE_ENCRYPTION_KEYS``) wherever jobs of the task are made or run.
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -90,6 +106,7 @@ class JobQueue:
             raise ValueError(f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
                              "the tasks that use it")
         breaker = self.circuits[circuit] if circuit is not None else None
+        fields = check_paths(encrypted, "encrypted")
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             task_name = name or handler.__name__
@@ -100,7 +117,7 @@ class JobQueue:
             self.tasks[task_name] = TaskDef(
                 name=task_name, handler=handler, max_attempts=max_attempts,
                 backoff=backoff or Backoff(), timeout=timeout, is_async=inspect.iscoroutinefunction(handler),
-                circuit=breaker,
+                circuit=breaker, encrypted=fields, encrypt_result=encrypt_result,
             )
             return handler
 
@@ -141,6 +158,19 @@ class JobQueue:
 
     def max_attempts_by_type(self) -> dict[str, int]:
         return {name: task.max_attempts for name, task in self.tasks.items()}
+
+    def encrypted_fields_by_type(self) -> dict[str, list[str]]:
+        """Each task's encrypted payload fields (empty: none), as workers publish them at start."""
+        return {name: list(task.encrypted) for name, task in self.tasks.items()}
+
+    def check_keys(self, keys: object | None) -> None:
+        """A worker of tasks that encrypt needs a key ring: without one, a `ValueError` at start
+        (not a dead-lettered job per run)."""
+        needing = [name for name, task in self.tasks.items() if task.encrypted or task.encrypt_result]
+        if needing and keys is None:
+            raise ValueError(f"tasks {', '.join(needing)} use encryption (encrypted= or encrypt_result=) but no "
+                             "encryption keys are configured: set JOBQUEUE_ENCRYPTION_KEYS or "
+                             "JOBQUEUE_ENCRYPTION_KEYS_FILE (`jobqueue keys generate` makes a key)")
 
     def circuit_by_type(self) -> dict[str, str | None]:
         """Each task's breaker (None: it has none), as workers write it at start."""

@@ -15,6 +15,7 @@
     jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
+    jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.rotation)
 """
 
 from __future__ import annotations
@@ -153,6 +154,12 @@ def _cmd_apikey(args: argparse.Namespace) -> int:
     return run_apikey(args, _settings(args))
 
 
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from jobqueue.rotation import run_keys
+
+    return run_keys(args, _settings(args))
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "api":
         from jobqueue.api.bench import run_api_bench
@@ -255,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_apikey_arguments(p)
     p.set_defaults(func=_cmd_apikey)
+
+    p = commands.add_parser("keys", help="payload encryption keys: generate a new one, rotate stored values to the current one")
+    from jobqueue.rotation import add_keys_arguments
+
+    add_keys_arguments(p)
+    p.set_defaults(func=_cmd_keys)
     return parser
 
 

@@ -3,6 +3,12 @@
 Both clients run the same store Calls through `jobqueue.db`; only the connection type differs.
 Pass ``connection=`` to run inside your own psycopg transaction: the job then exists if and only
 if your transaction commits (the NOTIFY that wakes workers is sent at that commit too).
+
+Encryption (`jobqueue.encryption`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
+entry in an ``enqueue_many`` spec encrypt those payload fields, as do the fields a task declared
+(``@queue.task(encrypted=...)``, read from ``jobqueue.task_defaults`` at most 5 s late), with the key
+ring of ``settings.encryption_keys``. `get` and `wait` decrypt an encrypted result when this client
+holds its key; payloads stay encrypted outside the worker.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -21,7 +27,8 @@ from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
-from jobqueue.errors import CircuitNotFound, JobFailed, JobNotFound, ValidationError, WaitTimeout
+from jobqueue.encryption import Sealer, open_payload
+from jobqueue.errors import CircuitNotFound, EncryptionError, JobFailed, JobNotFound, ValidationError, WaitTimeout
 from jobqueue.job_events import EventHub, EventsUnavailable
 from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary,
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
@@ -234,11 +241,24 @@ _FINAL = (JobState.COMPLETED, JobState.DEAD_LETTER, JobState.CANCELLED)
 _FINAL_EVENTS = ("job.completed", "job.dead_letter", "job.cancelled")
 
 
-def _outcome(info: JobInfo) -> Any:
-    """What wait() answers for a finished job: its result, or `JobFailed`."""
+def _outcome(info: JobInfo, keys: Any) -> Any:
+    """What wait() answers for a finished job: its result (decrypted; `EncryptionKeyMissing` when
+    this client lacks the key), or `JobFailed`."""
     if info.state is JobState.COMPLETED:
-        return info.result
+        return open_payload(info.result, keys)
     raise JobFailed(info)
+
+
+def _readable(info: JobInfo, keys: Any, decrypt: bool) -> JobInfo:
+    """The job with its result decrypted when this client may and can; as stored otherwise (a
+    status read does not fail for want of a key). The payload stays encrypted: only workers open it."""
+    if not decrypt or info.result is None:
+        return info
+    try:
+        result = open_payload(info.result, keys)
+    except EncryptionError:
+        return info
+    return info if result is info.result else replace(info, result=result)
 
 
 MAX_PAGE = 500
@@ -384,7 +404,8 @@ class AsyncClient:
     def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
                  producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
-                 coalesce_stall_after: float = 0.1, coalesce_lock_wait: float = 0.2, application_name: str = db.CLIENT_NAME) -> None:
+                 coalesce_stall_after: float = 0.1, coalesce_lock_wait: float = 0.2, application_name: str = db.CLIENT_NAME,
+                 decrypt_results: bool = True) -> None:
         """``application_name``: how its connections show in ``pg_stat_activity``; their timeouts
         and PgBouncer mode come from ``settings``.
 
@@ -393,7 +414,8 @@ class AsyncClient:
         callers' jobs ride together in the next one, up to ``coalesce_max_jobs`` jobs; a statement
         in flight for ``coalesce_stall_after`` seconds no longer holds its lane; a statement of several
         callers waits at most ``coalesce_lock_wait`` seconds for a lock (another transaction's
-        uncommitted holder of one caller's idempotency key) before each caller goes again alone."""
+        uncommitted holder of one caller's idempotency key) before each caller goes again alone.
+        ``decrypt_results=False``: `get` leaves encrypted results as stored (the REST API redacts them)."""
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.dsn
         self.producer_id = producer_id
@@ -411,6 +433,8 @@ class AsyncClient:
         self.schedules = Schedules(lambda call: self._run(call, None))
         self._application_name = application_name
         self._events: EventHub | None = None  # opened by the first wait()
+        self.sealer = Sealer(self.settings.encryption_keys)
+        self.decrypt_results = decrypt_results
 
     async def open(self) -> "AsyncClient":
         await self._pool.open()
@@ -436,6 +460,7 @@ class AsyncClient:
     async def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None,
                       **options: Any) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
+        payload = (await self._sealer()).seal(job_type, payload, options.pop("encrypt", None))
         with tracing.producing(self.tracing, job_type, options) as span:
             job_id = await self._run(NewJob.build(job_type, payload, **options).call(), connection)
             span.enqueued([job_id])
@@ -451,6 +476,7 @@ class AsyncClient:
         was held — within its window — and the holder's id is returned). One statement, all or nothing.
         ``admit`` sees the validated jobs before anything is written and may refuse by raising
         (the REST API's backpressure)."""
+        jobs = (await self._sealer()).seal_specs(jobs)
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
             built = _build_many(jobs, self.producer_id)
             if admit is not None:
@@ -462,9 +488,16 @@ class AsyncClient:
             span.enqueued([job_id for job_id, _ in results])
         return results
 
+    async def _sealer(self) -> Sealer:
+        """The sealer, with the tasks' encrypted fields read again when its copy is stale."""
+        if self.sealer.stale():
+            self.sealer.learn(await self._run(worker_store.encrypted_fields(), None))
+        return self.sealer
+
     async def get(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
-        return _found(job_id, await self._run(job_store.get(job_id), connection))
+        info = _found(job_id, await self._run(job_store.get(job_id), connection))
+        return _readable(info, self.settings.encryption_keys, self.decrypt_results)
 
     async def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                      connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
@@ -485,7 +518,7 @@ class AsyncClient:
             while True:
                 info = await self.get(job_id)
                 if info.state in _FINAL:
-                    return _outcome(info)
+                    return _outcome(info, self.settings.encryption_keys)
                 if not await self._next_event(subscription, deadline):
                     raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s (it goes on)")
         finally:
@@ -676,6 +709,7 @@ class Client:
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.schedule_admin)
         self.schedules = Schedules(lambda call: self._run(call, None))
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
+        self.sealer = Sealer(self.settings.encryption_keys)
 
     def open(self) -> "Client":
         self._pool.open()
@@ -699,6 +733,7 @@ class Client:
     def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None,
                 **options: Any) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
+        payload = self._sealer().seal(job_type, payload, options.pop("encrypt", None))
         with tracing.producing(self.tracing, job_type, options) as span:
             job_id = self._run(NewJob.build(job_type, payload, **options).call(), connection)
             span.enqueued([job_id])
@@ -710,14 +745,20 @@ class Client:
 
     def submit(self, jobs: Iterable[Mapping[str, Any]], *,
                connection: psycopg.Connection | None = None) -> list[tuple[uuid.UUID, bool]]:
+        jobs = self._sealer().seal_specs(jobs)
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
             results = self._run(_many_call(_build_many(jobs, self.producer_id)), connection)
             span.enqueued([job_id for job_id, _ in results])
         return results
 
+    def _sealer(self) -> Sealer:
+        if self.sealer.stale():
+            self.sealer.learn(self._run(worker_store.encrypted_fields(), None))
+        return self.sealer
+
     def get(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
-        return _found(job_id, self._run(job_store.get(job_id), connection))
+        return _readable(_found(job_id, self._run(job_store.get(job_id), connection)), self.settings.encryption_keys, True)
 
     def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                connection: psycopg.Connection | None = None) -> CancelOutcome:

@@ -7,8 +7,10 @@ Nothing reads the environment at import time; `Settings.from_env()` is called by
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
+
+from jobqueue.keyring import KeyRing
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
 DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
@@ -177,6 +179,8 @@ class Settings:
     metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
     worker_stale_seconds: float = 60.0  # a worker silent this long is not counted as alive
     worker_metrics_port: int = 0  # jobqueue-worker --metrics-port: this process's own figures (0: off)
+    # Payload encryption (jobqueue.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys.
+    encryption_keys: KeyRing | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -285,6 +289,7 @@ class Settings:
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
+            encryption_keys=KeyRing.from_env(env),
         )
 
     @property

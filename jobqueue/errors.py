@@ -84,6 +84,26 @@ class IdempotencyMismatch(Conflict):
         super().__init__(message)
 
 
+class EncryptionError(JobQueueError):
+    """An encrypted value could not be opened or made (`jobqueue.encryption`): a worker that
+    meets one fails the job at once, without retrying (another attempt would fail the same way)."""
+
+
+class EncryptionKeyMissing(EncryptionError):
+    """The value was encrypted under a key this process's key ring does not hold: give it the key
+    ``key_id`` (JOBQUEUE_ENCRYPTION_KEYS), or re-wrap the jobs with `jobqueue keys rotate` first."""
+
+    def __init__(self, key_id: str, where: str = "") -> None:
+        self.key_id = key_id
+        place = f" ({where})" if where else ""
+        super().__init__(f"encryption key {key_id!r} is not in this process's key ring{place}: add it to "
+                         "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt")
+
+
+class EncryptionUnavailable(EncryptionError):
+    """Something must be encrypted but this process has no key ring: nothing was written."""
+
+
 class NotMigrated(JobQueueError):
     """The database has no jobqueue schema (or an older one): run `jobqueue migrate`."""
 

@@ -150,8 +150,8 @@ CRASH_LOOP_WINDOW = 60.0
 
 def supervise(app_path: str, settings: Settings) -> int:
     """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
-    load_app(app_path)  # fail fast, in the parent, on a bad --app or database
-    preflight(settings)
+    load_app(app_path).check_keys(settings.encryption_keys)  # fail fast, in the parent, on a bad --app,
+    preflight(settings)  # ... missing encryption keys or database
     if settings.processes == 1:
         run_worker_process(app_path, settings, restart_in_place=True)
         return 0

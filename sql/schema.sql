@@ -1052,10 +1052,13 @@ CREATE TABLE jobqueue.task_defaults (
     job_type text NOT NULL,
     max_attempts integer NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    encrypted_fields text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT task_defaults_max_attempts_check CHECK ((max_attempts >= 1))
 );
 
 COMMENT ON TABLE jobqueue.task_defaults IS 'Per job type defaults declared by @queue.task, synced at worker start, applied by every enqueue path.';
+
+COMMENT ON COLUMN jobqueue.task_defaults.encrypted_fields IS 'Dotted payload fields producers must encrypt for this job type (@queue.task(encrypted=...)); see README "Payload encryption".';
 
 CREATE TABLE jobqueue.throughput_history (
     minute timestamp with time zone NOT NULL,

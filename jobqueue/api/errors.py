@@ -29,8 +29,8 @@ from litestar.openapi import ResponseSpec
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
 from jobqueue.job_events import EventsUnavailable
-from jobqueue.errors import (CircuitNotFound, Conflict, DatabaseUnavailable, IdempotencyMismatch, JobNotFound, NotMigrated,
-                             PermissionDenied, ScheduleNotFound, ValidationError)
+from jobqueue.errors import (CircuitNotFound, Conflict, DatabaseUnavailable, EncryptionUnavailable, IdempotencyMismatch,
+                             JobNotFound, NotMigrated, PermissionDenied, ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
 
@@ -172,6 +172,14 @@ def _too_deep(request: Request, _exc: RecursionError) -> Response:
     return error_response(422, "the JSON body nests too deeply", error="invalid")
 
 
+def _no_keys(_request: Request, exc: EncryptionUnavailable) -> Response:
+    """The job has fields to encrypt and this API process has no key ring (its operator sets
+    JOBQUEUE_ENCRYPTION_KEYS): 422 naming ``encrypt``, nothing written. Not a 5xx: the server is
+    working as configured and refuses, rather than fails, to store those fields in plaintext."""
+    log.warning("422: %s", exc)
+    return error_response(422, str(exc), error="encryption_unavailable", field="encrypt")
+
+
 def _internal(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal error")
@@ -192,6 +200,7 @@ EXCEPTION_HANDLERS: dict = {
     NotMigrated: _not_migrated,
     Overloaded: _overloaded,
     HTTPException: _http,
+    EncryptionUnavailable: _no_keys,
     RecursionError: _too_deep,  # the body decoder recursing into a body built to be deep
     Exception: _internal,
 }

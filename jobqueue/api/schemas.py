@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from jobqueue.encryption import redact
 from jobqueue.models import JobInfo, JobSummary, QueueSettings, QueueStats
 
 INT32 = 2**31 - 1
@@ -53,6 +54,9 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
         "expire_after_seconds; default: the queue's job TTL after run_at, else never)"))] = None
     expire_after_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "expires this many seconds after its run_at"))] | None = None
+    encrypt: Annotated[list[str] | None, Meta(description=(
+        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]); the "
+        "task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
 
     def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -64,7 +68,7 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
                             ("traceparent", traceparent), ("timeout", self.timeout_seconds),
                             ("expires_at", self.expires_at), ("expire_after", self.expire_after_seconds),
                             ("idempotency_window", self.idempotency_window_seconds),
-                            ("idempotency_mismatch", self.idempotency_mismatch)):
+                            ("idempotency_mismatch", self.idempotency_mismatch), ("encrypt", self.encrypt)):
             if value is not None:
                 fields[name] = value
         return fields
@@ -144,9 +148,9 @@ class JobDetail(msgspec.Struct):
         if not tracebacks and isinstance(final_error, dict) and "traceback" in final_error:
             final_error = {**final_error, "traceback": None}
         return cls(info.id, info.queue, info.job_type, info.priority.label, info.state.value, info.attempts,
-                   info.max_attempts, info.payload, info.run_at, info.created_at, info.updated_at,
+                   info.max_attempts, redact(info.payload), info.run_at, info.created_at, info.updated_at,
                    info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
-                   info.cancel_requested, info.result, errors[-1] if errors else None, final_error,
+                   info.cancel_requested, redact(info.result), errors[-1] if errors else None, final_error,
                    info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at)
 
 

@@ -1,6 +1,7 @@
 """What one API process shares across requests, opened and closed with the app's lifespan.
 
-- ``client``: the `AsyncClient` every handler goes through, with short timeouts
+- ``client``: the `AsyncClient` every handler goes through (it encrypts submissions' fields with
+  the process's key ring, and never decrypts results: the API shows them redacted), with short timeouts
   (``JOBQUEUE_API_DB_TIMEOUT`` to get a pooled connection, ``JOBQUEUE_API_CONNECT_TIMEOUT`` to
   connect), so a database outage answers 503 within about a second or two, and the pool
   reconnects by itself when the database returns;
@@ -35,10 +36,10 @@ class Services:
                                   pool_timeout=settings.api_db_timeout,
                                   connect_timeout=settings.api_connect_timeout,
                                   submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch,
-                                  coalesce_stall_after=settings.api_submit_stall)
+                                  coalesce_stall_after=settings.api_submit_stall, decrypt_results=False)
         replica = None if not settings.read_dsn else AsyncClient(
             settings.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=settings.api_pool_size,
-            pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout)
+            pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout, decrypt_results=False)
         self.reads = ReadRouter(self.client, replica, after_write=settings.read_after_write)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
         self.backpressure = Backpressure(self.client, settings)

@@ -259,3 +259,27 @@ def purge_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str
     return Call("job_purge_dead_batch", {"after": after, "limit": limit, "queue": queue, "job_type": job_type,
                                          "before": before},
                 lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
+
+
+# --- key rotation (jobqueue.rotation) ---------------------------------------------------------
+
+
+def rewrap_scan(*, after: int, limit: int, kid: str) -> Call[tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]]:
+    """(scanned, last seq scanned, [(id, payload, result)] of the jobs holding values under another key)."""
+    def decode(rows: list[tuple]) -> tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]:
+        scanned, last_seq, stale = rows[0]
+        return scanned, last_seq, [(uuid.UUID(job_id), payload, result) for job_id, payload, result in stale]
+
+    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid}, decode)
+
+
+def rewrap_write(payloads: Sequence[tuple[uuid.UUID, Any, Any]],
+                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[int, int]]:
+    """Store (id, old, new) payloads and results, each only where the old value is still there;
+    returns how many of each were written."""
+    return Call("job_rewrap_write", {
+        "payload_ids": [p[0] for p in payloads], "old_payloads": [dumps(p[1]) for p in payloads],
+        "new_payloads": [dumps(p[2]) for p in payloads],
+        "result_ids": [r[0] for r in results], "old_results": [dumps(r[1]) for r in results],
+        "new_results": [dumps(r[2]) for r in results],
+    }, lambda rows: (rows[0][0], rows[0][1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
@@ -67,7 +68,15 @@ def forget(*, forget_after: float, now: datetime | None = None) -> Call[int]:
     return Call("worker_forget", {"forget_after": forget_after, "now": now}, lambda rows: len(rows))
 
 
-def sync_task_defaults(max_attempts_by_type: dict[str, int]) -> Call[None]:
+def sync_task_defaults(max_attempts_by_type: dict[str, int],
+                       encrypted_fields_by_type: dict[str, list[str]] | None = None) -> Call[None]:
+    encrypted = encrypted_fields_by_type or {}
     return Call("task_defaults_sync", {
         "job_types": list(max_attempts_by_type), "max_attempts": list(max_attempts_by_type.values()),
+        "encrypted_fields": [json.dumps(encrypted.get(job_type, [])) for job_type in max_attempts_by_type],
     }, no_result)
+
+
+def encrypted_fields() -> Call[dict[str, list[str]]]:
+    """Job type → the payload fields its task declared encrypted (types without any left out)."""
+    return Call("task_encrypted_fields", {}, lambda rows: {r[0]: list(r[1]) for r in rows})

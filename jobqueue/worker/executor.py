@@ -13,6 +13,11 @@ an `asyncio.CancelledError` the handler raises itself (not the worker stopping) 
 like any other error; anything else is retryable with the task's backoff. A job claimed just as
 its cancel was requested is not run at all.
 
+Encryption (`jobqueue.encryption`): the payload's encrypted fields are decrypted just before the
+handler runs, in this process only; a value under a key this worker lacks (`EncryptionKeyMissing`,
+naming the key id) or a damaged one is dead-lettered at once — no other attempt could open it. A
+task with ``encrypt_result`` has its result stored encrypted under the current key.
+
 Circuit breakers: a failure (retry or dead) whose exception the task's breaker lists in
 ``trip_on`` is marked `Outcome.counts_failure`; `CircuitOpen` from a task with a breaker gives the
 attempt back (`SNOOZED`: the job returns to pending, the attempt not counted) — from a task without
@@ -27,7 +32,9 @@ import traceback
 from dataclasses import dataclass
 
 from jobqueue.app import TaskDef
-from jobqueue.errors import CircuitOpen, JobCancelled, JobTimeout, PermanentError, Retry
+from jobqueue.encryption import open_payload, seal_json
+from jobqueue.errors import CircuitOpen, EncryptionError, JobCancelled, JobTimeout, PermanentError, Retry
+from jobqueue.keyring import KeyRing
 from jobqueue.models import Job
 from jobqueue.retry import Backoff
 from jobqueue.store.jobs import dumps, holds_nul
@@ -83,8 +90,9 @@ def attempt_timeout(job: Job, task: TaskDef | None) -> float | None:
 
 
 async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadlines: DeadlineWatch, *,
-                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Outcome:
-    """Runs the attempt in the current task, which the caller has put under ``deadlines``."""
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, keys: KeyRing | None = None) -> Outcome:
+    """Runs the attempt in the current task, which the caller has put under ``deadlines``;
+    ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks)."""
     started = time.perf_counter()
     if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
         return error_outcome(job, CANCELLED, started, JobCancelled(f"job {job.id} was cancelled before it started"))
@@ -92,6 +100,10 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
         return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
     breaker = task.circuit
+    try:
+        job.payload = open_payload(job.payload, keys)
+    except EncryptionError as exc:
+        return error_outcome(job, DEAD, started, exc)
 
     def failed(kind: str, exc: BaseException, retry_in: float = 0.0) -> Outcome:
         outcome = error_outcome(job, kind, started, exc, retry_in)
@@ -131,7 +143,7 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
         return failed(RETRY, cancelled, _backoff_for(task, job))
     except Exception as exc:
         return failed(RETRY, exc, _backoff_for(task, job))
-    return _completed(job, result, started, max_result_bytes)
+    return _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
 
 
 async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
@@ -143,7 +155,8 @@ async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
         raise
 
 
-def _completed(job: Job, result: object, started: float, max_result_bytes: int) -> Outcome:
+def _completed(job: Job, result: object, started: float, max_result_bytes: int,
+               seal_with: KeyRing | None = None) -> Outcome:
     try:
         result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
@@ -151,6 +164,8 @@ def _completed(job: Job, result: object, started: float, max_result_bytes: int) 
     if result_json is not None and holds_nul(result_json):
         return error_outcome(job, DEAD, started, PermanentError(
             "handler result holds a NUL character, which PostgreSQL's jsonb cannot store"))
+    if result_json is not None and seal_with is not None:  # @queue.task(encrypt_result=True)
+        result_json = dumps(seal_json(result_json, seal_with))
     if result_json is not None and len(result_json) > max_result_bytes:
         return error_outcome(job, DEAD, started, PermanentError(
             f"handler result is {len(result_json):,} bytes of JSON, more than the {max_result_bytes:,} "

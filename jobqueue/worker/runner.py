@@ -77,6 +77,7 @@ def new_worker_id() -> str:
 class Worker:
     def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
                  notifier: Notifier) -> None:
+        app.check_keys(settings.encryption_keys)  # a task that encrypts, and no keys: refuse to start
         self.app = app
         self.settings = settings
         self.worker_id = worker_id or new_worker_id()
@@ -262,7 +263,8 @@ class Worker:
                 queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
                 concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None))
             if self.app.tasks:
-                await db.run(conn, worker_store.sync_task_defaults(self.app.max_attempts_by_type()))
+                await db.run(conn, worker_store.sync_task_defaults(
+                    self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
                 await db.run(conn, self.breakers.sync())
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
                 await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
@@ -372,7 +374,8 @@ class Worker:
     async def _run_job(self, job: Job, task: TaskDef | None) -> None:
         try:
             outcome = await traced(self.tracing, job, execute(
-                job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes))
+                job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
+                keys=self.settings.encryption_keys))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself

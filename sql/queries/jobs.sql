@@ -577,3 +577,39 @@ WITH batch AS (
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(seq) FROM batch) AS last_seq;
+
+-- name: job_rewrap_scan
+-- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them
+-- those whose payload or stored result holds an encrypted value (jobqueue.encryption) wrapped by a
+-- key other than %(kid)s, as [id, payload, result] triples. Returns (scanned, last seq, triples).
+WITH batch AS (
+    SELECT j.seq, j.id, j.payload FROM jobqueue.jobs j
+    WHERE j.seq > %(after)s::bigint
+    ORDER BY j.seq
+    LIMIT %(limit)s
+), stale AS (
+    SELECT b.id, b.payload, r.result
+    FROM batch b LEFT JOIN jobqueue.job_results r ON r.job_id = b.id
+    WHERE jsonb_path_exists(b.payload, '$.** ? (exists(@."$jobqueue_enc") && @.kid != $kid)',
+                            jsonb_build_object('kid', %(kid)s::text))
+       OR jsonb_path_exists(r.result, '$.** ? (exists(@."$jobqueue_enc") && @.kid != $kid)',
+                            jsonb_build_object('kid', %(kid)s::text))
+)
+SELECT (SELECT count(*) FROM batch) AS scanned, (SELECT max(seq) FROM batch) AS last_seq,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.id, s.payload, s.result)), '[]') FROM stale s) AS stale;
+
+-- name: job_rewrap_write
+-- Key rotation: store re-wrapped payloads and results, each only if it is still the value that was
+-- read (compare-and-set: nothing read earlier is ever written back over a newer value).
+WITH payloads AS (
+    UPDATE jobqueue.jobs j SET payload = w.new
+    FROM unnest(%(payload_ids)s::uuid[], %(old_payloads)s::jsonb[], %(new_payloads)s::jsonb[]) AS w(id, old, new)
+    WHERE j.id = w.id AND j.payload = w.old
+    RETURNING j.id
+), results AS (
+    UPDATE jobqueue.job_results r SET result = w.new
+    FROM unnest(%(result_ids)s::uuid[], %(old_results)s::jsonb[], %(new_results)s::jsonb[]) AS w(id, old, new)
+    WHERE r.job_id = w.id AND r.result = w.old
+    RETURNING r.job_id
+)
+SELECT (SELECT count(*) FROM payloads) AS payloads, (SELECT count(*) FROM results) AS results;

@@ -51,9 +51,16 @@ WHERE status IN ('lost', 'stopped')
 RETURNING id;
 
 -- name: task_defaults_sync
-INSERT INTO jobqueue.task_defaults (job_type, max_attempts, updated_at)
-SELECT t.job_type, t.max_attempts, now()
-FROM unnest(%(job_types)s::text[], %(max_attempts)s::integer[]) AS t(job_type, max_attempts)
+-- %(encrypted_fields)s: one JSON array of dotted field names per job type (text[] cannot nest).
+INSERT INTO jobqueue.task_defaults (job_type, max_attempts, encrypted_fields, updated_at)
+SELECT t.job_type, t.max_attempts, ARRAY(SELECT jsonb_array_elements_text(t.encrypted::jsonb)), now()
+FROM unnest(%(job_types)s::text[], %(max_attempts)s::integer[], %(encrypted_fields)s::text[])
+     AS t(job_type, max_attempts, encrypted)
 ON CONFLICT (job_type) DO UPDATE
-SET max_attempts = EXCLUDED.max_attempts, updated_at = now()
-WHERE task_defaults.max_attempts IS DISTINCT FROM EXCLUDED.max_attempts;
+SET max_attempts = EXCLUDED.max_attempts, encrypted_fields = EXCLUDED.encrypted_fields, updated_at = now()
+WHERE task_defaults.max_attempts IS DISTINCT FROM EXCLUDED.max_attempts
+   OR task_defaults.encrypted_fields IS DISTINCT FROM EXCLUDED.encrypted_fields;
+
+-- name: task_encrypted_fields
+-- The job types whose tasks declared encrypted payload fields, and those fields (producers cache it).
+SELECT job_type, encrypted_fields FROM jobqueue.task_defaults WHERE cardinality(encrypted_fields) > 0;

@@ -1,6 +1,7 @@
 """``/jobs``: submit (one or a batch), status, result, cancel, and the newest-first listing.
 
-A producer key sees and cancels only jobs it submitted (another producer's job is a 404, as if it
+Encrypted payload fields and results (`jobqueue.encryption`) read back as ``"[encrypted]"``: the API
+never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another producer's job is a 404, as if it
 did not exist); an admin key sees all. Submissions pass backpressure first, then go through
 `AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
 """
@@ -23,6 +24,7 @@ from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobL
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
 from jobqueue.api.services import ServicesDep
 from jobqueue.client import NewJob
+from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
 
@@ -68,7 +70,7 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
     services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
-    return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), outcome.result)
+    return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
             for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
 
 
@@ -154,7 +156,7 @@ class JobsController(Controller):
         if info.state is not JobState.COMPLETED:
             return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
                                   error="no_result", state=info.state.value)
-        return Response(JobResult(info.id, info.state.value, info.result, info.duration_ms, info.finished_at))
+        return Response(JobResult(info.id, info.state.value, redact(info.result), info.duration_ms, info.finished_at))
 
     @post("/{job_id:uuid}/cancel", summary="Cancel: pending → cancelled (200), running → requested (202)",
           status_code=200,

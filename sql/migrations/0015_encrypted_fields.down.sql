@@ -1,0 +1,1 @@
+ALTER TABLE jobqueue.task_defaults DROP COLUMN encrypted_fields;
