@@ -30,6 +30,8 @@ from jobqueue.circuits import Circuit
 from jobqueue.encryption import Sealer, open_payload
 from jobqueue.errors import CircuitNotFound, EncryptionError, JobFailed, JobNotFound, ValidationError, WaitTimeout
 from jobqueue.job_events import EventHub, EventsUnavailable
+from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, MAX_PRODUCER_ID_LENGTH, name_problem,
+                            too_long)
 from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary,
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
 from jobqueue.schedule_admin import Schedules
@@ -116,10 +118,11 @@ class NewJob:
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
 
-        if not isinstance(job_type, str) or not job_type.strip():
-            raise invalid("job_type", "must be a non-empty string")
-        if not isinstance(queue, str) or not queue.strip():
-            raise invalid("queue", "must be a non-empty string")
+        # The checks of names.name_problem written out: this runs for every job of a bulk enqueue.
+        if not isinstance(job_type, str) or len(job_type) > MAX_NAME_LENGTH or not job_type.strip(BLANK):
+            raise invalid("job_type", name_problem(job_type) or "")
+        if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK):
+            raise invalid("queue", name_problem(queue) or "")
         try:
             payload_json = job_store.dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
@@ -152,11 +155,19 @@ class NewJob:
             not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
         ):
             raise invalid("max_attempts", f"must be an integer of at least 1 (got {max_attempts!r})")
-        if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
-            raise invalid("idempotency_key", "must be a non-empty string when given")
-        if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
-            # "" would share the idempotency scope of jobs enqueued without a producer
-            raise invalid("producer_id", "must be a non-empty string when given")
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not idempotency_key:
+                raise invalid("idempotency_key", "must be a non-empty string when given")
+            problem = too_long(idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
+            if problem is not None:
+                raise invalid("idempotency_key", problem)
+        if producer_id is not None:
+            if not isinstance(producer_id, str) or not producer_id:
+                # "" would share the idempotency scope of jobs enqueued without a producer
+                raise invalid("producer_id", "must be a non-empty string when given")
+            problem = too_long(producer_id, MAX_PRODUCER_ID_LENGTH)
+            if problem is not None:
+                raise invalid("producer_id", problem)
         if timeout is not None or expire_after is not None or idempotency_window is not None:
             timeout = _span(timeout, invalid, "timeout")
             expire_after = _span(expire_after, invalid, "expire_after")
@@ -304,8 +315,9 @@ def _page(jobs: list[JobSummary], limit: int) -> JobPage:
 
 
 def _queue_name(queue: Any) -> str:
-    if not isinstance(queue, str) or not queue.strip():
-        raise ValidationError("queue", "must be a non-empty string")
+    problem = name_problem(queue)
+    if problem is not None:
+        raise ValidationError("queue", problem)
     return queue
 
 
@@ -353,6 +365,10 @@ def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:
     listed = list(dict.fromkeys(names))
     if not listed or not all(isinstance(name, str) and name.strip() for name in listed):
         raise ValidationError(field, "must name at least one, each a non-empty string")
+    for name in listed:  # a name no job could have would be a silent mistake
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValidationError(field, f"{name[:64]!r}: {problem}")
     return listed
 
 

@@ -31,16 +31,17 @@ class ErrorBody(msgspec.Struct, omit_defaults=True):
 class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     """One job to submit. Validated exactly like `client.enqueue` and `jobqueue.enqueue()` in SQL."""
 
-    job_type: Annotated[str, Meta(description="names the handler")]
+    job_type: Annotated[str, Meta(description="names the handler; 1 to 255 characters, not blank")]
     payload: Annotated[Any, Meta(description="any JSON value (default {})")] = None
     priority: Annotated[str | int, Meta(description="critical, high, normal (default) or low")] = "normal"
-    queue: str = "default"
-    run_at: Annotated[datetime | None, Meta(description="timezone-aware start time (not with delay_seconds)")] = None
+    queue: Annotated[str, Meta(description="1 to 255 characters, not blank (default: default)")] = "default"
+    run_at: Annotated[datetime | None, Meta(description=(
+        "timezone-aware start time (not with delay_seconds); one in the past means now"))] = None
     delay_seconds: Annotated[float, Meta(le=TEN_YEARS, description="start after this many seconds")] | None = None
     max_attempts: Annotated[int, Meta(le=INT32, description="tries in all (default: the task's, else 4)")] | None = None
     idempotency_key: Annotated[str | None, Meta(
         description="within its window, submitting this key again returns the job first submitted with it "
-                    "(200), whatever that job's state")] = None
+                    "(200), whatever that job's state; at most 255 characters")] = None
     idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "how long the key is held after submission (or after run_at when later); default: the queue's, "
         "else 24 h"))] | None = None
