@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from jobqueue.devdb import pg_bindir
+from jobqueue.cli.devdb import pg_bindir
 from jobqueue.keyring import KeyRing, new_key_line
 from jobqueue.rotation import rotate
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)

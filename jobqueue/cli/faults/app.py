@@ -1,4 +1,4 @@
-"""The fault campaign's recording app: `jobqueue-worker --app jobqueue.faults.app:queue`.
+"""The fault campaign's recording app: `jobqueue-worker --app jobqueue.cli.faults.app:queue`.
 
 Every handler run writes one row to ``jobqueue_faults.executions`` (job, attempt, worker pid,
 time) and commits it before the handler goes on, so a run counts even when its worker dies right

@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Callable
 
-from jobqueue.bench.common import Bench, bench_client, open_bench, percentile
+from jobqueue.cli.bench.common import Bench, bench_client, open_bench, percentile
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.store import bench as store

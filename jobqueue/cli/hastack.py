@@ -11,7 +11,7 @@ multi-host DSN (`HaStack.dsn`, ``target_session_attrs=read-write``).
 
 pg_autoctl keeps its configuration, state and pid files under the folder too (the ``XDG_*``
 directories it honours), so nothing outside it is touched. As root, everything runs as the
-unprivileged user `jobqueue.devdb.server_user` names; everything listens on 127.0.0.1 only, without
+unprivileged user `jobqueue.cli.devdb.server_user` names; everything listens on 127.0.0.1 only, without
 TLS and with ``trust`` authentication (loopback only: README "High availability" says what
 production uses instead). The settings in `NODE_SETTINGS` replace pg_auto_failover's own tuning,
 which sizes shared_buffers at a quarter of the machine's memory and keeps 8 GB of WAL per node —
@@ -21,8 +21,8 @@ three such clusters on a development box would be too many.
 (`FAST_MONITOR`, `FAST_KEEPER`) so that a crashed primary is replaced in seconds instead of the
 default ~50 s; the failover test uses it, ``make ha`` keeps pg_auto_failover's defaults.
 
-    python -m jobqueue.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover]   prints the DSN
-    python -m jobqueue.hastack stop|state|failover [--dir .pgdata-ha]
+    python -m jobqueue.cli.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover]   prints the DSN
+    python -m jobqueue.cli.hastack stop|state|failover [--dir .pgdata-ha]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import psycopg
 
-from jobqueue.devdb import as_user, hand_over, pg_bindir, server_user
+from jobqueue.cli.devdb import as_user, hand_over, pg_bindir, server_user
 
 DATABASE = "jobqueue"
 DEFAULT_PORT = 54340
@@ -174,7 +174,7 @@ class HaStack:
         else:
             settings = NODE_SETTINGS
         include = node.pgdata / INCLUDE
-        include.write_text("# written by jobqueue.hastack on every start\n"
+        include.write_text("# written by jobqueue.cli.hastack on every start\n"
                            + "".join(f"{key} = {value}\n" for key, value in settings.items()))
         conf = node.pgdata / "postgresql.conf"
         if f"include_if_exists = '{INCLUDE}'" not in conf.read_text():
@@ -315,7 +315,7 @@ class HaStack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobqueue.hastack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m jobqueue.cli.hastack", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["start", "stop", "state", "failover"])
     parser.add_argument("--dir", default=".pgdata-ha", help="the stack's folder (default .pgdata-ha)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),

@@ -18,7 +18,7 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from jobqueue.admin_cli import format_table as table
+from jobqueue.cli.admin import format_table as table
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
@@ -53,7 +53,7 @@ def add_schedule_commands(parser: argparse.ArgumentParser, settings: Callable[[a
     actions = parser.add_subparsers(dest="action", required=True)
 
     def run(args: argparse.Namespace, use: Callable) -> Any:
-        from jobqueue.oneshot import open_client
+        from jobqueue.cli.oneshot import open_client
 
         with open_client(settings(args)) as client:
             return use(client.schedules.with_source("cli"))

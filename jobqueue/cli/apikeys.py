@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobqueue.oneshot import open_client
+from jobqueue.cli.oneshot import open_client
 from jobqueue.config import Settings
 from jobqueue.models import ApiKey
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from jobqueue.oneshot import open_client
+from jobqueue.cli.oneshot import open_client
 from jobqueue.config import Settings
 from jobqueue.models import JobState
 

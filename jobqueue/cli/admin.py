@@ -173,7 +173,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     """Add ``jobs``, ``dlq``, ``queues``, ``workers`` and ``circuits`` to the ``jobqueue`` command."""
 
     def command(parser: argparse.ArgumentParser, use: Callable[[Client, argparse.Namespace], int]) -> None:
-        from jobqueue.oneshot import open_client
+        from jobqueue.cli.oneshot import open_client
 
         parser.add_argument("--dsn")
         parser.set_defaults(func=lambda args: _with_client(open_client(settings(args)), use, args))

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from jobqueue.client import AsyncClient
-from jobqueue.devdb import free_port
+from jobqueue.cli.devdb import free_port
 from jobqueue.errors import ValidationError
-from jobqueue.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTEMPTS
-from jobqueue.faults.cluster import FaultCluster, Monitor, now
-from jobqueue.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
-from jobqueue.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
-from jobqueue.faults.report import Fault, Row, Run, judge, latest
+from jobqueue.cli.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTEMPTS
+from jobqueue.cli.faults.cluster import FaultCluster, Monitor, now
+from jobqueue.cli.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
+from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
+from jobqueue.cli.faults.report import Fault, Row, Run, judge, latest
 from jobqueue.store import faults as faults_store
 
 

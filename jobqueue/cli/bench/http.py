@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from urllib.parse import urlsplit
 
-from jobqueue.bench.common import percentile, process_log, stop_process
+from jobqueue.cli.bench.common import percentile, process_log, stop_process
 from jobqueue.config import Settings
-from jobqueue.devdb import free_port
+from jobqueue.cli.devdb import free_port
 
 
 class ApiServer:

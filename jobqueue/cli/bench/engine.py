@@ -1,5 +1,5 @@
 """jobqueue's side of every measurement, used as a new user would: `AsyncClient.enqueue` and
-`enqueue_many`, `jobqueue-worker` processes running an async no-op task (`jobqueue.bench.app`)
+`enqueue_many`, `jobqueue-worker` processes running an async no-op task (`jobqueue.cli.bench.app`)
 with their defaults (maintenance included), `pause_queue`/`resume_queue`, and the leader's
 `Pruner`, `Vacuumer` and `Reindexer`.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 from jobqueue import db
-from jobqueue.bench.app import JOB_TYPE
-from jobqueue.bench.common import Bench, bench_client, process_log, say, stop_process
+from jobqueue.cli.bench.app import JOB_TYPE
+from jobqueue.cli.bench.common import Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reindexer import Reindexer
@@ -179,7 +179,7 @@ class JobqueueWorkers:
         self.log = process_log("workers")
         env = dict(os.environ, JOBQUEUE_DSN=bench.dsn)
         command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-                   "--app", "jobqueue.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
+                   "--app", "jobqueue.cli.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
                    "--concurrency", str(concurrency), "--shutdown-grace", "5"]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
 

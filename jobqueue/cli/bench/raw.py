@@ -35,8 +35,8 @@ from typing import IO, AsyncIterator, Awaitable, Callable
 import psycopg
 
 from jobqueue import db
-from jobqueue.bench.app import JOB_TYPE
-from jobqueue.bench.common import Bench, connect_async, process_log, stop_process
+from jobqueue.cli.bench.app import JOB_TYPE
+from jobqueue.cli.bench.common import Bench, connect_async, process_log, stop_process
 from jobqueue.config import Settings
 from jobqueue.store import bench as store
 
@@ -163,7 +163,7 @@ class RawQueue:
         return 0
 
 
-_WORKER = "import sys; from jobqueue.bench.raw import main; sys.exit(main(sys.argv[1:]))"
+_WORKER = "import sys; from jobqueue.cli.bench.raw import main; sys.exit(main(sys.argv[1:]))"
 
 
 class RawWorkers:

@@ -7,6 +7,6 @@ campaign's REST producers), `common` (context, connections, read-outs), and `key
 enqueue`: what idempotency keys cost an enqueue).
 """
 
-from jobqueue.bench.run import add_arguments, run_bench
+from jobqueue.cli.bench.run import add_arguments, run_bench
 
 __all__ = ["add_arguments", "run_bench"]

@@ -19,10 +19,10 @@ import logging
 import os
 from pathlib import Path
 
-from jobqueue.devdb import free_port
-from jobqueue.faults.cluster import FaultCluster
-from jobqueue.faults.report import Row, exit_status, render
-from jobqueue.faults.scenarios import SCENARIOS, Config, run_scenario
+from jobqueue.cli.devdb import free_port
+from jobqueue.cli.faults.cluster import FaultCluster
+from jobqueue.cli.faults.report import Row, exit_status, render
+from jobqueue.cli.faults.scenarios import SCENARIOS, Config, run_scenario
 
 
 

@@ -4,10 +4,10 @@
     jobqueue downgrade REVISION               downgrade (``base`` removes jobqueue entirely)
     jobqueue enqueue TYPE [--payload JSON] …  enqueue one job, print its id
     jobqueue get ID | cancel ID               inspect or cancel a job
-    jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.admin_cli)
+    jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.cli.admin)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
-    jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.schedule_cli)
+    jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.cli.schedules)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
     jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
@@ -28,60 +28,9 @@ import sys
 from typing import Sequence
 
 from jobqueue import migrate
-from jobqueue.config import Settings, concurrency_range, parse_weights
-from jobqueue.errors import JobQueueError
-from jobqueue.oneshot import open_client
-
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    if getattr(args, "dsn", None):
-        settings = settings.with_(dsn=args.dsn)
-    return settings
-
-
-def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--app", required=True, help="module:attribute of your JobQueue, e.g. jobqueue.demo:queue")
-    parser.add_argument("--queues", help="comma-separated queue names (JOBQUEUE_QUEUES, default: default)")
-    parser.add_argument("--concurrency", help="jobs run at once per process: N, or MIN:MAX to scale between them "
-                        "with the queue's depth and the slots' utilization (JOBQUEUE_CONCURRENCY, default 10)")
-    parser.add_argument("--processes", type=int, help="worker processes (JOBQUEUE_PROCESSES, default 1)")
-    parser.add_argument("--lease", type=float, help="lease seconds before a silent worker's job is reclaimed (default 30)")
-    parser.add_argument("--shutdown-grace", type=float, help="seconds running jobs get to finish on SIGTERM (default 30)")
-    parser.add_argument("--priority-mode", choices=["strict", "weighted"], help="default strict")
-    parser.add_argument("--priority-weights", help="weights critical,high,normal,low for weighted mode (default 8,4,2,1)")
-    parser.add_argument("--poll-interval", type=float, help="fallback poll seconds when no NOTIFY arrives (default 5)")
-    parser.add_argument("--no-maintenance", action="store_true", help="do not run the sweeper/leader services here")
-    parser.add_argument("--metrics-port", type=int, help="serve this process's own figures at :PORT/metrics "
-                        "(process i of --processes on PORT+i; JOBQUEUE_WORKER_METRICS_PORT, default off)")
-    parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
-
-
-def _worker_settings(args: argparse.Namespace) -> Settings:
-    settings = _settings(args)
-    changes: dict = {}
-    if args.queues:
-        changes["queues"] = tuple(q.strip() for q in args.queues.split(",") if q.strip())
-    if args.concurrency is not None:
-        changes["concurrency_min"], changes["concurrency"] = concurrency_range(args.concurrency, "--concurrency")
-    for option, name in (("processes", "processes"), ("lease", "lease_seconds"),
-                         ("shutdown_grace", "shutdown_grace"), ("priority_mode", "priority_mode"),
-                         ("poll_interval", "poll_interval"), ("metrics_port", "worker_metrics_port")):
-        value = getattr(args, option)
-        if value is not None:
-            changes[name] = value
-    if args.priority_weights:
-        changes["priority_weights"] = parse_weights(args.priority_weights)
-    if args.no_maintenance:
-        changes["run_maintenance"] = False
-    return settings.with_(**changes)
-
-
-def _run_worker(args: argparse.Namespace) -> int:
-    from jobqueue.process import supervise
-
-    return supervise(args.app, _worker_settings(args))
+from jobqueue.cli.common import dispatch, settings_from_args
+from jobqueue.cli.oneshot import open_client
+from jobqueue.cli.worker import add_worker_options, run_worker
 
 
 def _print_json(value: object) -> None:
@@ -89,14 +38,14 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    session = migrate.migration_session(_settings(args))
+    session = migrate.migration_session(settings_from_args(args))
     migrate.upgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session)}")
     return 0
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
-    session = migrate.migration_session(_settings(args))
+    session = migrate.migration_session(settings_from_args(args))
     migrate.downgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session) or 'base (removed)'}")
     return 0
@@ -111,19 +60,19 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     options = {k: v for k, v in dict(priority=args.priority, queue=args.queue, delay=args.delay,
                                      max_attempts=args.max_attempts, idempotency_key=args.idempotency_key).items()
                if v is not None}
-    with open_client(_settings(args)) as client:
+    with open_client(settings_from_args(args)) as client:
         print(client.enqueue(args.job_type, payload, **options))
     return 0
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    with open_client(_settings(args)) as client:
+    with open_client(settings_from_args(args)) as client:
         _print_json(dataclasses.asdict(client.get(args.job_id)))
     return 0
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    with open_client(_settings(args)) as client:
+    with open_client(settings_from_args(args)) as client:
         outcome = client.cancel(args.job_id)
     print(outcome.value)
     return 0 if outcome.changed else 1
@@ -132,50 +81,50 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 def _cmd_maintenance(args: argparse.Namespace) -> int:
     from jobqueue.maintenance.runner import run_standalone
 
-    asyncio.run(run_standalone(_settings(args)))
+    asyncio.run(run_standalone(settings_from_args(args)))
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from jobqueue.demo_run import run_demo
+    from jobqueue.cli.demo import run_demo
 
-    return run_demo(_settings(args), count=args.count, timeout=args.timeout)
+    return run_demo(settings_from_args(args), count=args.count, timeout=args.timeout)
 
 
 def _cmd_api(args: argparse.Namespace) -> int:
     from jobqueue.api.serve import serve
 
-    return serve(_settings(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
+    return serve(settings_from_args(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
 
 
 def _cmd_apikey(args: argparse.Namespace) -> int:
-    from jobqueue.api.keys_cli import run_apikey
+    from jobqueue.cli.apikeys import run_apikey
 
-    return run_apikey(args, _settings(args))
+    return run_apikey(args, settings_from_args(args))
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
     from jobqueue.rotation import run_keys
 
-    return run_keys(args, _settings(args))
+    return run_keys(args, settings_from_args(args))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "api":
-        from jobqueue.api.bench import run_api_bench
+        from jobqueue.cli.bench.api_load import run_api_bench
 
-        return run_api_bench(args, _settings(args))
+        return run_api_bench(args, settings_from_args(args))
     if args.target == "enqueue":
-        from jobqueue.bench.keys import run_enqueue_bench
+        from jobqueue.cli.bench.keys import run_enqueue_bench
 
-        return run_enqueue_bench(args, _settings(args))
-    from jobqueue.bench import run_bench
+        return run_enqueue_bench(args, settings_from_args(args))
+    from jobqueue.cli.bench import run_bench
 
-    return run_bench(args, _settings(args))
+    return run_bench(args, settings_from_args(args))
 
 
 def _cmd_faults(args: argparse.Namespace) -> int:
-    from jobqueue.faults.campaign import run_faults
+    from jobqueue.cli.faults.campaign import run_faults
 
     return run_faults(args)
 
@@ -212,21 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
 
     p = commands.add_parser("worker", help="run workers (same as jobqueue-worker)")
-    _add_worker_options(p)
-    p.set_defaults(func=_run_worker)
+    add_worker_options(p)
+    p.set_defaults(func=run_worker)
 
     p = commands.add_parser("maintenance", help="run only the leader-only maintenance services")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_maintenance)
 
-    from jobqueue.admin_cli import add_admin_commands
+    from jobqueue.cli.admin import add_admin_commands
 
-    add_admin_commands(commands, settings=_settings)
+    add_admin_commands(commands, settings=settings_from_args)
 
-    from jobqueue.schedule_cli import add_schedule_commands
+    from jobqueue.cli.schedules import add_schedule_commands
 
     add_schedule_commands(commands.add_parser("schedule", help="cron schedules: add, list, pause, resume, remove, run-now"),
-                          settings=_settings)
+                          settings=settings_from_args)
 
     p = commands.add_parser("demo", help="enqueue demo jobs and watch them finish")
     p.add_argument("--count", type=int, default=5)
@@ -235,16 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
 
     p = commands.add_parser("bench", help="benchmark enqueue, drain and pick-up latency")
-    from jobqueue.bench import add_arguments
+    from jobqueue.cli.bench import add_arguments
 
     add_arguments(p)
-    from jobqueue.api.bench import add_api_arguments
+    from jobqueue.cli.bench.api_load import add_api_arguments
 
     add_api_arguments(p)
     p.set_defaults(func=_cmd_bench)
 
     p = commands.add_parser("faults", help="the fault campaign: crashes, restarts and poison jobs on a local cluster")
-    from jobqueue.faults.campaign import add_arguments as add_fault_arguments
+    from jobqueue.cli.faults.campaign import add_arguments as add_fault_arguments
 
     add_fault_arguments(p)
     p.set_defaults(func=_cmd_faults)
@@ -258,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_api)
 
     p = commands.add_parser("apikey", help="create, list or revoke REST API keys")
-    from jobqueue.api.keys_cli import add_apikey_arguments
+    from jobqueue.cli.apikeys import add_apikey_arguments
 
     add_apikey_arguments(p)
     p.set_defaults(func=_cmd_apikey)
@@ -271,20 +220,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    try:
-        return args.func(args)
-    except (JobQueueError, ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return _dispatch(build_parser().parse_args(argv))
-
-
-def worker_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jobqueue-worker", description="Run jobqueue workers.")
-    _add_worker_options(parser)
-    parser.set_defaults(func=_run_worker)
-    return _dispatch(parser.parse_args(argv))
+    return dispatch(build_parser().parse_args(argv))
