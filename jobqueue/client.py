@@ -158,16 +158,14 @@ class NewJob:
         if idempotency_key is not None:
             if not isinstance(idempotency_key, str) or not idempotency_key:
                 raise invalid("idempotency_key", "must be a non-empty string when given")
-            problem = too_long(idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
-            if problem is not None:
-                raise invalid("idempotency_key", problem)
+            if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+                raise invalid("idempotency_key", too_long(idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH) or "")
         if producer_id is not None:
             if not isinstance(producer_id, str) or not producer_id:
                 # "" would share the idempotency scope of jobs enqueued without a producer
                 raise invalid("producer_id", "must be a non-empty string when given")
-            problem = too_long(producer_id, MAX_PRODUCER_ID_LENGTH)
-            if problem is not None:
-                raise invalid("producer_id", problem)
+            if len(producer_id) > MAX_PRODUCER_ID_LENGTH:
+                raise invalid("producer_id", too_long(producer_id, MAX_PRODUCER_ID_LENGTH) or "")
         if timeout is not None or expire_after is not None or idempotency_window is not None:
             timeout = _span(timeout, invalid, "timeout")
             expire_after = _span(expire_after, invalid, "expire_after")
