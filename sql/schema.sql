@@ -694,11 +694,13 @@ BEGIN
             PERFORM jobqueue.invalid('timezone', problem);
         END IF;
     END IF;
-    IF NEW.job_type IS NULL OR btrim(NEW.job_type) = '' THEN
-        PERFORM jobqueue.invalid('job_type', 'must be a non-empty string');
+    problem := jobqueue.name_problem(NEW.job_type, 255);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid('job_type', problem);
     END IF;
-    IF NEW.queue IS NULL OR btrim(NEW.queue) = '' THEN
-        PERFORM jobqueue.invalid('queue', 'must be a non-empty string');
+    problem := jobqueue.name_problem(NEW.queue, 255);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid('queue', problem);
     END IF;
     NEW.priority := jobqueue.priority_name(jobqueue.priority_level(NEW.priority));
     IF NEW.max_attempts < 1 THEN

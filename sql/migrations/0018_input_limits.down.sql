@@ -149,6 +149,69 @@ BEGIN
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
+CREATE OR REPLACE FUNCTION jobqueue.schedules_before_write() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    problem text;
+    redefined boolean := TG_OP = 'INSERT' OR (NEW.cron, NEW.timezone) IS DISTINCT FROM (OLD.cron, OLD.timezone);
+BEGIN
+    IF NEW.name IS NULL OR btrim(NEW.name) = '' THEN
+        PERFORM jobqueue.invalid('name', 'must be a non-empty string');
+    END IF;
+    IF redefined THEN
+        problem := jobqueue.cron_problem(NEW.cron);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('cron', problem);
+        END IF;
+        problem := jobqueue.timezone_problem(NEW.timezone);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('timezone', problem);
+        END IF;
+    END IF;
+    IF NEW.job_type IS NULL OR btrim(NEW.job_type) = '' THEN
+        PERFORM jobqueue.invalid('job_type', 'must be a non-empty string');
+    END IF;
+    IF NEW.queue IS NULL OR btrim(NEW.queue) = '' THEN
+        PERFORM jobqueue.invalid('queue', 'must be a non-empty string');
+    END IF;
+    NEW.priority := jobqueue.priority_name(jobqueue.priority_level(NEW.priority));
+    IF NEW.max_attempts < 1 THEN
+        PERFORM jobqueue.invalid('max_attempts', format('must be at least 1 (got %s)', NEW.max_attempts));
+    END IF;
+    IF NEW.misfire_policy IS NULL OR NEW.misfire_policy NOT IN ('fire_once', 'fire_all', 'skip') THEN
+        PERFORM jobqueue.invalid('misfire_policy', format('must be one of fire_once, fire_all, skip (got %L)', NEW.misfire_policy));
+    END IF;
+    IF NEW.misfire_limit IS NULL OR NEW.misfire_limit < 1 THEN
+        PERFORM jobqueue.invalid('misfire_limit', format('must be at least 1 (got %s)', NEW.misfire_limit));
+    END IF;
+    NEW.payload := coalesce(NEW.payload, '{}'::jsonb);
+
+    IF TG_OP = 'UPDATE' THEN
+        -- A new definition, or a resume, starts from now: the scheduler recomputes next_fire_at
+        -- unless this statement set it itself. Ticks during a pause are not fired.
+        IF redefined OR (NEW.enabled AND NOT OLD.enabled) THEN
+            NEW.error := NULL;
+            IF NEW.next_fire_at IS NOT DISTINCT FROM OLD.next_fire_at THEN
+                NEW.next_fire_at := NULL;
+            END IF;
+        END IF;
+        IF (NEW.name, NEW.cron, NEW.timezone, NEW.job_type, NEW.payload, NEW.priority, NEW.queue, NEW.max_attempts,
+            NEW.enabled, NEW.misfire_policy, NEW.misfire_limit)
+           IS DISTINCT FROM
+           (OLD.name, OLD.cron, OLD.timezone, OLD.job_type, OLD.payload, OLD.priority, OLD.queue, OLD.max_attempts,
+            OLD.enabled, OLD.misfire_policy, OLD.misfire_limit) THEN
+            NEW.updated_at := now();
+        END IF;
+    END IF;
+
+    -- Wake the scheduler when this row may now fire earlier than it planned.
+    IF NEW.enabled AND NEW.error IS NULL AND (
+           TG_OP = 'INSERT' OR NOT OLD.enabled OR NEW.next_fire_at IS NULL OR NEW.next_fire_at < OLD.next_fire_at) THEN
+        PERFORM pg_notify('jobqueue_schedules', NEW.name);
+    END IF;
+    RETURN NEW;
+END $$;
+
 DROP FUNCTION jobqueue.job_problem(text, text, timestamp with time zone, interval, text, integer, text, interval,
                                    timestamp with time zone, interval, interval, text, text);
 DROP FUNCTION jobqueue.zoneless_problem(text, text);

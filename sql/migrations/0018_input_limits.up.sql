@@ -19,6 +19,8 @@
 --    zone-less literal): pass an offset, or set TimeZone.
 -- 4. enqueue_many names the element that is not a JSON object (jobs[2]: must be a JSON object),
 --    where it said jobs[2].job_type: must be a non-empty string.
+-- 5. A schedule's job_type and queue follow the same rule when it is defined (schedules_before_write),
+--    so that no schedule is accepted whose every fire would be refused.
 -- Validation stays one inlined expression per job (no plpgsql call per job, no trigger): the
 -- functions below are those of 0009 with the new checks and the clamp added to their expressions.
 -- The helpers are STABLE, not IMMUTABLE, because format() is: the planner inlines an IMMUTABLE SQL
@@ -219,4 +221,70 @@ BEGIN
         PERFORM jobqueue.invalid(format('jobs[%s].%s', bad - 1, problem[1][1]), problem[1][2]);
     END IF;
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
+END $$;
+
+-- The schedule trigger of 0002 with the name rule of enqueue (item 5).
+CREATE OR REPLACE FUNCTION jobqueue.schedules_before_write() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    problem text;
+    redefined boolean := TG_OP = 'INSERT' OR (NEW.cron, NEW.timezone) IS DISTINCT FROM (OLD.cron, OLD.timezone);
+BEGIN
+    IF NEW.name IS NULL OR btrim(NEW.name) = '' THEN
+        PERFORM jobqueue.invalid('name', 'must be a non-empty string');
+    END IF;
+    IF redefined THEN
+        problem := jobqueue.cron_problem(NEW.cron);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('cron', problem);
+        END IF;
+        problem := jobqueue.timezone_problem(NEW.timezone);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid('timezone', problem);
+        END IF;
+    END IF;
+    problem := jobqueue.name_problem(NEW.job_type, 255);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid('job_type', problem);
+    END IF;
+    problem := jobqueue.name_problem(NEW.queue, 255);
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid('queue', problem);
+    END IF;
+    NEW.priority := jobqueue.priority_name(jobqueue.priority_level(NEW.priority));
+    IF NEW.max_attempts < 1 THEN
+        PERFORM jobqueue.invalid('max_attempts', format('must be at least 1 (got %s)', NEW.max_attempts));
+    END IF;
+    IF NEW.misfire_policy IS NULL OR NEW.misfire_policy NOT IN ('fire_once', 'fire_all', 'skip') THEN
+        PERFORM jobqueue.invalid('misfire_policy', format('must be one of fire_once, fire_all, skip (got %L)', NEW.misfire_policy));
+    END IF;
+    IF NEW.misfire_limit IS NULL OR NEW.misfire_limit < 1 THEN
+        PERFORM jobqueue.invalid('misfire_limit', format('must be at least 1 (got %s)', NEW.misfire_limit));
+    END IF;
+    NEW.payload := coalesce(NEW.payload, '{}'::jsonb);
+
+    IF TG_OP = 'UPDATE' THEN
+        -- A new definition, or a resume, starts from now: the scheduler recomputes next_fire_at
+        -- unless this statement set it itself. Ticks during a pause are not fired.
+        IF redefined OR (NEW.enabled AND NOT OLD.enabled) THEN
+            NEW.error := NULL;
+            IF NEW.next_fire_at IS NOT DISTINCT FROM OLD.next_fire_at THEN
+                NEW.next_fire_at := NULL;
+            END IF;
+        END IF;
+        IF (NEW.name, NEW.cron, NEW.timezone, NEW.job_type, NEW.payload, NEW.priority, NEW.queue, NEW.max_attempts,
+            NEW.enabled, NEW.misfire_policy, NEW.misfire_limit)
+           IS DISTINCT FROM
+           (OLD.name, OLD.cron, OLD.timezone, OLD.job_type, OLD.payload, OLD.priority, OLD.queue, OLD.max_attempts,
+            OLD.enabled, OLD.misfire_policy, OLD.misfire_limit) THEN
+            NEW.updated_at := now();
+        END IF;
+    END IF;
+
+    -- Wake the scheduler when this row may now fire earlier than it planned.
+    IF NEW.enabled AND NEW.error IS NULL AND (
+           TG_OP = 'INSERT' OR NOT OLD.enabled OR NEW.next_fire_at IS NULL OR NEW.next_fire_at < OLD.next_fire_at) THEN
+        PERFORM pg_notify('jobqueue_schedules', NEW.name);
+    END IF;
+    RETURN NEW;
 END $$;
