@@ -58,6 +58,7 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
                                      idempotency_window interval, idempotency_mismatch text,
                                      producer_id text) RETURNS text[]
 LANGUAGE sql STABLE AS $$
+    -- expires_at is compared with the run_at the job will have: one in the past means now.
     SELECT CASE
         WHEN jobqueue.name_problem(job_type, 255) IS NOT NULL
             THEN ARRAY['job_type', jobqueue.name_problem(job_type, 255)]
@@ -84,9 +85,9 @@ LANGUAGE sql STABLE AS $$
             THEN ARRAY['idempotency_mismatch', format('must be return or reject (got %L)', idempotency_mismatch)]
         WHEN lower(priority) NOT IN ('critical', 'high', 'normal', 'low')
             THEN ARRAY['priority', format('must be one of critical, high, normal, low (got %L)', priority)]
-        WHEN expires_at <= coalesce(run_at, now() + delay, now())
-            THEN ARRAY['expires_at', format('must be after run_at (%s; got %s)', coalesce(run_at, now() + delay, now()),
-                                            expires_at)]
+        WHEN expires_at <= coalesce(jobqueue.due_at(run_at), now() + delay, now())
+            THEN ARRAY['expires_at', format('must be after run_at (%s; got %s)',
+                                            coalesce(jobqueue.due_at(run_at), now() + delay, now()), expires_at)]
     END
 $$;
 COMMENT ON FUNCTION jobqueue.job_problem(text, text, timestamp with time zone, interval, text, integer, text, interval, timestamp with time zone, interval, interval, text, text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
@@ -116,9 +117,9 @@ CREATE OR REPLACE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    problem text[] := jobqueue.job_problem(job_type, priority, jobqueue.due_at(run_at), delay, queue, max_attempts,
-                                           idempotency_key, timeout, expires_at, expire_after, idempotency_window,
-                                           idempotency_mismatch, producer_id);
+    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
+                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
+                                           producer_id);
     job_id uuid;
     wanted boolean;
 BEGIN
@@ -185,7 +186,7 @@ BEGIN
                    v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
           FROM (SELECT f.*, coalesce(
-                           jobqueue.job_problem(f.job_type, f.priority, jobqueue.due_at(f.run_at), f.delay, f.queue,
+                           jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
                                                 f.producer_id),
