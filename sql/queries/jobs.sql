@@ -497,7 +497,10 @@ LIMIT %(limit)s;
 -- name: job_list_in_state
 -- job_list for %(state)s one of failed, dead_letter, cancelled (a job completing on its first
 -- attempt is never in them): the walk is of jobs_state_listing_idx, so the rows examined are
--- only that state's, and the dead-letter queue pages fill however many jobs have completed.
+-- only that state's, and the dead-letter queue pages fill however many jobs have completed. The
+-- state comes through a sub-select so that no plan can prove jobs_finished_idx's predicate from
+-- it: that index holds dead and cancelled jobs too, in finished_at order, and a plan reading all
+-- of a state's rows from it and sorting them is what the planner picks when they are few.
 SELECT e.id, e.queue, e.job_type, e.priority, e.state, e.attempts, e.max_attempts, e.run_at,
        e.created_at, e.updated_at, e.finished_at, e.producer_id, e.seq, x.error_type, x.message,
        e.matches, e.examined
@@ -511,7 +514,7 @@ FROM (
     FROM (SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
                  j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq
           FROM jobqueue.jobs j
-          WHERE j.state IN ('failed', 'dead_letter', 'cancelled') AND j.state = %(state)s::text
+          WHERE j.state IN ('failed', 'dead_letter', 'cancelled') AND j.state = (SELECT %(state)s::text)
             AND j.id < coalesce(%(before)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
           ORDER BY j.id DESC
           LIMIT %(scan)s) AS w

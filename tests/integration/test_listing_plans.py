@@ -19,9 +19,12 @@ from jobqueue.client import LIST_SCAN
 from jobqueue.sql import queries
 
 ROWS = 1_000_000
-#: Buffers one page may touch: ~5,000 index entries and the heap pages behind them (~170 here),
-#: plus the page's inner nodes. A walk that ignored the budget reads ~40,000.
+#: Buffers one page of the jobs_pkey walk may touch: 5,000 index entries and the heap pages
+#: behind them (ids follow the heap's order): 138 here. A walk ignoring the budget reads ~40,000.
 MAX_BUFFERS = 400
+#: The state index walk: its rows lie scattered over the heap, a page each at worst (here all
+#: 1,000 dead jobs are examined when no other filter matches: 1,025).
+MAX_STATE_BUFFERS = LIST_SCAN + 100
 
 #: Values that match no job, so every page examines its whole budget.
 NOTHING = dict(queue="nowhere", job_type="nothing", priority=0, producer_id="nobody", scheduled=True)
@@ -37,8 +40,8 @@ def million(pg_server):
         conn.execute("""
             INSERT INTO jobqueue.jobs (id, job_type, queue, producer_id, state, attempts, priority, run_at,
                                        finished_at)
-            SELECT jobqueue.uuid_v7(g), 't' || g % 5, 'q' || g % 10, 'p' || g % 100,
-                   CASE g % 1000 WHEN 7 THEN 'dead_letter' WHEN 8 THEN 'failed' WHEN 9 THEN 'cancelled'
+            SELECT jobqueue.uuid_v7(g), 't' || g %% 5, 'q' || g %% 10, 'p' || g %% 100,
+                   CASE g %% 1000 WHEN 7 THEN 'dead_letter' WHEN 8 THEN 'failed' WHEN 9 THEN 'cancelled'
                                  ELSE 'completed' END,
                    1, 2, now() - interval '1 day', now()
             FROM generate_series(1, %s) g""", (ROWS,))
@@ -112,7 +115,7 @@ def test_every_filter_combination_reads_a_bounded_page_of_a_million_jobs(million
             ok = (shape == [("Index Scan", index, "Backward")]
                   and scans[0]["Actual Rows"] <= LIST_SCAN
                   and not any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes)
-                  and buffers <= MAX_BUFFERS)
+                  and buffers <= (MAX_STATE_BUFFERS if name == "job_list_in_state" else MAX_BUFFERS))
             if not ok:
                 failures.append((filters, shape, scans[0]["Actual Rows"] if scans else None, buffers))
     assert not failures, json.dumps(failures, default=str, indent=1)
