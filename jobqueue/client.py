@@ -263,7 +263,7 @@ def _readable(info: JobInfo, keys: Any, decrypt: bool) -> JobInfo:
 
 MAX_PAGE = 500
 #: Rows a listing examines per page at most, whatever its filters (see `job_store.list_jobs`):
-#: what one page may cost, ~3 ms and ~150 buffers with 1,000,000 jobs.
+#: what one page may cost, ~4 ms and 138 buffers with 1,000,000 jobs (docs/performance.md).
 LIST_SCAN = 5_000
 MAX_LIST_SCAN = 100_000
 ROLES = ("producer", "admin")
