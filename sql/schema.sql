@@ -1246,6 +1246,10 @@ CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (l
 
 CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
 
+CREATE INDEX jobs_state_listing_idx ON jobqueue.jobs USING btree (state, id) WHERE ((state = ANY (ARRAY['failed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (id IS NOT NULL));
+
+COMMENT ON INDEX jobqueue.jobs_state_listing_idx IS 'GET /jobs?state= and /admin/dlq for the rare states (failed, dead_letter, cancelled), newest first. Other listings walk jobs_pkey (time-ordered ids) under a per-page scan budget.';
+
 CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
 
 CREATE TRIGGER circuit_job_types_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.circuit_job_types FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_circuit_job_types();
