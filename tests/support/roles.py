@@ -14,9 +14,10 @@ from tests.support.waiting import wait_until
 @pytest.fixture
 def reader_dsn(dsn, conn):
     """The test database as a role that may read everything and write nothing; dropped afterwards
-    (request it before anything that keeps connections as the role, e.g. an API server)."""
+    (request it before anything that keeps connections as the role, e.g. an API server).
+    jobqueue_readonly lets it through row-level security (pg_read_all_data alone would see no job)."""
     role = f"jqtest_reader_{uuid.uuid4().hex[:8]}"
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data, jobqueue_readonly").format(sql.Identifier(role)))
     try:
         yield make_conninfo(dsn, user=role)
     finally:
