@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jobqueue import db
 from jobqueue.config import Settings
+from jobqueue.errors import PermissionDenied
 from jobqueue.store import roles as role_store
 
 
@@ -51,6 +52,14 @@ def role_dsn(dsn: str, login: str, password: str | None) -> str:
 
 
 def run_roles(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        return _run(args, settings)
+    except PermissionDenied as exc:
+        raise PermissionDenied(f"{exc} (`jobqueue roles` needs a role with CREATEROLE, or ADMIN OPTION on "
+                               "the jobqueue_* roles, as a hand-written GRANT would)") from exc
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     with db.connect_sync(db.Session.of(settings, db.CLI_NAME), connect_timeout=5) as conn:
         if args.roles_action == "list":
             print(f"{'group role':18}  {'member':30}  {'login':5}  producer id")

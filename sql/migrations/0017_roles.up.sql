@@ -289,6 +289,8 @@ END $$;
 
 REVOKE EXECUTE ON FUNCTION jobqueue.grant_role(text, text, text), jobqueue.revoke_role(text, text),
     jobqueue.create_login(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobqueue.grant_role(text, text, text), jobqueue.revoke_role(text, text),
+    jobqueue.create_login(text, text) TO jobqueue_admin;
 
 -- Entry points running as the owner: only jobqueue's roles may call them.
 REVOKE EXECUTE ON FUNCTION
