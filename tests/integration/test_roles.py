@@ -209,3 +209,18 @@ def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_serve
         assert down.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone() == (False,)
         assert not down.execute("SELECT has_schema_privilege('jobqueue_worker', 'jobqueue', 'USAGE')").fetchone()[0]
     migrate.upgrade(empty_dsn)
+
+
+@pytest.mark.slow
+def test_a_downgrade_drops_the_roles_no_database_uses_and_keeps_one_a_login_holds(own_cluster):
+    """On a cluster of its own (the session's has many databases holding grants): once the only
+    jobqueue database is downgraded, nothing refers to the roles but a login granted one."""
+    from jobqueue import migrate
+
+    with connect(own_cluster) as oc:
+        oc.execute("CREATE ROLE jqtest_holder LOGIN IN ROLE jobqueue_producer")
+        migrate.downgrade(own_cluster, "0015_encrypted_fields")
+        left = [row[0] for row in oc.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'")]
+        assert left == ["jobqueue_producer"]
+        migrate.upgrade(own_cluster)  # made again, the one that stayed is found
+        assert oc.execute("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'").fetchone()[0] == 5
