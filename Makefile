@@ -48,7 +48,7 @@ db: install
 db-stop:
 	$(BIN)/python -m jobqueue.cli.devdb stop
 
-# A pg_auto_failover stack in .pgdata-ha (README "High availability"): a monitor, a primary and its
+# A pg_auto_failover stack in .pgdata-ha (docs/high-availability.md): a monitor, a primary and its
 # synchronous standby, migrated; prints the multi-host DSN, so `JOBQUEUE_DSN="$$(make -s ha)" make run`
 # runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor, default 54340) and the next two.
 ha: install
@@ -110,7 +110,7 @@ bench: install
 	$(BIN)/jobqueue migrate >/dev/null; \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 
-# The fault campaign (README "Fault campaign") on a durable cluster of its own in .pgdata-faults —
+# The fault campaign (docs/high-availability.md "Fault campaign") on a durable cluster of its own in .pgdata-faults —
 # never .pgdata or JOBQUEUE_DSN: it crashes and restarts PostgreSQL. FAULTS_ARGS narrows it,
 # e.g. FAULTS_ARGS='--scenario sigkill --jobs 2000'. Exit status 1 when a scenario failed.
 faults: install

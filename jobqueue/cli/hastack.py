@@ -12,7 +12,7 @@ multi-host DSN (`HaStack.dsn`, ``target_session_attrs=read-write``).
 pg_autoctl keeps its configuration, state and pid files under the folder too (the ``XDG_*``
 directories it honours), so nothing outside it is touched. As root, everything runs as the
 unprivileged user `jobqueue.cli.devdb.server_user` names; everything listens on 127.0.0.1 only, without
-TLS and with ``trust`` authentication (loopback only: README "High availability" says what
+TLS and with ``trust`` authentication (loopback only: docs/high-availability.md says what
 production uses instead). The settings in `NODE_SETTINGS` replace pg_auto_failover's own tuning,
 which sizes shared_buffers at a quarter of the machine's memory and keeps 8 GB of WAL per node —
 three such clusters on a development box would be too many.

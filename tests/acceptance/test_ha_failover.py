@@ -7,9 +7,9 @@ and has to find the primary by itself.
 
 It reuses the fault campaign's parts (jobqueue.cli.faults: the recording app and its worker fleet, the
 API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
-campaign's table says (README "Fault campaign"). The measured figures are printed and written to
+campaign's table says (docs/high-availability.md "Fault campaign"). The measured figures are printed and written to
 ``figures.json`` beside the worker, API and pg_autoctl logs in test-artifacts/ha-failover/ (kept
-after the run; README "High availability" quotes the figures).
+after the run; docs/high-availability.md quotes the figures).
 """
 
 from __future__ import annotations

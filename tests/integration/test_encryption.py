@@ -93,7 +93,7 @@ def test_per_call_and_batch_fields_are_encrypted_and_a_missing_one_writes_nothin
 
 
 def producer_envelope(key_line: str, value) -> dict:
-    """An encrypted field made by hand from the README's format, without jobqueue's code."""
+    """An encrypted field made by hand from the format in docs/security.md, without jobqueue's code."""
     kid, encoded = key_line.split(":")
     data_key, nonce = os.urandom(32), os.urandom(12)
     return {"$jobqueue_enc": 1, "kid": kid,

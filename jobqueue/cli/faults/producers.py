@@ -3,7 +3,7 @@ time over Python (`AsyncClient`) and REST (``POST /jobs`` to a real `jobqueue ap
 happen.
 
 Each logical job has a key (payload ``"k"``, also its idempotency key). A producer submits it until
-a call succeeds, retrying after each failure with the same key, as the README tells producers to do
+a call succeeds, retrying after each failure with the same key, as docs/enqueue.md tells producers to do
 on a 503 or `DatabaseUnavailable`. Every call is timed. A failure is *clean* when it is the
 documented answer to an outage — `DatabaseUnavailable` in Python, 503 over REST, or a refused
 connection while the API process itself is down — and came within `ERROR_LIMIT` seconds; anything

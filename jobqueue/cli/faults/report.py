@@ -1,6 +1,6 @@
 """Judging a scenario from its database, and the campaign's one table.
 
-What the columns mean (README "Fault campaign" says the same):
+What the columns mean (docs/high-availability.md "Fault campaign" says the same):
 - **lost**: a job id a producer got back that is not in its expected end state when the scenario
   is over (``completed``; ``dead_letter`` for poison), or that is not stored at all.
 - **duplicates**: handler runs of a logical job beyond the ones it should have had — one, plus
