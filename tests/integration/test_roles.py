@@ -3,19 +3,30 @@ of its own, tries what it must not do (and gets a permission error) and does wha
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
-from jobqueue import Client
+from jobqueue import Client, db
 from jobqueue.cli import main as cli_main
 from jobqueue.errors import PermissionDenied
+from jobqueue.maintenance.historian import Historian
+from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.pruner import Pruner
+from jobqueue.maintenance.reaper import Reaper
+from jobqueue.maintenance.reindexer import Reindexer
+from jobqueue.maintenance.scheduler import Scheduler
+from jobqueue.maintenance.sweeper import Sweeper
+from jobqueue.maintenance.vacuumer import Vacuumer
 from jobqueue.models import CancelOutcome, JobState, RetryOutcome
 from jobqueue.sql import queries
 from jobqueue.store.jobs import Deadlines
 from tests.support import apps
 from tests.support.factories import finish_job, job_row, make_job
+from tests.support.maintenance import insert_schedule, pools
 from tests.support.roles import login_as  # noqa: F401 (a fixture)
 from tests.support.workers import WorkerThread, test_settings
 
@@ -224,3 +235,28 @@ def test_a_downgrade_drops_the_roles_no_database_uses_and_keeps_one_a_login_hold
         assert left == ["jobqueue_producer"]
         migrate.upgrade(own_cluster)  # made again, the one that stayed is found
         assert oc.execute("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'").fetchone()[0] == 5
+
+
+def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn):  # noqa: F811
+    """Sweeper, scheduler, pruner, reaper, historian and the election as jobqueue_worker, each
+    with work to do; the vacuumer and reindexer stand aside (PostgreSQL < 17: only the owner may)."""
+    worker = login_as("worker")
+    long_ago = datetime.now(timezone.utc) - timedelta(days=400)
+    expired = make_job(conn, state="processing", locked_until=datetime.now(timezone.utc) - timedelta(minutes=1))
+    old = make_job(conn, state="completed", finished_at=long_ago)
+    insert_schedule(conn, "tick", "* * * * *", next_fire_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
+                 "VALUES ('gone', 'h', 1, '{default}', 1, now() - interval '1 hour')")
+
+    async def run() -> list[int]:
+        async with pools(worker) as (pool,):
+            assert await Elector(pool, "leader-w").attempt()
+            session = db.Session.of(test_settings(worker), "test-maintenance")
+            services = [Sweeper(pool), Scheduler(pool, fired_by="leader-w"), Pruner(pool), Reaper(pool),
+                        Historian(pool), Vacuumer(pool, session, min_dead=0, dead_fraction=0), Reindexer(session)]
+            return [await service.run_once() for service in services]
+
+    done = asyncio.run(run())
+    assert all(count >= 1 for count in done[:5]) and done[5:] == [0, 0], done
+    assert job_row(conn, expired)["state"] == "pending" and job_row(conn, old) is None
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE producer_id = 'schedule:tick'").fetchone()[0] == 1
