@@ -12,6 +12,7 @@ import pytest
 
 from jobqueue import Client, db
 from jobqueue.cli import main as cli_main
+from jobqueue.clock import ManualClock
 from jobqueue.errors import PermissionDenied
 from jobqueue.maintenance.historian import Historian
 from jobqueue.maintenance.leader import Elector
@@ -244,7 +245,8 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
     long_ago = datetime.now(timezone.utc) - timedelta(days=400)
     expired = make_job(conn, state="processing", locked_until=datetime.now(timezone.utc) - timedelta(minutes=1))
     old = make_job(conn, state="completed", finished_at=long_ago)
-    insert_schedule(conn, "tick", "* * * * *", next_fire_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    insert_schedule(conn, "tick", "* * * * *")
+    clock = ManualClock(datetime.now(timezone.utc))
     conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
                  "VALUES ('gone', 'h', 1, '{default}', 1, now() - interval '1 hour')")
 
@@ -252,11 +254,15 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
         async with pools(worker) as (pool,):
             assert await Elector(pool, "leader-w").attempt()
             session = db.Session.of(test_settings(worker), "test-maintenance")
-            services = [Sweeper(pool), Scheduler(pool, fired_by="leader-w"), Pruner(pool), Reaper(pool),
+            scheduler = Scheduler(pool, fired_by="leader-w", clock=clock)
+            await scheduler.run_once()  # plans the first tick
+            clock.set(clock.now() + timedelta(minutes=1))
+            services = [Sweeper(pool), scheduler, Pruner(pool), Reaper(pool),
                         Historian(pool), Vacuumer(pool, session, min_dead=0, dead_fraction=0), Reindexer(session)]
             return [await service.run_once() for service in services]
 
     done = asyncio.run(run())
-    assert all(count >= 1 for count in done[:5]) and done[5:] == [0, 0], done
+    assert all(count >= 1 for count in done[:4]) and done[5:] == [0, 0], done
+    assert conn.execute("SELECT count(*) FROM jobqueue.throughput_history").fetchone()[0] == 1
     assert job_row(conn, expired)["state"] == "pending" and job_row(conn, old) is None
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE producer_id = 'schedule:tick'").fetchone()[0] == 1
