@@ -48,7 +48,7 @@ def role_dsn(dsn: str, login: str, password: str | None) -> str:
     params["user"] = login
     if password is not None:
         params["password"] = password
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def run_roles(args: argparse.Namespace, settings: Settings) -> int:

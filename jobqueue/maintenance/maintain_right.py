@@ -25,7 +25,8 @@ class MaintainRight:
     async def allowed(self, conn) -> bool:
         """The answer, from the database the first time (``conn``: any connection of the leader's role)."""
         if self.known is None:
-            self.known = bool(await db.run(conn, vacuum_store.may_maintain()))
+            allowed: bool = await db.run(conn, vacuum_store.may_maintain())
+            self.known = allowed
             if not self.known:
                 log.warning("%s stands aside: this role may not VACUUM or REINDEX jobqueue.jobs (its owner may, "
                             "or from PostgreSQL 17 a role with MAINTAIN); autovacuum still runs", self.service)
