@@ -14,53 +14,20 @@ ALTER TABLE jobqueue.jobs DISABLE ROW LEVEL SECURITY;
 ALTER TABLE jobqueue.job_results DISABLE ROW LEVEL SECURITY;
 ALTER TABLE jobqueue.job_errors DISABLE ROW LEVEL SECURITY;
 
--- enqueue() as 0009 made it (SECURITY INVOKER, any producer id).
-CREATE OR REPLACE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
-    LANGUAGE plpgsql
-    AS $$
+-- enqueue() as it was before 0017 (SECURITY INVOKER, any producer id): enqueue_unchecked()'s body,
+-- restated under the old name; CREATE OR REPLACE leaves neither SECURITY DEFINER nor the pinned
+-- search_path of the wrapper it replaces.
+DO $$
 DECLARE
-    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
-                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
-    job_id uuid;
-    wanted boolean;
+    kept constant regprocedure := 'jobqueue.enqueue_unchecked(text, jsonb, text, timestamptz, text, integer, text, interval, text, text, interval, timestamptz, interval, interval, text)';
+    definition text := pg_get_functiondef(kept);
 BEGIN
-    IF problem IS NOT NULL THEN
-        PERFORM jobqueue.invalid(problem[1], problem[2]);
-    END IF;
-    IF idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
-            NULL, job_type, payload, priority, run_at, delay, queue, max_attempts, idempotency_key, producer_id,
-            traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch)]) AS r);
-    END IF;
-    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
-    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
-    WITH added AS (
-        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
-                                        traceparent, timeout, expires_at)
-        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
-               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
-               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
-        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue.job_type, enqueue.payload,
-                                          enqueue.priority, enqueue.run_at, enqueue.delay, enqueue.queue,
-                                          enqueue.max_attempts, NULL, enqueue.producer_id, enqueue.traceparent,
-                                          enqueue.timeout, enqueue.expires_at, enqueue.expire_after, NULL, NULL,
-                                          d.max_attempts) AS job
-              FROM (SELECT) AS one
-              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue.job_type) AS i
-        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue.queue
-        RETURNING j.id
-    )
-    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
-      INTO job_id, wanted
-      FROM added AS a;
-    PERFORM pg_notify('jobqueue_jobs', queue);
-    IF wanted THEN
-        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
-    END IF;
-    RETURN job_id;
+    definition := replace(definition, 'FUNCTION jobqueue.enqueue_unchecked(', 'FUNCTION jobqueue.enqueue(');
+    definition := regexp_replace(definition, '\menqueue_unchecked\.', 'enqueue.', 'g');
+    EXECUTE definition;
+    EXECUTE format('COMMENT ON FUNCTION jobqueue.enqueue(text, jsonb, text, timestamptz, text, integer, text, interval, text, text, interval, timestamptz, interval, interval, text) IS %L',
+                   obj_description(kept, 'pg_proc'));
 END $$;
-
-COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
 GRANT EXECUTE ON FUNCTION jobqueue.enqueue(text, jsonb, text, timestamptz, text, integer, text, interval, text, text,
                                            interval, timestamptz, interval, interval, text) TO PUBLIC;
 DROP FUNCTION jobqueue.enqueue_unchecked(text, jsonb, text, timestamptz, text, integer, text, interval, text, text,

@@ -67,53 +67,21 @@ COMMENT ON FUNCTION jobqueue.session_producer() IS 'The producer id this session
 
 -- The one-job and many-job enqueue keep their bodies under new names (SECURITY INVOKER: a role
 -- without INSERT on jobqueue.jobs cannot call them usefully); the public names become wrappers.
--- enqueue()'s body names its parameters after the function, so it is restated under the new name.
-CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
-    LANGUAGE plpgsql
-    AS $$
+-- enqueue()'s body names its parameters after the function (enqueue.queue), so it cannot simply be
+-- renamed: its current definition, whichever migration wrote it last, is restated under the new
+-- name. A later migration that changes how jobs are enqueued changes enqueue_unchecked() (and
+-- enqueue_many_unchecked()), not the wrappers.
+DO $$
 DECLARE
-    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
-                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
-    job_id uuid;
-    wanted boolean;
+    original constant regprocedure := 'jobqueue.enqueue(text, jsonb, text, timestamptz, text, integer, text, interval, text, text, interval, timestamptz, interval, interval, text)';
+    definition text := pg_get_functiondef(original);
 BEGIN
-    IF problem IS NOT NULL THEN
-        PERFORM jobqueue.invalid(problem[1], problem[2]);
-    END IF;
-    IF idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
-            NULL, job_type, payload, priority, run_at, delay, queue, max_attempts, idempotency_key, producer_id,
-            traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch)]) AS r);
-    END IF;
-    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
-    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
-    WITH added AS (
-        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
-                                        traceparent, timeout, expires_at)
-        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
-               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
-               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
-        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue_unchecked.job_type, enqueue_unchecked.payload,
-                                          enqueue_unchecked.priority, enqueue_unchecked.run_at, enqueue_unchecked.delay, enqueue_unchecked.queue,
-                                          enqueue_unchecked.max_attempts, NULL, enqueue_unchecked.producer_id, enqueue_unchecked.traceparent,
-                                          enqueue_unchecked.timeout, enqueue_unchecked.expires_at, enqueue_unchecked.expire_after, NULL, NULL,
-                                          d.max_attempts) AS job
-              FROM (SELECT) AS one
-              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue_unchecked.job_type) AS i
-        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue_unchecked.queue
-        RETURNING j.id
-    )
-    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
-      INTO job_id, wanted
-      FROM added AS a;
-    PERFORM pg_notify('jobqueue_jobs', queue);
-    IF wanted THEN
-        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
-    END IF;
-    RETURN job_id;
+    definition := replace(definition, 'FUNCTION jobqueue.enqueue(', 'FUNCTION jobqueue.enqueue_unchecked(');
+    definition := regexp_replace(definition, '\menqueue\.', 'enqueue_unchecked.', 'g');
+    EXECUTE definition;
+    EXECUTE format('COMMENT ON FUNCTION jobqueue.enqueue_unchecked(text, jsonb, text, timestamptz, text, integer, text, interval, text, text, interval, timestamptz, interval, interval, text) IS %L',
+                   obj_description(original, 'pg_proc'));
 END $$;
-
-COMMENT ON FUNCTION jobqueue.enqueue_unchecked(text, jsonb, text, timestamptz, text, integer, text, interval, text, text, interval, timestamptz, interval, interval, text) IS 'enqueue() without the producer check: for roles that may write jobqueue.jobs themselves (enqueue() calls it as the owner).';
 
 ALTER FUNCTION jobqueue.enqueue_many(jsonb) RENAME TO enqueue_many_unchecked;
 

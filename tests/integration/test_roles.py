@@ -220,6 +220,9 @@ def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_serve
     with connect(empty_dsn) as down:
         assert down.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone() == (False,)
         assert not down.execute("SELECT has_schema_privilege('jobqueue_worker', 'jobqueue', 'USAGE')").fetchone()[0]
+        assert down.execute("SELECT prosecdef, proconfig, has_function_privilege('public', oid, 'EXECUTE') "
+                            "FROM pg_proc WHERE proname = 'enqueue' AND pronamespace = 'jobqueue'::regnamespace "
+                            "AND proargtypes[1] = 'jsonb'::regtype").fetchone() == (False, None, True)
     migrate.upgrade(empty_dsn)
 
 
