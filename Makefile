@@ -62,19 +62,34 @@ ha-stop:
 migrate: install
 	@$(USE_DB); $(BIN)/jobqueue migrate
 
-# Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> worker (with maintenance) on the demo
-# app -> a few demo jobs shown completing -> keeps serving until Ctrl-C (ONCE=1: stop after the demo).
+# The worker, the API and the demo producer each log in as a role of their own (docs/security.md
+# "Roles"): jobqueue_local_worker, _api and _producer, made and granted here by the migrating role
+# with a fresh password each run. A role that may not create roles (no CREATEROLE) runs all of them
+# as itself, as before, and says so.
+ROLE_DSNS = secret=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(16))') \
+	&& WORKER_DSN=$$($(BIN)/jobqueue roles login --role worker jobqueue_local_worker --password "$$secret" 2>/dev/null) \
+	&& API_DSN=$$($(BIN)/jobqueue roles login --role api jobqueue_local_api --password "$$secret" 2>/dev/null) \
+	&& PRODUCER_DSN=$$($(BIN)/jobqueue roles login --role producer jobqueue_local_producer --producer demo \
+	   --password "$$secret" 2>/dev/null) \
+	&& echo "worker, API and demo producer log in as jobqueue_local_worker, _api and _producer" \
+	|| { echo "note: this role may not create roles (CREATEROLE): everything runs as JOBQUEUE_DSN's role" >&2; \
+	     WORKER_DSN="$$JOBQUEUE_DSN"; API_DSN="$$JOBQUEUE_DSN"; PRODUCER_DSN="$$JOBQUEUE_DSN"; }
+
+# Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> worker (its own role) on the demo app and
+# the leader-only maintenance (as the owner: VACUUM and REINDEX need it before PG 17) -> a few demo jobs shown completing -> keeps serving until Ctrl-C (ONCE=1: stop after the demo).
 run: install
 	@set -euo pipefail; \
 	$(USE_DB); \
 	echo "database: $$JOBQUEUE_DSN"; \
 	$(BIN)/jobqueue migrate; \
-	$(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 & WORKER=$$!; \
+	$(ROLE_DSNS); \
+	JOBQUEUE_DSN="$$WORKER_DSN" $(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 --no-maintenance & WORKER=$$!; \
+	$(BIN)/jobqueue maintenance & MAINTENANCE=$$!; \
 	API_URL="http://127.0.0.1:$${JOBQUEUE_API_PORT:-8000}"; \
-	$(BIN)/jobqueue api & API=$$!; \
-	trap 'kill -TERM $$WORKER $$API 2>/dev/null || true; wait $$WORKER $$API 2>/dev/null || true' EXIT; \
+	JOBQUEUE_DSN="$$API_DSN" $(BIN)/jobqueue api & API=$$!; \
+	trap 'kill -TERM $$WORKER $$MAINTENANCE $$API 2>/dev/null || true; wait $$WORKER $$MAINTENANCE $$API 2>/dev/null || true' EXIT; \
 	trap 'exit 0' INT TERM; \
-	$(BIN)/jobqueue demo --timeout 30; \
+	JOBQUEUE_DSN="$$PRODUCER_DSN" $(BIN)/jobqueue demo --timeout 30; \
 	KEY=$$($(BIN)/jobqueue apikey create --producer local --admin 2>/dev/null); \
 	$(BIN)/python -m jobqueue.api.serve "$$API_URL" || { echo "the REST API did not become ready at $$API_URL"; exit 1; }; \
 	echo "REST API at $$API_URL (OpenAPI: $$API_URL/schema/swagger); local admin key (shown once): $$KEY"; \

@@ -21,6 +21,23 @@ CREATE TYPE jobqueue.job_input AS (
 	idempotency_mismatch text
 );
 
+CREATE FUNCTION jobqueue.acting_producer(requested text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    held text := jobqueue.session_producer();
+BEGIN
+    IF held IS NOT NULL AND requested IS NOT NULL AND requested <> held THEN
+        RAISE EXCEPTION 'jobqueue: producer_id: role % enqueues as producer %, not %', session_user,
+                        quote_literal(held), quote_literal(requested)
+            USING ERRCODE = 'insufficient_privilege', COLUMN = 'producer_id';
+    END IF;
+    RETURN coalesce(held, requested);
+END $$;
+
+COMMENT ON FUNCTION jobqueue.acting_producer(requested text) IS 'The producer id a job enqueued by this session gets: the one asked for, except that a producer role is held to its own (asking for another is refused).';
+
 CREATE FUNCTION jobqueue.add_buckets(a bigint[], b bigint[]) RETURNS bigint[]
     LANGUAGE sql IMMUTABLE
     AS $$
@@ -65,12 +82,16 @@ END $$;
 COMMENT ON FUNCTION jobqueue.announce_new_jobs(queues text[], producers text[], ids uuid[]) IS 'Called by every enqueue path with the jobs it inserted (returns how many): NOTIFY jobqueue_jobs once per queue (sent at commit; PostgreSQL folds repeats within a transaction), and job.queued events while an event stream is open.';
 
 CREATE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    held text := jobqueue.session_producer();
     current_state text;
 BEGIN
-    SELECT state INTO current_state FROM jobqueue.jobs WHERE id = job_id FOR UPDATE;
+    -- Another producer's job does not exist for a producer role.
+    SELECT j.state INTO current_state FROM jobqueue.jobs j
+     WHERE j.id = job_id AND (held IS NULL OR j.producer_id = held) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'not_found';
     ELSIF current_state IN ('pending', 'failed') THEN
@@ -86,6 +107,31 @@ BEGIN
     ELSE
         RETURN current_state;
     END IF;
+END $$;
+
+CREATE FUNCTION jobqueue.create_login(login text, password text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF login IS NULL OR length(login) NOT BETWEEN 1 AND 63 THEN
+        PERFORM jobqueue.invalid('login_role', 'must be a role name of 1 to 63 characters');
+    END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = login AND (rolsuper OR NOT rolcanlogin)) THEN
+        PERFORM jobqueue.invalid('login_role', format('%s exists and is a superuser or cannot log in: pick another name', login));
+    END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
+        IF password IS NOT NULL THEN
+            EXECUTE format('ALTER ROLE %I PASSWORD %L', login, password);
+        END IF;
+        RETURN false;
+    END IF;
+    IF password IS NULL THEN
+        EXECUTE format('CREATE ROLE %I LOGIN', login);
+    ELSE
+        EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', login, password);
+    END IF;
+    RETURN true;
 END $$;
 
 CREATE FUNCTION jobqueue.cron_problem(expression text) RETURNS text
@@ -189,53 +235,16 @@ BEGIN
 END $$;
 
 CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
-                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
-    job_id uuid;
-    wanted boolean;
 BEGIN
-    IF problem IS NOT NULL THEN
-        PERFORM jobqueue.invalid(problem[1], problem[2]);
-    END IF;
-    IF idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
-            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
-            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window,
-            idempotency_mismatch)]) AS r);
-    END IF;
-    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
-    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
-    WITH added AS (
-        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
-                                        traceparent, timeout, expires_at)
-        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
-               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
-               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
-        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue.job_type, enqueue.payload,
-                                          enqueue.priority, jobqueue.due_at(enqueue.run_at), enqueue.delay,
-                                          enqueue.queue, enqueue.max_attempts, NULL, enqueue.producer_id,
-                                          enqueue.traceparent, enqueue.timeout, enqueue.expires_at,
-                                          enqueue.expire_after, NULL, NULL, d.max_attempts) AS job
-              FROM (SELECT) AS one
-              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue.job_type) AS i
-        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue.queue
-        RETURNING j.id
-    )
-    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
-      INTO job_id, wanted
-      FROM added AS a;
-    PERFORM pg_notify('jobqueue_jobs', queue);
-    IF wanted THEN
-        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
-    END IF;
-    RETURN job_id;
+    RETURN jobqueue.enqueue_unchecked(job_type, payload, priority, run_at, queue, max_attempts, idempotency_key, delay,
+                                      jobqueue.acting_producer(producer_id), traceparent, timeout, expires_at,
+                                      expire_after, idempotency_window, idempotency_mismatch);
 END $$;
 
-COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
+COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key). A producer role''s job is its own (producer_id defaults to it; another is refused).';
 
 CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
@@ -254,6 +263,28 @@ BEGIN
 END $$;
 
 CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    held text := jobqueue.session_producer();
+    other text;
+BEGIN
+    IF held IS NOT NULL AND jsonb_typeof(jobs) = 'array' THEN
+        SELECT e.job->>'producer_id' INTO other FROM jsonb_array_elements(jobs) AS e(job)
+        WHERE jsonb_typeof(e.job) = 'object' AND e.job->>'producer_id' <> held LIMIT 1;
+        PERFORM jobqueue.acting_producer(other);
+        jobs := coalesce((SELECT jsonb_agg(CASE WHEN jsonb_typeof(e.job) = 'object'
+                                                THEN e.job || jsonb_build_object('producer_id', held)
+                                                ELSE e.job END ORDER BY e.ord)
+                          FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord)), '[]'::jsonb);
+    END IF;
+    RETURN QUERY SELECT r.id, r.created FROM jobqueue.enqueue_many_unchecked(jobs) AS r;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.enqueue_many(jobs jsonb) IS 'Enqueue a JSON array of jobs in one statement: all or nothing; a producer role''s jobs are its own.';
+
+CREATE FUNCTION jobqueue.enqueue_many_unchecked(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -317,6 +348,55 @@ BEGIN
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
+CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
+                                           timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
+                                           producer_id);
+    job_id uuid;
+    wanted boolean;
+BEGIN
+    IF problem IS NOT NULL THEN
+        PERFORM jobqueue.invalid(problem[1], problem[2]);
+    END IF;
+    IF idempotency_key IS NOT NULL THEN
+        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
+            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
+            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window,
+            idempotency_mismatch)]) AS r);
+    END IF;
+    -- Without a key, the common case: one statement resolves the defaults, inserts the job and
+    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
+    WITH added AS (
+        INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
+                                        traceparent, timeout, expires_at)
+        SELECT (i.job).id, (i.job).queue, (i.job).job_type, (i.job).payload, (i.job).priority, (i.job).run_at,
+               (i.job).max_attempts, (i.job).producer_id, (i.job).traceparent, (i.job).timeout,
+               coalesce((i.job).expires_at, (i.job).run_at + s.job_ttl)
+        FROM (SELECT jobqueue.resolve_job(NULL, jobqueue.uuid_v7(), enqueue_unchecked.job_type, enqueue_unchecked.payload,
+                                          enqueue_unchecked.priority, jobqueue.due_at(enqueue_unchecked.run_at), enqueue_unchecked.delay,
+                                          enqueue_unchecked.queue, enqueue_unchecked.max_attempts, NULL, enqueue_unchecked.producer_id,
+                                          enqueue_unchecked.traceparent, enqueue_unchecked.timeout, enqueue_unchecked.expires_at,
+                                          enqueue_unchecked.expire_after, NULL, NULL, d.max_attempts) AS job
+              FROM (SELECT) AS one
+              LEFT JOIN jobqueue.task_defaults d ON d.job_type = enqueue_unchecked.job_type) AS i
+        LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue_unchecked.queue
+        RETURNING j.id
+    )
+    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
+      INTO job_id, wanted
+      FROM added AS a;
+    PERFORM pg_notify('jobqueue_jobs', queue);
+    IF wanted THEN
+        PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
+    END IF;
+    RETURN job_id;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
+
 CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
     LANGUAGE plpgsql
     AS $$
@@ -350,6 +430,28 @@ BEGIN
             RETURN NEXT;
         END IF;
     END LOOP;
+END $$;
+
+CREATE FUNCTION jobqueue.grant_role(kind text, login text, producer text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('producer', 'worker', 'admin', 'api', 'readonly') THEN
+        PERFORM jobqueue.invalid('role', 'must be one of producer, worker, admin, api, readonly');
+    END IF;
+    IF login IS NULL OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
+        PERFORM jobqueue.invalid('login_role', format('no role named %s: create it first (jobqueue roles login)', login));
+    END IF;
+    IF producer IS NOT NULL AND (kind <> 'producer' OR length(producer) NOT BETWEEN 1 AND 200) THEN
+        PERFORM jobqueue.invalid('producer', 'only with role producer, 1 to 200 characters');
+    END IF;
+    EXECUTE format('GRANT %I TO %I', 'jobqueue_' || kind, login);
+    IF producer IS NOT NULL THEN
+        INSERT INTO jobqueue.producer_roles AS r (role_name, producer_id) VALUES (login, producer)
+        ON CONFLICT (role_name) DO UPDATE SET producer_id = excluded.producer_id;
+    END IF;
+    RETURN 'jobqueue_' || kind;
 END $$;
 
 CREATE FUNCTION jobqueue.idempotency_mismatch(key text, holder uuid, job text) RETURNS void
@@ -641,6 +743,16 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
 
+CREATE FUNCTION jobqueue.register_event_listener(listener_id text, ttl double precision) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DELETE FROM jobqueue.event_listeners WHERE expires_at < now() - interval '1 hour';
+    INSERT INTO jobqueue.event_listeners AS l (listener_id, expires_at)
+    VALUES (register_event_listener.listener_id, now() + make_interval(secs => register_event_listener.ttl))
+    ON CONFLICT (listener_id) DO UPDATE SET expires_at = excluded.expires_at;
+$$;
+
 CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
     AS $$
@@ -656,6 +768,24 @@ CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payloa
 $$;
 
 COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
+
+CREATE FUNCTION jobqueue.revoke_role(kind text, login text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('producer', 'worker', 'admin', 'api', 'readonly') THEN
+        PERFORM jobqueue.invalid('role', 'must be one of producer, worker, admin, api, readonly');
+    END IF;
+    IF login IS NULL OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
+        PERFORM jobqueue.invalid('login_role', format('no role named %s', login));
+    END IF;
+    EXECUTE format('REVOKE %I FROM %I', 'jobqueue_' || kind, login);
+    IF kind = 'producer' THEN
+        DELETE FROM jobqueue.producer_roles WHERE role_name = login;
+    END IF;
+    RETURN 'jobqueue_' || kind;
+END $$;
 
 CREATE FUNCTION jobqueue.runnable_depth(queue_name text, cap bigint) RETURNS bigint
     LANGUAGE sql STABLE
@@ -741,6 +871,22 @@ BEGIN
     RETURN NEW;
 END $$;
 
+CREATE FUNCTION jobqueue.session_producer() RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE
+        WHEN pg_has_role(session_user, 'jobqueue_worker', 'USAGE') OR pg_has_role(session_user, 'jobqueue_api', 'USAGE')
+          OR pg_has_role(session_user, 'jobqueue_admin', 'USAGE')
+          OR pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'jobqueue.jobs'::regclass), 'USAGE')
+        THEN NULL
+        ELSE coalesce((SELECT r.producer_id FROM jobqueue.producer_roles r WHERE r.role_name = session_user),
+                      session_user::text)
+    END
+$$;
+
+COMMENT ON FUNCTION jobqueue.session_producer() IS 'The producer id this session is held to (its login role''s name, or its producer_roles mapping); NULL for the owner, workers, the API and admins, which act for any producer.';
+
 CREATE FUNCTION jobqueue.timezone_problem(zone text) RETURNS text
     LANGUAGE sql STABLE
     AS $$
@@ -752,6 +898,13 @@ CREATE FUNCTION jobqueue.timezone_problem(zone text) RETURNS text
 $$;
 
 COMMENT ON FUNCTION jobqueue.timezone_problem(zone text) IS 'NULL when zone is an IANA time zone name PostgreSQL knows, else why not.';
+
+CREATE FUNCTION jobqueue.unregister_event_listener(listener_id text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DELETE FROM jobqueue.event_listeners l WHERE l.listener_id = unregister_event_listener.listener_id;
+$$;
 
 CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
     LANGUAGE sql PARALLEL SAFE
@@ -1001,6 +1154,15 @@ CREATE TABLE jobqueue.leaders (
 
 COMMENT ON TABLE jobqueue.leaders IS 'Leader leases (a row with an expiry, not an advisory lock, so it works behind PgBouncer).';
 
+CREATE TABLE jobqueue.producer_roles (
+    role_name text NOT NULL,
+    producer_id text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT producer_roles_producer_present CHECK (((length(producer_id) >= 1) AND (length(producer_id) <= 200)))
+);
+
+COMMENT ON TABLE jobqueue.producer_roles IS 'The producer id a jobqueue_producer login role acts as in SQL (default: the role''s name); see docs/security.md "Roles".';
+
 CREATE TABLE jobqueue.queue_retention (
     queue text NOT NULL,
     completed interval,
@@ -1203,6 +1365,9 @@ ALTER TABLE ONLY jobqueue.jobs
 ALTER TABLE ONLY jobqueue.leaders
     ADD CONSTRAINT leaders_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY jobqueue.producer_roles
+    ADD CONSTRAINT producer_roles_pkey PRIMARY KEY (role_name);
+
 ALTER TABLE ONLY jobqueue.queue_retention
     ADD CONSTRAINT queue_retention_pkey PRIMARY KEY (queue);
 
@@ -1269,3 +1434,25 @@ ALTER TABLE ONLY jobqueue.circuit_job_types
 
 ALTER TABLE ONLY jobqueue.schedule_fires
     ADD CONSTRAINT schedule_fires_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES jobqueue.schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE jobqueue.job_errors ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY job_errors_every_row ON jobqueue.job_errors TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly USING (true) WITH CHECK (true);
+
+CREATE POLICY job_errors_own_rows ON jobqueue.job_errors FOR SELECT TO jobqueue_producer USING ((EXISTS ( SELECT
+   FROM jobqueue.jobs j
+  WHERE (j.id = job_errors.job_id))));
+
+ALTER TABLE jobqueue.job_results ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY job_results_every_row ON jobqueue.job_results TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly USING (true) WITH CHECK (true);
+
+CREATE POLICY job_results_own_rows ON jobqueue.job_results FOR SELECT TO jobqueue_producer USING ((EXISTS ( SELECT
+   FROM jobqueue.jobs j
+  WHERE (j.id = job_results.job_id))));
+
+ALTER TABLE jobqueue.jobs ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY jobs_every_row ON jobqueue.jobs TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly USING (true) WITH CHECK (true);
+
+CREATE POLICY jobs_own_rows ON jobqueue.jobs FOR SELECT TO jobqueue_producer USING ((producer_id = ( SELECT jobqueue.session_producer() AS session_producer)));

@@ -16,6 +16,7 @@
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
     jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.rotation)
+    jobqueue roles grant|revoke|login --role KIND LOGIN | list   PostgreSQL roles (see jobqueue.cli.roles)
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 def _cmd_maintenance(args: argparse.Namespace) -> int:
     from jobqueue.maintenance.runner import run_standalone
+    from jobqueue.process import configure_logging
 
+    configure_logging()  # a service that runs for days says when it leads and what it did, as a worker does
     asyncio.run(run_standalone(settings_from_args(args)))
     return 0
 
@@ -101,6 +104,12 @@ def _cmd_apikey(args: argparse.Namespace) -> int:
     from jobqueue.cli.apikeys import run_apikey
 
     return run_apikey(args, settings_from_args(args))
+
+
+def _cmd_roles(args: argparse.Namespace) -> int:
+    from jobqueue.cli.roles import run_roles
+
+    return run_roles(args, settings_from_args(args))
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
@@ -217,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_keys_arguments(p)
     p.set_defaults(func=_cmd_keys)
+
+    p = commands.add_parser("roles", help="PostgreSQL roles: grant jobqueue's group roles to login roles, create logins")
+    from jobqueue.cli.roles import add_roles_arguments
+
+    add_roles_arguments(p)
+    p.set_defaults(func=_cmd_roles)
     return parser
 
 

@@ -21,7 +21,8 @@ which once made this service rebuild a healthy 400,000-entry claim index). Eithe
 the index after VACUUM has removed dead entries — the `Vacuumer` sees to it — since an entry not
 yet vacuumed still fills its page.
 
-When it does nothing: while a transaction of this database has been open for more than
+When it does nothing: always, when its role may not REINDEX the table (`MaintainRight`: a worker
+role before PostgreSQL 17); else while a transaction of this database has been open for more than
 ``max_xact_age`` seconds with a snapshot or a transaction id. ``REINDEX CONCURRENTLY`` (and the
 ``DROP INDEX CONCURRENTLY`` of a leftover) waits for every transaction older than it, holding a lock
 on the table that keeps VACUUM away meanwhile: under a held snapshot a rebuild would stall and
@@ -51,6 +52,7 @@ import logging
 from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.maintain_right import MaintainRight
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store import vacuum as vacuum_store
 
@@ -73,6 +75,7 @@ class Reindexer(Service):
         self.exact = exact
         self.follow_up = follow_up
         self._more = False
+        self._right = MaintainRight(self.name)
 
     def next_delay(self) -> float:
         return min(self.follow_up, self.idle_delay()) if self._more else self.idle_delay()
@@ -81,6 +84,8 @@ class Reindexer(Service):
         """Drop leftovers, then rebuild the most bloated index; returns the indexes dropped and rebuilt."""
         self._more = False
         async with await db.connect(self._session) as conn:
+            if not await self._right.allowed(conn):
+                return 0
             holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
             if holder:
                 log.info("not rebuilding: %s has been open for %.0f s and would stall a rebuild",

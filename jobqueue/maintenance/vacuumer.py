@@ -20,6 +20,9 @@ The VACUUM runs on a connection of its own from ``session`` without a statement 
 table it takes longer than the maintenance pool's statements may); it blocks no claim, ack or
 insert (it truncates the file's empty tail only when it gets that lock at once).
 
+A role that may not VACUUM the table (`MaintainRight`: a worker role before PostgreSQL 17) leaves
+it to autovacuum.
+
 Options (defaults): ``interval`` 60 s (`JOBQUEUE_VACUUM_INTERVAL`, 0 turns the service off);
 ``min_dead`` 50,000 (`JOBQUEUE_VACUUM_MIN_DEAD`); ``dead_fraction`` 0.2; ``max_xact_age`` 10 s
 (`JOBQUEUE_MAINTENANCE_XACT_AGE`, shared with the `Reindexer`); ``clock``.
@@ -32,6 +35,7 @@ import logging
 from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.maintain_right import MaintainRight
 from jobqueue.store import vacuum as vacuum_store
 
 log = logging.getLogger("jobqueue.vacuumer")
@@ -51,10 +55,13 @@ class Vacuumer(Service):
         self.min_dead = min_dead
         self.dead_fraction = dead_fraction
         self.max_xact_age = max_xact_age
+        self._right = MaintainRight(self.name)
 
     async def run_once(self) -> int:
         """VACUUM the job table if it is due; returns 1 if it ran, else 0."""
         async with db.connection(self._pool) as conn:
+            if not await self._right.allowed(conn):
+                return 0
             dead = await db.run(conn, vacuum_store.jobs_due(min_dead=self.min_dead, dead_fraction=self.dead_fraction))
             if dead is None:
                 return 0

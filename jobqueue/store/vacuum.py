@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jobqueue.db import Call, no_result, scalar_or_none
+from jobqueue.db import Call, no_result, scalar, scalar_or_none
 
 
 class Holder(NamedTuple):
@@ -25,3 +25,8 @@ def jobs_due(*, min_dead: int, dead_fraction: float) -> Call[int | None]:
 
 def vacuum_jobs() -> Call[None]:
     return Call("vacuum_jobs", {}, no_result)
+
+
+def may_maintain() -> Call[bool]:
+    """Whether this role may VACUUM and REINDEX the job table (owner, or MAINTAIN from PostgreSQL 17)."""
+    return Call("vacuum_may_maintain", {}, scalar)

@@ -41,3 +41,13 @@ WHERE s.relid = 'jobqueue.jobs'::regclass
 -- lock; this pass is then skipped rather than queued behind it. ANALYZE too: the reindexer's
 -- estimate trusts the statistics only while few rows changed since they were taken.
 VACUUM (SKIP_LOCKED, ANALYZE) jobqueue.jobs;
+
+-- name: vacuum_may_maintain
+-- Whether this role may VACUUM and REINDEX jobqueue.jobs: a superuser, its owner (or a member of
+-- the owner), or from PostgreSQL 17 on a holder of MAINTAIN, which 0020 grants jobqueue_worker.
+-- The CASE keeps PostgreSQL 15 and 16, which know no MAINTAIN, from evaluating the privilege name.
+SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+       OR CASE WHEN current_setting('server_version_num')::integer >= 170000
+               THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END
+FROM pg_class c
+WHERE c.oid = 'jobqueue.jobs'::regclass;

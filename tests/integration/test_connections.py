@@ -197,7 +197,7 @@ def test_a_missing_privilege_is_permission_denied_and_the_cli_says_so(reader_dsn
     job_id = make_job(conn)
     with Client(reader_dsn, pool_size=1) as client:
         assert client.get(job_id).id == job_id
-        with pytest.raises(PermissionDenied, match="permission denied for table jobs"):
+        with pytest.raises(PermissionDenied, match="permission denied for function enqueue"):
             client.enqueue("x")
     assert cli.main(["enqueue", "x", "--dsn", reader_dsn]) == 2
     error = capsys.readouterr().err

@@ -14,12 +14,35 @@ from tests.support.waiting import wait_until
 @pytest.fixture
 def reader_dsn(dsn, conn):
     """The test database as a role that may read everything and write nothing; dropped afterwards
-    (request it before anything that keeps connections as the role, e.g. an API server)."""
+    (request it before anything that keeps connections as the role, e.g. an API server).
+    jobqueue_readonly lets it through row-level security (pg_read_all_data alone would see no job)."""
     role = f"jqtest_reader_{uuid.uuid4().hex[:8]}"
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data, jobqueue_readonly").format(sql.Identifier(role)))
     try:
         yield make_conninfo(dsn, user=role)
     finally:
         wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
                                             (role,)).fetchall(), message=f"no session of {role}")
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture
+def login_as(dsn, conn):
+    """``login_as("producer", producer="billing")``: the test database as a new login role holding
+    ``jobqueue_<kind>`` (granted by `jobqueue roles`' function), its DSN; every role made is dropped
+    afterwards. Request it before anything that keeps connections as the roles (an API, a worker)."""
+    made: list[str] = []
+
+    def login(kind: str, *, producer: str | None = None, name: str | None = None) -> str:
+        role = name or f"jqtest_{kind}_{uuid.uuid4().hex[:8]}"
+        conn.execute("SELECT jobqueue.create_login(%s)", (role,))
+        made.append(role)
+        conn.execute("SELECT jobqueue.grant_role(%s, %s, %s)", (kind, role, producer))
+        return make_conninfo(dsn, user=role)
+
+    yield login
+    for role in made:
+        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                                            (role,)).fetchall(), message=f"no session of {role}")
+        conn.execute("DELETE FROM jobqueue.producer_roles WHERE role_name = %s", (role,))
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

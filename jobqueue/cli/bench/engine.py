@@ -177,7 +177,7 @@ class JobqueueWorkers:
     def __init__(self, bench: Bench, processes: int, concurrency: int) -> None:
         self.bench, self.count = bench, processes
         self.log = process_log("workers")
-        env = dict(os.environ, JOBQUEUE_DSN=bench.dsn)
+        env = dict(os.environ, JOBQUEUE_DSN=getattr(bench.args, "worker_dsn", None) or bench.dsn)
         command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
                    "--app", "jobqueue.cli.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
                    "--concurrency", str(concurrency), "--shutdown-grace", "5"]

@@ -63,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="enqueue: jobs per enqueue_many call (default 1000)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
+    parser.add_argument("--worker-dsn", help="jobqueue's drain workers connect with this DSN instead, e.g. as a "
+                        "jobqueue_worker login (`jobqueue roles login --role worker NAME`), to measure the roles")
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:

@@ -56,7 +56,7 @@ def test_a_role_without_the_privilege_answers_403_with_a_clear_body(reader_dsn, 
             assert response.status_code == 403, response.text
             body = response.json()
             assert body["error"] == "permission_denied"
-            assert "permission denied for table jobs" in body["message"] and "GRANT" in body["message"]
+            assert "permission denied for function enqueue" in body["message"] and "GRANT" in body["message"]
 
 
 def test_events_without_a_listen_connection_answer_503_saying_why(start_api, keys):
