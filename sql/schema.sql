@@ -1028,27 +1028,27 @@ CREATE TABLE jobqueue.jobs (
     id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
     seq bigint NOT NULL,
     run_at timestamp with time zone DEFAULT now() NOT NULL,
-    locked_until timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    attempts integer DEFAULT 0 NOT NULL,
     max_attempts integer DEFAULT 4 NOT NULL,
     priority smallint DEFAULT 2 NOT NULL,
     cancel_requested boolean DEFAULT false NOT NULL,
-    state text DEFAULT 'pending'::text NOT NULL,
     queue text DEFAULT 'default'::text NOT NULL,
     job_type text NOT NULL,
     payload jsonb DEFAULT '{}'::jsonb NOT NULL,
     idempotency_key text,
     producer_id text,
     traceparent text,
-    locked_by text,
     timeout interval,
     expires_at timestamp with time zone,
-    deadline_at timestamp with time zone,
     dead_reason text,
+    attempts integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone,
+    locked_by text,
+    state text DEFAULT 'pending'::text NOT NULL,
+    locked_until timestamp with time zone,
+    deadline_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
     duration_ms double precision,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
     CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
@@ -1058,19 +1058,19 @@ CREATE TABLE jobqueue.jobs (
     CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text]))),
     CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
 )
-WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
 
 COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
-
-COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
 
 COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
 
 COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
 
-COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
-
 COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
+
+COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
+
+COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
 
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 

@@ -210,6 +210,8 @@ class Worker:
         return list(self.running) + list(self.breakers.reporting) + self.acks.pending_attempts()
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
+        if len(accepted) == len(batch):  # every outcome written (the usual case): nothing to log
+            return
         for outcome in batch:
             if outcome.job.id not in accepted:
                 log.info("job %s attempt %d: outcome refused (a newer attempt started, or the job was finished "

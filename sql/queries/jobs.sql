@@ -171,9 +171,12 @@ ORDER BY priority, run_at, seq;
 -- same attempt, nobody holding it): a late success is then accepted instead of running the job
 -- again. Once another worker has started a newer attempt, or the job was finished otherwise (dead-
 -- lettered, cancelled), the late success is refused and writes nothing, result included.
+-- The per-job arrays of ids, attempts and durations travel in binary (%%(name)b): psycopg sends a
+-- UUID as its 16 bytes instead of formatting, scanning and quoting its text — measured per element
+-- in psycopg 3.3: uuid 8.0 -> 0.8 us, integer 2.2 -> 0.5 us, double 2.5 -> 0.8 us.
 WITH input AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(results)s::text[],
-                         %(durations)s::double precision[]) AS t(id, attempt, result, duration_ms)
+    SELECT * FROM unnest(%(ids)b::uuid[], %(attempts)b::integer[], %(results)s::text[],
+                         %(durations)b::double precision[]) AS t(id, attempt, result, duration_ms)
 ), done AS (
     UPDATE jobqueue.jobs AS j
     SET state = 'completed', finished_at = now(), updated_at = now(), locked_by = %(worker_id)s,
@@ -182,7 +185,7 @@ WITH input AS (
     -- id = ANY makes the jobs side primary-key probes whatever the statistics say (a plan joining
     -- the batch against every processing row once took 180 ms per ack at 20k rows); the join
     -- with the batch is then 200 rows against 200 (array_position per row did the same, slower).
-    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = i.id
+    WHERE j.id = ANY(%(ids)b::uuid[]) AND j.id = i.id
       AND j.attempts = i.attempt
       AND ((j.state = 'processing' AND j.locked_by = %(worker_id)s)
            OR (j.state = 'pending' AND j.locked_by IS NULL))

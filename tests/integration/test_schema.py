@@ -201,3 +201,37 @@ def test_acks_find_jobs_by_primary_key_even_with_stale_statistics(dsn):
         conn.rollback()
     assert "jobs_pkey" in plan
     assert "jobs_lease_idx" not in plan and '"Seq Scan"' not in plan
+
+
+def test_lean_states_keeps_every_jobs_values_and_moves_the_transition_columns_last(empty_dsn):
+    """0020 re-creates the columns claims and acks write at the end of the row: every job keeps its
+    values, nobody listening to job events hears a transition, and the columns come last."""
+    moved = ["attempts", "started_at", "locked_by", "state", "locked_until", "deadline_at", "updated_at",
+             "finished_at", "duration_ms"]
+    migrate.upgrade(empty_dsn, "0020_lean_states-1")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, attempts, locked_by, locked_until,
+                                                   deadline_at, started_at, finished_at, duration_ms, updated_at)
+                        SELECT 't', 'q', (ARRAY['pending', 'processing', 'completed', 'failed', 'dead_letter',
+                                                'cancelled'])[1 + g % 6],
+                               g % 3, 'w' || g, now() + g * interval '1 s', now() + interval '1 h',
+                               now() - interval '1 h', now() - g * interval '1 min', g * 1.5,
+                               now() - g * interval '1 s'
+                        FROM generate_series(1, 60) g""")
+        conn.execute("INSERT INTO jobqueue.event_listeners VALUES ('test', now() + interval '1 hour')")
+        select = f"SELECT id, {', '.join(moved)} FROM jobqueue.jobs ORDER BY id"
+        before = conn.execute(select).fetchall()
+        heard: list[str] = []
+        conn.add_notify_handler(lambda n: heard.append(n.payload))
+        conn.execute("LISTEN jobqueue_events")
+        migrate.upgrade(empty_dsn)
+        assert conn.execute(select).fetchall() == before
+        columns = [r[0] for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'jobqueue.jobs'::regclass AND attnum > 0 "
+            "AND NOT attisdropped ORDER BY attnum")]
+        assert columns[-len(moved):] == moved
+        assert "fillfactor=60" in conn.execute(
+            "SELECT reloptions::text FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone()[0]
+        conn.execute("SELECT 1")  # collect any notification the migration's commit sent
+        assert heard == []
+        assert conn.execute("SELECT count(*) FROM jobqueue.dead_letters").fetchone()[0] == 10
