@@ -1,5 +1,5 @@
 """How long names and keys may be, and what counts as blank: the rules `jobqueue.job_problem()` in
-SQL applies (migration 0018), kept here so that Python and REST refuse the same input with the
+SQL applies (migration 0017), kept here so that Python and REST refuse the same input with the
 same field and message before anything reaches the database.
 
 Why limits at all: queue names and job types are in several btree indexes and in every NOTIFY; a

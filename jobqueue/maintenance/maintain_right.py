@@ -1,10 +1,10 @@
 """`MaintainRight`: whether the leader's role may VACUUM and REINDEX ``jobqueue.jobs``, asked once.
 
 Before PostgreSQL 17 only the table's owner may; a worker running as ``jobqueue_worker`` (migration
-0020) is not, so the `Vacuumer` and the `Reindexer` stand aside with one warning instead of failing
+0019) is not, so the `Vacuumer` and the `Reindexer` stand aside with one warning instead of failing
 every run (REINDEX) or vacuuming nothing while believing it did (VACUUM only warns). Autovacuum
 still vacuums the table; rebuilding bloated indexes then needs a leader running as the owner, or
-PostgreSQL 17, where 0020 grants the worker role MAINTAIN (docs/security.md, "Roles").
+PostgreSQL 17, where 0019 grants the worker role MAINTAIN (docs/security.md, "Roles").
 """
 
 from __future__ import annotations

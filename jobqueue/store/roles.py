@@ -1,4 +1,4 @@
-"""Calls on jobqueue's PostgreSQL roles (sql/queries/roles.sql): the group roles migration 0020
+"""Calls on jobqueue's PostgreSQL roles (sql/queries/roles.sql): the group roles migration 0019
 makes, granted to login roles."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 -- Runtime queries on jobqueue.event_listeners: API processes and waiting clients streaming job
 -- events register while they LISTEN, so the job-event triggers only build and send events while
--- someone reads them. Through functions (migration 0020): producer roles may register without
+-- someone reads them. Through functions (migration 0019): producer roles may register without
 -- any right on the table.
 
 -- name: event_listener_register

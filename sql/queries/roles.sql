@@ -1,4 +1,4 @@
--- jobqueue's PostgreSQL roles (migration 0020; docs/security.md "Roles"): granting the group roles
+-- jobqueue's PostgreSQL roles (migration 0019; docs/security.md "Roles"): granting the group roles
 -- to login roles and creating login roles for local use. The functions quote every identifier.
 
 -- name: role_create_login

@@ -44,7 +44,7 @@ VACUUM (SKIP_LOCKED, ANALYZE) jobqueue.jobs;
 
 -- name: vacuum_may_maintain
 -- Whether this role may VACUUM and REINDEX jobqueue.jobs: a superuser, its owner (or a member of
--- the owner), or from PostgreSQL 17 on a holder of MAINTAIN, which 0020 grants jobqueue_worker.
+-- the owner), or from PostgreSQL 17 on a holder of MAINTAIN, which 0019 grants jobqueue_worker.
 -- The CASE keeps PostgreSQL 15 and 16, which know no MAINTAIN, from evaluating the privilege name.
 SELECT pg_has_role(current_user, c.relowner, 'USAGE')
        OR CASE WHEN current_setting('server_version_num')::integer >= 170000

@@ -17,7 +17,7 @@ from jobqueue.errors import DatabaseUnavailable, IdempotencyMismatch
 def refuse_marked_jobs_like_a_server_limit(conn) -> None:
     """A trigger on this test's own database that fails a job whose payload holds "too_big" with
     54000 (program_limit_exceeded), as PostgreSQL fails an index entry over its size limit. Since
-    migration 0018 no job the client accepts can reach that limit for real (names and keys are
+    migration 0017 no job the client accepts can reach that limit for real (names and keys are
     bounded), yet other limits of the server can still refuse one job of a group."""
     conn.execute("""
         CREATE FUNCTION public.refuse_too_big() RETURNS trigger LANGUAGE plpgsql AS $$

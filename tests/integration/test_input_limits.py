@@ -1,4 +1,4 @@
-"""Input edge cases through SQL and Python (migration 0018): the same refusal, field and message on
+"""Input edge cases through SQL and Python (migration 0017): the same refusal, field and message on
 both, and nothing written. REST's side is tests/integration/api/test_input_limits_api.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from jobqueue import Client, ValidationError
 from tests.support.factories import count_jobs, job_row
 
-#: 10,000 characters that do not compress: before 0018 this was "index row requires … bytes".
+#: 10,000 characters that do not compress: before 0017 this was "index row requires … bytes".
 HUGE = secrets.token_hex(5000)
 
 

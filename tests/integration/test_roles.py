@@ -1,4 +1,4 @@
-"""Least-privilege roles (migration 0020, docs/security.md "Roles"): each test logs in as a role
+"""Least-privilege roles (migration 0019, docs/security.md "Roles"): each test logs in as a role
 of its own, tries what it must not do (and gets a permission error) and does what it may."""
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_serve
     from jobqueue import migrate
 
     migrate.upgrade(empty_dsn)
-    migrate.downgrade(empty_dsn, "0019_listing")
+    migrate.downgrade(empty_dsn, "0018_listing")
     assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'").fetchone()[0] == 5
     with connect(empty_dsn) as down:
         assert down.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone() == (False,)
@@ -234,7 +234,7 @@ def test_a_downgrade_drops_the_roles_no_database_uses_and_keeps_one_a_login_hold
 
     with connect(own_cluster) as oc:
         oc.execute("CREATE ROLE jqtest_holder LOGIN IN ROLE jobqueue_producer")
-        migrate.downgrade(own_cluster, "0019_listing")
+        migrate.downgrade(own_cluster, "0018_listing")
         left = [row[0] for row in oc.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'")]
         assert left == ["jobqueue_producer"]
         migrate.upgrade(own_cluster)  # made again, the one that stayed is found

@@ -204,11 +204,11 @@ def test_acks_find_jobs_by_primary_key_even_with_stale_statistics(dsn):
 
 
 def test_lean_states_keeps_every_jobs_values_and_moves_the_transition_columns_last(empty_dsn):
-    """0020 re-creates the columns claims and acks write at the end of the row: every job keeps its
+    """0016 re-creates the columns claims and acks write at the end of the row: every job keeps its
     values, nobody listening to job events hears a transition, and the columns come last."""
     moved = ["attempts", "started_at", "locked_by", "state", "locked_until", "deadline_at", "updated_at",
              "finished_at", "duration_ms"]
-    migrate.upgrade(empty_dsn, "0020_lean_states-1")
+    migrate.upgrade(empty_dsn, "0016_lean_states-1")
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, attempts, locked_by, locked_until,
                                                    deadline_at, started_at, finished_at, duration_ms, updated_at)

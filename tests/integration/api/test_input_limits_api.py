@@ -1,4 +1,4 @@
-"""REST's side of the input limits (migration 0018): the answers SQL and Python give
+"""REST's side of the input limits (migration 0017): the answers SQL and Python give
 (tests/integration/test_input_limits.py) as 422 naming the field, and backpressure that inventing
 queue names does not dodge."""
 

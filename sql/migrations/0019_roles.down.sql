@@ -1,4 +1,4 @@
--- Undoes 0020: the tables are writable by their grants alone again, without row-level security.
+-- Undoes 0019: the tables are writable by their grants alone again, without row-level security.
 -- The group roles are cluster-wide: another database of the cluster may still use them, so one is
 -- dropped only when no database refers to it any more (pg_shdepend holds every database's grants,
 -- owners and policies that name a role) and no role is a member of it; else it stays, with its
@@ -14,7 +14,7 @@ ALTER TABLE jobqueue.jobs DISABLE ROW LEVEL SECURITY;
 ALTER TABLE jobqueue.job_results DISABLE ROW LEVEL SECURITY;
 ALTER TABLE jobqueue.job_errors DISABLE ROW LEVEL SECURITY;
 
--- enqueue() as it was before 0020 (SECURITY INVOKER, any producer id): enqueue_unchecked()'s body,
+-- enqueue() as it was before 0019 (SECURITY INVOKER, any producer id): enqueue_unchecked()'s body,
 -- restated under the old name; CREATE OR REPLACE leaves neither SECURITY DEFINER nor the pinned
 -- search_path of the wrapper it replaces.
 DO $$
