@@ -48,13 +48,12 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     user = request.user
     traceparent = request.headers.get("traceparent")
     for index, item in enumerate(items):
-        where = f"jobs[{index}]." if batch else ""
         if json_depth_exceeds(item.payload):
-            raise ValidationError(where + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
+            raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
         refused = user.refuses(item.queue, item.job_type)
         if refused is not None:
-            raise NotAllowed(where + refused, f"this API key may not submit to {refused} "
-                                              f"{getattr(item, refused)!r}; nothing was written")
+            raise NotAllowed(_where(index, batch) + refused, f"this API key may not submit to {refused} "
+                                                             f"{getattr(item, refused)!r}; nothing was written")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
     accepted: list[NewJob] = []
 
@@ -69,9 +68,16 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
-    services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
-    return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
-            for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
+    if not all(created for _, created in results):
+        services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
+        return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
+                for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
+    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+
+
+def _where(index: int, batch: bool) -> str:
+    """How an error names a field of the index-th job: ``jobs[i].`` in a batch, nothing alone."""
+    return f"jobs[{index}]." if batch else ""
 
 
 def _demands(jobs: Iterable[NewJob]) -> list:
@@ -79,6 +85,7 @@ def _demands(jobs: Iterable[NewJob]) -> list:
 
 
 _PENDING = JobOutcome(JobState.PENDING)
+_PENDING_STATE = JobState.PENDING.value  # every job of a submission that created them all
 
 
 async def _outcomes(services: ServicesDep, results: list[tuple[uuid.UUID, bool]]) -> list[JobOutcome]:
