@@ -22,7 +22,7 @@ from jobqueue.api.errors import NotAllowed, error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
-from jobqueue.api.services import ServicesDep
+from jobqueue.api.services import ServicesDep, services_of
 from jobqueue.client import NewJob
 from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
@@ -110,15 +110,15 @@ class JobsController(Controller):
                                        "window): the job first submitted with it, its state and result; "
                                        "nothing created"),
                      **error_responses(409, 413, 422, 429, 503)})
-    async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission], services: ServicesDep) -> Response[SubmittedJob]:
-        job = (await _submit(services, request, [data], batch=False))[0]
+    async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission]) -> Response[SubmittedJob]:
+        job = (await _submit(services_of(request), request, [data], batch=False))[0]
         return Response(job, status_code=201 if job.created else 200)
 
     @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
           responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
                      **error_responses(409, 413, 422, 429, 503)})
-    async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission],
-                           services: ServicesDep) -> Response[SubmittedBatch]:
+    async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission]) -> Response[SubmittedBatch]:
+        services = services_of(request)
         limit = services.settings.api_max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
