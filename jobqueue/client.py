@@ -30,7 +30,9 @@ from jobqueue.circuits import Circuit
 from jobqueue.encryption import Sealer, open_payload
 from jobqueue.errors import CircuitNotFound, EncryptionError, JobFailed, JobNotFound, ValidationError, WaitTimeout
 from jobqueue.job_events import EventHub, EventsUnavailable
-from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState, JobSummary,
+from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, MAX_PRODUCER_ID_LENGTH, name_problem,
+                            too_long)
+from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
 from jobqueue.refresh_ahead import RefreshAheadCache
 from jobqueue.schedule_admin import Schedules
@@ -117,10 +119,11 @@ class NewJob:
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
 
-        if not isinstance(job_type, str) or not job_type.strip():
-            raise invalid("job_type", "must be a non-empty string")
-        if not isinstance(queue, str) or not queue.strip():
-            raise invalid("queue", "must be a non-empty string")
+        # The checks of names.name_problem written out: this runs for every job of a bulk enqueue.
+        if not isinstance(job_type, str) or len(job_type) > MAX_NAME_LENGTH or not job_type.strip(BLANK):
+            raise invalid("job_type", name_problem(job_type) or "")
+        if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK):
+            raise invalid("queue", name_problem(queue) or "")
         try:
             payload_json = job_store.dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
@@ -153,11 +156,17 @@ class NewJob:
             not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
         ):
             raise invalid("max_attempts", f"must be an integer of at least 1 (got {max_attempts!r})")
-        if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
-            raise invalid("idempotency_key", "must be a non-empty string when given")
-        if producer_id is not None and (not isinstance(producer_id, str) or not producer_id):
-            # "" would share the idempotency scope of jobs enqueued without a producer
-            raise invalid("producer_id", "must be a non-empty string when given")
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not idempotency_key:
+                raise invalid("idempotency_key", "must be a non-empty string when given")
+            if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+                raise invalid("idempotency_key", too_long(idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH) or "")
+        if producer_id is not None:
+            if not isinstance(producer_id, str) or not producer_id:
+                # "" would share the idempotency scope of jobs enqueued without a producer
+                raise invalid("producer_id", "must be a non-empty string when given")
+            if len(producer_id) > MAX_PRODUCER_ID_LENGTH:
+                raise invalid("producer_id", too_long(producer_id, MAX_PRODUCER_ID_LENGTH) or "")
         if timeout is not None or expire_after is not None or idempotency_window is not None:
             timeout = _span(timeout, invalid, "timeout")
             expire_after = _span(expire_after, invalid, "expire_after")
@@ -263,6 +272,10 @@ def _readable(info: JobInfo, keys: Any, decrypt: bool) -> JobInfo:
 
 
 MAX_PAGE = 500
+#: Rows a listing examines per page at most, whatever its filters (see `job_store.list_jobs`):
+#: what one page may cost, ~4 ms and 138 buffers with 1,000,000 jobs (docs/performance.md).
+LIST_SCAN = 5_000
+MAX_LIST_SCAN = 100_000
 ROLES = ("producer", "admin")
 
 
@@ -274,11 +287,13 @@ def _optional_name(field: str, value: Any) -> str | None:
     return value
 
 
-def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queue: str | None = None,
-               job_type: str | None = None, priority: Any = None,
-               producer_id: str | None = None, scheduled: bool | None = None) -> db.Call[list[JobSummary]]:
+def _list_call(limit: int, cursor: str | None, *, scan: int = LIST_SCAN, state: str | None = None,
+               queue: str | None = None, job_type: str | None = None, priority: Any = None,
+               producer_id: str | None = None, scheduled: bool | None = None) -> db.Call[JobPage]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
+    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
+        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
     before = None
     if cursor is not None:
         try:
@@ -295,18 +310,16 @@ def _list_call(limit: int, cursor: str | None, *, state: str | None = None, queu
     if scheduled is not None and not isinstance(scheduled, bool):
         raise ValidationError("scheduled", f"must be true or false when given (got {scheduled!r})")
     level = None if priority is None else int(Priority.parse(priority))
-    return job_store.list_jobs(limit=limit, before=before, state=state, queue=_optional_name("queue", queue),
-                               job_type=_optional_name("job_type", job_type), priority=level,
-                               producer_id=_optional_name("producer_id", producer_id), scheduled=scheduled)
-
-
-def _page(jobs: list[JobSummary], limit: int) -> JobPage:
-    return JobPage(jobs, str(jobs[-1].id) if len(jobs) == limit else None)
+    return job_store.list_jobs(limit=limit, scan=scan, before=before, state=state,
+                               queue=_optional_name("queue", queue), job_type=_optional_name("job_type", job_type),
+                               priority=level, producer_id=_optional_name("producer_id", producer_id),
+                               scheduled=scheduled)
 
 
 def _queue_name(queue: Any) -> str:
-    if not isinstance(queue, str) or not queue.strip():
-        raise ValidationError("queue", "must be a non-empty string")
+    problem = name_problem(queue)
+    if problem is not None:
+        raise ValidationError("queue", problem)
     return queue
 
 
@@ -354,6 +367,10 @@ def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:
     listed = list(dict.fromkeys(names))
     if not listed or not all(isinstance(name, str) and name.strip() for name in listed):
         raise ValidationError(field, "must name at least one, each a non-empty string")
+    for name in listed:  # a name no job could have would be a silent mistake
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValidationError(field, f"{name[:64]!r}: {problem}")
     return listed
 
 
@@ -573,8 +590,10 @@ class AsyncClient:
 
     async def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
         """Newest first; filters: state, queue, job_type, priority, producer_id, scheduled (True:
-        run_at still ahead, False: due)."""
-        return _page(await self._run(_list_call(limit, cursor, **filters), None), limit)
+        run_at still ahead, False: due). Each page examines at most ``scan`` rows (default
+        `LIST_SCAN`): a page may hold fewer than ``limit`` jobs, even none, and still have a
+        ``next_cursor`` — only a None cursor means there is nothing older."""
+        return await self._run(_list_call(limit, cursor, **filters), None)
 
     async def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
         """Delete a job that has not started (pending or scheduled, no attempt yet) with its
@@ -782,7 +801,7 @@ class Client:
         return asyncio.run(waiting())
 
     def list_jobs(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> JobPage:
-        return _page(self._run(_list_call(limit, cursor, **filters), None), limit)
+        return self._run(_list_call(limit, cursor, **filters), None)
 
     def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
         return self._run(job_store.retry_dead(_job_id(job_id)), None)

@@ -74,6 +74,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
     ints = {"api_port": "PORT", "api_workers": "WORKERS", "api_pool_size": "POOL_SIZE",
             "api_connect_timeout": "CONNECT_TIMEOUT", "api_retry_after": "RETRY_AFTER",
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
+            "api_total_soft_limit": "TOTAL_SOFT_LIMIT", "api_total_hard_limit": "TOTAL_HARD_LIMIT",
             "api_max_batch": "MAX_BATCH", "api_max_streams_per_key": "MAX_STREAMS_PER_KEY", "api_submit_lanes": "SUBMIT_LANES", "api_max_body_bytes": "MAX_BODY_BYTES"}
     floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
               "api_depth_refresh": "DEPTH_REFRESH", "api_submit_stall": "SUBMIT_STALL", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
@@ -158,6 +159,10 @@ class Settings:
     api_retry_after: int = 5
     api_soft_limit: int = 50_000
     api_hard_limit: int = 100_000
+    # The same two limits over the runnable jobs of all queues together: inventing queue names
+    # does not dodge backpressure (see api.backpressure).
+    api_total_soft_limit: int = 200_000
+    api_total_hard_limit: int = 400_000
     api_rate_limit: float = 200.0
     api_rate_burst: int = 400
     api_shed_low: bool = False
@@ -216,6 +221,8 @@ class Settings:
             raise ValueError("retention days must not be negative")
         if not 0 < self.api_soft_limit <= self.api_hard_limit:
             raise ValueError("the API soft limit must be positive and at most the hard limit")
+        if not 0 < self.api_total_soft_limit <= self.api_total_hard_limit:
+            raise ValueError("the API total soft limit must be positive and at most the total hard limit")
         if self.api_submit_lanes < 0 or self.api_submit_stall <= 0:
             raise ValueError("API submit lanes must not be negative, the submit stall time must be positive")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:

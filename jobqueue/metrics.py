@@ -50,9 +50,10 @@ from jobqueue import db
 from jobqueue.autoscale import Rule, depth_per_worker
 from jobqueue.circuits import Circuit
 from jobqueue.errors import DatabaseUnavailable
-from jobqueue.models import Priority
+from jobqueue.models import Priority, QueueSettings
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import metrics as metrics_store
+from jobqueue.store import queues as queue_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -70,6 +71,7 @@ class Snapshot:
     cap: int = 0
     paused: frozenset[str] = frozenset()
     circuits: list[Circuit] = field(default_factory=list)
+    settings: dict[str, QueueSettings] = field(default_factory=dict)  # every queue an admin configured
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
 
     @property
@@ -84,11 +86,12 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     submitted = await db.run(conn, metrics_store.submitted())
     totals = await db.run(conn, metrics_store.worker_totals())
     workers = await db.run(conn, metrics_store.workers(stale_seconds=stale_seconds, now=now))
-    paused = await db.run(conn, metrics_store.paused_queues())
+    settings = await db.run(conn, queue_store.all_settings())
     circuits = await db.run(conn, circuit_store.list_all())
     return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
                     totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
-                    paused=paused, circuits=circuits)
+                    paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
+                    settings=settings)
 
 
 class Collector:
@@ -112,6 +115,10 @@ class Collector:
         self._cached_until = 0.0
         self._failure: tuple[float, DatabaseUnavailable] | None = None
 
+    def valid_for(self, snapshot: Snapshot) -> float:
+        """Seconds ``snapshot`` is served for after it was measured: how old an answer may be."""
+        return max(self.ttl, 10 * snapshot.collect_seconds)
+
     def _fresh(self) -> Snapshot | None:
         return self._cached if time.monotonic() < self._cached_until else None
 
@@ -131,7 +138,7 @@ class Collector:
                 self._failure = (time.monotonic(), exc)
                 raise
             self._failure = None
-            self._cached_until = time.monotonic() + max(self.ttl, 10 * self._cached.collect_seconds)
+            self._cached_until = time.monotonic() + self.valid_for(self._cached)
             return self._cached
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from jobqueue.cron import CronSchedule
 from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
+from jobqueue.names import name_problem
 from jobqueue.store.jobs import dumps
 
 MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
@@ -26,6 +27,14 @@ _INT32 = 2**31 - 1  # the columns are integers
 def _text(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(field, "must be a non-empty string")
+    return value
+
+
+def _name(field: str, value: Any) -> str:
+    """A job type or queue name: the rule every enqueue applies, so that each fire would be accepted."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValidationError(field, problem)
     return value
 
 
@@ -66,9 +75,9 @@ class ScheduleSpec:
         if not isinstance(enabled, bool):
             raise ValidationError("enabled", f"must be true or false (got {enabled!r})")
         return cls(
-            name=_text("name", name), cron=schedule.expression, job_type=_text("job_type", job_type),
+            name=_text("name", name), cron=schedule.expression, job_type=_name("job_type", job_type),
             timezone=schedule.zone.key, payload_json=payload_json, priority=Priority.parse(priority).label,
-            queue=_text("queue", queue), max_attempts=None if max_attempts is None else _positive("max_attempts", max_attempts),
+            queue=_name("queue", queue), max_attempts=None if max_attempts is None else _positive("max_attempts", max_attempts),
             misfire_policy=misfire_policy, misfire_limit=_positive("misfire_limit", misfire_limit), enabled=enabled)
 
     def schedule(self) -> CronSchedule:

@@ -22,6 +22,14 @@
   jobs are refused outright (503).
 - At the hard limit (default 100,000) every submission to the queue gets 503 with
   ``Retry-After``; nothing is written.
+- Across queues: the same two limits apply to the runnable jobs of all queues together
+  (``JOBQUEUE_API_TOTAL_SOFT_LIMIT``, default 200,000: every producer draws from its token bucket
+  whatever the queue; ``JOBQUEUE_API_TOTAL_HARD_LIMIT``, default 400,000: 503 ``total_full``). So a
+  producer cannot dodge backpressure by spreading its jobs over queue names it invents — a new
+  name costs nothing to make, and each would be far below its own limit. (The other way, queues an
+  admin must declare first, would break every producer that relies on a queue existing once it is
+  used; a key's queue allow-list, ``jobqueue apikey create --queues``, is that control per key.)
+  The total is the sum of the cached per-queue depths, so it costs no query of its own.
 """
 
 from __future__ import annotations
@@ -86,6 +94,7 @@ class Backpressure:
         self.settings = settings
         self._clock = clock
         self.depths: dict[str, int] = {}
+        self.total = 0  # sum(self.depths.values()), kept in step
         self.queue_settings: dict[str, QueueSettings] = {}
         self._buckets: dict[str, TokenBucket] = {}
         # (clock, job sequence at the count before it) of the last count: growth is measured from
@@ -100,6 +109,11 @@ class Backpressure:
         hard = custom.hard_limit if custom and custom.hard_limit else self.settings.api_hard_limit
         return min(soft, hard), hard
 
+    def total_limits(self) -> tuple[int, int]:
+        """Soft and hard limit of all queues' runnable jobs together."""
+        hard = self.settings.api_total_hard_limit
+        return min(self.settings.api_total_soft_limit, hard), hard
+
     async def refresh(self) -> None:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.client.queue_settings()
@@ -110,6 +124,7 @@ class Backpressure:
         cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
         started = self._clock()
         self.depths = await self.client.runnable_counts(cap=cap)
+        self.total = sum(self.depths.values())
         self._counted = (started, self._submitted_at_last_count)
         self._submitted_at_last_count = submitted
 
@@ -123,6 +138,8 @@ class Backpressure:
         if growth < 0 or self._clock() - counted_at >= self.settings.api_depth_max_age:
             return True
         if growth >= self.settings.api_soft_limit:  # enough for a queue the last count did not see
+            return True
+        if self.total + growth >= self.total_limits()[0]:
             return True
         return any(self.depths.get(queue, 0) + growth >= self.limits(queue)[0]
                    for queue in self.depths.keys() | self.queue_settings.keys())
@@ -152,6 +169,11 @@ class Backpressure:
         """Raise `Overloaded` unless every queue of the request can take its jobs; all or nothing."""
         throttled = 0
         retry_after = float(self.settings.api_retry_after)
+        jobs = sum(demand.jobs for demand in demands)
+        total_soft, total_hard = self.total_limits()
+        if self.total + jobs > total_hard:
+            raise Overloaded(503, "total_full", f"the queues hold {self.total} runnable jobs in all (limit "
+                             f"{total_hard} across queues); nothing was written", retry_after)
         for demand in demands:
             soft, hard = self.limits(demand.queue)
             depth = self.depths.get(demand.queue, 0)
@@ -163,6 +185,14 @@ class Backpressure:
                     raise Overloaded(503, "shed", f"queue {demand.queue!r} is above its soft limit ({soft}): "
                                      "low-priority jobs are shed; nothing was written", retry_after)
                 throttled += demand.jobs
+        if self.total + jobs > total_soft:  # every job of the request, whichever queue it names
+            if self.settings.api_shed_low and any(demand.low for demand in demands):
+                raise Overloaded(503, "shed", f"the queues are above their total soft limit ({total_soft}): "
+                                 "low-priority jobs are shed; nothing was written", retry_after)
+            throttled = jobs
+            why = f"the queues together are above their total soft limit ({total_soft})"
+        else:
+            why = "the queue is above its soft limit"
         if throttled:
             bucket = self._buckets.get(producer_id)
             if bucket is None:
@@ -172,7 +202,7 @@ class Backpressure:
                     self._clock)
             wait = bucket.take(throttled)
             if wait > 0:
-                raise Overloaded(429, "rate_limited", "the queue is above its soft limit: producers are rate "
+                raise Overloaded(429, "rate_limited", f"{why}: producers are rate "
                                  f"limited to {self.settings.api_rate_limit:g} jobs/s; nothing was written", wait)
 
     def reserve(self, producer_id: str, demands: list[Demand]) -> None:
@@ -184,11 +214,14 @@ class Backpressure:
     def admitted(self, demands: list[Demand]) -> None:
         for demand in demands:
             self.depths[demand.queue] = self.depths.get(demand.queue, 0) + demand.jobs
+            self.total += demand.jobs
 
     def release(self, demands: list[Demand]) -> None:
         """Take back a reservation whose jobs were not created (refused, or already there)."""
         for demand in demands:
-            self.depths[demand.queue] = max(0, self.depths.get(demand.queue, 0) - demand.jobs)
+            held = self.depths.get(demand.queue, 0)
+            self.depths[demand.queue] = max(0, held - demand.jobs)
+            self.total -= held - self.depths[demand.queue]
 
 
 #: Seconds a key refused another event stream is told to wait.

@@ -11,7 +11,8 @@ import msgspec
 from msgspec import Meta
 
 from jobqueue.encryption import redact
-from jobqueue.models import JobInfo, JobSummary, QueueSettings, QueueStats
+from jobqueue.metrics import Snapshot
+from jobqueue.models import JobInfo, JobSummary, Priority, QueueSettings
 
 INT32 = 2**31 - 1
 TEN_YEARS = 10 * 366 * 24 * 3600.0
@@ -31,16 +32,17 @@ class ErrorBody(msgspec.Struct, omit_defaults=True):
 class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     """One job to submit. Validated exactly like `client.enqueue` and `jobqueue.enqueue()` in SQL."""
 
-    job_type: Annotated[str, Meta(description="names the handler")]
+    job_type: Annotated[str, Meta(description="names the handler; 1 to 255 characters, not blank")]
     payload: Annotated[Any, Meta(description="any JSON value (default {})")] = None
     priority: Annotated[str | int, Meta(description="critical, high, normal (default) or low")] = "normal"
-    queue: str = "default"
-    run_at: Annotated[datetime | None, Meta(description="timezone-aware start time (not with delay_seconds)")] = None
+    queue: Annotated[str, Meta(description="1 to 255 characters, not blank (default: default)")] = "default"
+    run_at: Annotated[datetime | None, Meta(description=(
+        "timezone-aware start time (not with delay_seconds); one in the past means now"))] = None
     delay_seconds: Annotated[float, Meta(le=TEN_YEARS, description="start after this many seconds")] | None = None
     max_attempts: Annotated[int, Meta(le=INT32, description="tries in all (default: the task's, else 4)")] | None = None
     idempotency_key: Annotated[str | None, Meta(
         description="within its window, submitting this key again returns the job first submitted with it "
-                    "(200), whatever that job's state")] = None
+                    "(200), whatever that job's state; at most 255 characters")] = None
     idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "how long the key is held after submission (or after run_at when later); default: the queue's, "
         "else 24 h"))] | None = None
@@ -203,12 +205,13 @@ class CancelResult(msgspec.Struct):
 
 
 class PriorityLevel(msgspec.Struct):
+    """One priority level of a queue, as /metrics counts it (see `QueueList`)."""
+
     priority: str
     depth: int
     scheduled: int
+    retrying: int
     processing: int
-    failed: int
-    dead: int
     oldest_age_seconds: float
 
 
@@ -222,26 +225,50 @@ class QueueOut(msgspec.Struct):
     shed_low_retries: bool
     depth: int
     scheduled: int
+    retrying: int
     processing: int
-    failed: int
     dead: int
     oldest_age_seconds: float
     priorities: list[PriorityLevel]
 
     @classmethod
-    def of(cls, stats: QueueStats) -> "QueueOut":
-        levels = [PriorityLevel(s.priority.label, s.pending, s.scheduled, s.processing, s.failed, s.dead,
-                                s.oldest_age_seconds) for s in stats.levels]
-        settings = stats.settings
-        return cls(stats.queue, settings.paused, settings.soft_limit, settings.hard_limit,
+    def of(cls, name: str, settings: QueueSettings, levels: list[PriorityLevel], dead: int) -> "QueueOut":
+        return cls(name, settings.paused, settings.soft_limit, settings.hard_limit,
                    seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries,
-                   sum(s.depth for s in levels), sum(s.scheduled for s in levels),
-                   sum(s.processing for s in levels), sum(s.failed for s in levels), sum(s.dead for s in levels),
+                   sum(s.depth for s in levels), sum(s.scheduled for s in levels), sum(s.retrying for s in levels),
+                   sum(s.processing for s in levels), dead,
                    max((s.oldest_age_seconds for s in levels), default=0.0), levels)
 
 
 class QueueList(msgspec.Struct):
+    """Every queue with jobs waiting, running or dead, served by a live worker, or configured by an
+    admin — read from the metrics snapshot /metrics serves (`jobqueue.metrics`), not counted per
+    request: ``measured_at`` is when it was counted, and it is served for up to
+    ``max_age_seconds`` after that. Same figures as /metrics: ``depth`` runnable now (pending, or
+    failed and due), ``scheduled`` run_at still ahead (delays, retries not yet due), ``retrying``
+    waiting for a retry (state failed, counted in depth or scheduled too), ``processing``,
+    ``dead`` dead-lettered; each count stops at ``count_cap``."""
+
     queues: list[QueueOut]
+    measured_at: datetime
+    max_age_seconds: float
+    count_cap: int
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, max_age_seconds: float) -> "QueueList":
+        levels: dict[str, list[PriorityLevel]] = {}
+        for q in snapshot.queues:
+            figures = levels.setdefault(q.queue, [])
+            if q.runnable or q.scheduled or q.retrying or q.processing:
+                figures.append(PriorityLevel(Priority(q.priority).label, q.runnable, q.scheduled, q.retrying,
+                                             q.processing, round(q.oldest_age_seconds, 3)))
+        dead: dict[str, int] = {}
+        for d in snapshot.dead:
+            dead[d.queue] = dead.get(d.queue, 0) + d.dead
+        names = sorted(set(levels) | set(dead) | set(snapshot.settings))
+        return cls([QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
+                                dead.get(name, 0)) for name in names],
+                   snapshot.measured_at, max_age_seconds, snapshot.cap)
 
 
 class QueueSettingsOut(msgspec.Struct):

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from jobqueue.db import Call, column, scalar_or_none
-from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobState,
+from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobPage, JobState,
                              JobSummary, Priority, RetryOutcome, RunningJob)
 
 
@@ -215,16 +215,28 @@ def holds_nul(json_text: str) -> bool:
 
 
 def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
-    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:]) for r in rows]
+    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:15]) for r in rows]
 
 
-def list_jobs(*, limit: int, before: uuid.UUID | None = None, state: str | None = None, queue: str | None = None,
-              job_type: str | None = None, priority: int | None = None,
-              producer_id: str | None = None, scheduled: bool | None = None) -> Call[list[JobSummary]]:
-    return Call("job_list", {
-        "limit": limit, "before": before, "state": state, "queue": queue, "job_type": job_type,
+#: States a job completing on its first attempt never enters: they have their own listing index
+#: (jobs_state_listing_idx), so a listing of one of them examines only its rows.
+INDEXED_LIST_STATES = frozenset({"failed", "dead_letter", "cancelled"})
+
+
+def list_jobs(*, limit: int, scan: int, before: uuid.UUID | None = None, state: str | None = None,
+              queue: str | None = None, job_type: str | None = None, priority: int | None = None,
+              producer_id: str | None = None, scheduled: bool | None = None) -> Call[JobPage]:
+    """One page, newest first, examining at most ``scan`` rows (see job_list). The page's cursor
+    is its last row's id when it is full or the budget ran out; a page cut short by the budget
+    may hold fewer than ``limit`` jobs, even none, and still have a cursor."""
+    def decode(rows: list[tuple]) -> JobPage:
+        more = bool(rows) and (len(rows) == limit or rows[-1][-1] == scan)
+        return JobPage(_decode_summaries([r for r in rows if r[-2]]), str(rows[-1][0]) if more else None)
+    name = "job_list_in_state" if state in INDEXED_LIST_STATES else "job_list"
+    return Call(name, {
+        "limit": limit, "scan": scan, "before": before, "state": state, "queue": queue, "job_type": job_type,
         "priority": priority, "producer_id": producer_id, "scheduled": scheduled,
-    }, _decode_summaries)
+    }, decode)
 
 
 def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:

@@ -116,10 +116,6 @@ def workers(*, stale_seconds: float, limit: int = 200, now: datetime | None = No
         WorkerRow(r[0], r[1], r[2], tuple(r[3] or ()), *r[4:]) for r in rows])
 
 
-def paused_queues() -> Call[frozenset[str]]:
-    return Call("metrics_paused_queues", {}, lambda rows: frozenset(r[0] for r in rows))
-
-
 def bucket_bounds() -> Call[tuple[float, ...]]:
     return Call("metrics_bucket_bounds", {}, lambda rows: tuple(rows[0][0]))
 

@@ -458,25 +458,73 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 'deleted'
        (SELECT state FROM target) AS state;
 
 -- name: job_list
--- Newest first: job ids are time-ordered (UUIDv7), so this walks jobs_pkey backwards (keyset on id:
--- %(before)s is the last id of the previous page), with optional filters and the last attempt's
--- error. %(scheduled)s true: only jobs whose run_at is still ahead (delayed jobs, retries not yet
--- due); false: only those whose run_at has come.
-SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
-       j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, e.error_type, e.message
-FROM jobqueue.jobs j
+-- Newest first, with bounded work per page whatever the filters: job ids are time-ordered
+-- (UUIDv7), so this walks jobs_pkey backwards from %(before)s (the cursor: the last id the
+-- previous page examined; NULL: from the newest) and examines at most %(scan)s rows. Of those it
+-- returns the ones matching the filters, at most %(limit)s, each with its last attempt's error.
+-- When the budget runs out before the page fills, the last row examined comes too with matches
+-- false unless it matched: its id is where the next page starts (examined = %(scan)s). The
+-- cursor is never NULL in the index condition (the generic plan of a prepared statement could
+-- not use an "IS NULL OR" there, and would walk from the newest row on every page).
+-- %(scheduled)s true: only jobs whose run_at is still ahead; false: only those due.
+-- job_list_in_state is the same page for a state that has its own index.
+SELECT e.id, e.queue, e.job_type, e.priority, e.state, e.attempts, e.max_attempts, e.run_at,
+       e.created_at, e.updated_at, e.finished_at, e.producer_id, e.seq, x.error_type, x.message,
+       e.matches, e.examined
+FROM (
+    SELECT w.*, row_number() OVER (ORDER BY w.id DESC) AS examined,
+           ((%(state)s::text IS NULL OR w.state = %(state)s::text)
+            AND (%(queue)s::text IS NULL OR w.queue = %(queue)s::text)
+            AND (%(job_type)s::text IS NULL OR w.job_type = %(job_type)s::text)
+            AND (%(priority)s::smallint IS NULL OR w.priority = %(priority)s::smallint)
+            AND (%(producer_id)s::text IS NULL OR w.producer_id = %(producer_id)s::text)
+            AND (%(scheduled)s::boolean IS NULL OR (w.run_at > now()) = %(scheduled)s::boolean)) AS matches
+    FROM (SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
+                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq
+          FROM jobqueue.jobs j
+          WHERE j.id < coalesce(%(before)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+          ORDER BY j.id DESC
+          LIMIT %(scan)s) AS w
+) AS e
 LEFT JOIN LATERAL (
-    SELECT x.error_type, x.message FROM jobqueue.job_errors x
-    WHERE x.job_id = j.id ORDER BY x.attempt DESC LIMIT 1
-) e ON true
-WHERE (%(before)s::uuid IS NULL OR j.id < %(before)s::uuid)
-  AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
-  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-  AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
-  AND (%(priority)s::smallint IS NULL OR j.priority = %(priority)s::smallint)
-  AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
-  AND (%(scheduled)s::boolean IS NULL OR (j.run_at > now()) = %(scheduled)s::boolean)
-ORDER BY j.id DESC
+    SELECT r.error_type, r.message FROM jobqueue.job_errors r
+    WHERE e.matches AND r.job_id = e.id ORDER BY r.attempt DESC LIMIT 1
+) x ON true
+WHERE e.matches OR e.examined = %(scan)s
+ORDER BY e.id DESC
+LIMIT %(limit)s;
+
+-- name: job_list_in_state
+-- job_list for %(state)s one of failed, dead_letter, cancelled (a job completing on its first
+-- attempt is never in them): the walk is of jobs_state_listing_idx, so the rows examined are
+-- only that state's, and the dead-letter queue pages fill however many jobs have completed. The
+-- state comes through a sub-select so that no plan can prove jobs_finished_idx's predicate from
+-- it: that index holds dead and cancelled jobs too, in finished_at order, and a plan reading all
+-- of a state's rows from it and sorting them is what the planner picks when they are few.
+SELECT e.id, e.queue, e.job_type, e.priority, e.state, e.attempts, e.max_attempts, e.run_at,
+       e.created_at, e.updated_at, e.finished_at, e.producer_id, e.seq, x.error_type, x.message,
+       e.matches, e.examined
+FROM (
+    SELECT w.*, row_number() OVER (ORDER BY w.id DESC) AS examined,
+           ((%(queue)s::text IS NULL OR w.queue = %(queue)s::text)
+            AND (%(job_type)s::text IS NULL OR w.job_type = %(job_type)s::text)
+            AND (%(priority)s::smallint IS NULL OR w.priority = %(priority)s::smallint)
+            AND (%(producer_id)s::text IS NULL OR w.producer_id = %(producer_id)s::text)
+            AND (%(scheduled)s::boolean IS NULL OR (w.run_at > now()) = %(scheduled)s::boolean)) AS matches
+    FROM (SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
+                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq
+          FROM jobqueue.jobs j
+          WHERE j.state IN ('failed', 'dead_letter', 'cancelled') AND j.state = (SELECT %(state)s::text)
+            AND j.id < coalesce(%(before)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+          ORDER BY j.id DESC
+          LIMIT %(scan)s) AS w
+) AS e
+LEFT JOIN LATERAL (
+    SELECT r.error_type, r.message FROM jobqueue.job_errors r
+    WHERE e.matches AND r.job_id = e.id ORDER BY r.attempt DESC LIMIT 1
+) x ON true
+WHERE e.matches OR e.examined = %(scan)s
+ORDER BY e.id DESC
 LIMIT %(limit)s;
 
 -- name: job_running_by_worker

@@ -128,8 +128,5 @@ SELECT jobqueue.add_worker_stats('(retired)', coalesce(jsonb_agg(to_jsonb(f)), '
                                  coalesce(%(now)s::timestamptz, now()))
 FROM folded f;
 
--- name: metrics_paused_queues
-SELECT queue FROM jobqueue.queue_settings WHERE paused ORDER BY queue;
-
 -- name: metrics_bucket_bounds
 SELECT jobqueue.duration_bucket_bounds() AS bounds;

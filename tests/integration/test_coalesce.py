@@ -4,7 +4,6 @@ share one statement, yet each gets exactly its own answer — its ids, or its ow
 from __future__ import annotations
 
 import asyncio
-import random
 
 import psycopg
 import pytest
@@ -15,8 +14,21 @@ from jobqueue.db import translated_errors
 from jobqueue.errors import DatabaseUnavailable, IdempotencyMismatch
 
 
-#: Random hex compresses too little to fit a btree entry (at most 2,704 bytes); "k" * 6000 would.
-UNINDEXABLE_KEY = random.Random(7).randbytes(4000).hex()
+def refuse_marked_jobs_like_a_server_limit(conn) -> None:
+    """A trigger on this test's own database that fails a job whose payload holds "too_big" with
+    54000 (program_limit_exceeded), as PostgreSQL fails an index entry over its size limit. Since
+    migration 0018 no job the client accepts can reach that limit for real (names and keys are
+    bounded), yet other limits of the server can still refuse one job of a group."""
+    conn.execute("""
+        CREATE FUNCTION public.refuse_too_big() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.payload ? 'too_big' THEN
+                RAISE EXCEPTION USING ERRCODE = '54000', MESSAGE = 'index row requires 8032 bytes, maximum size is 2704';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER jobs_test_limit BEFORE INSERT ON jobqueue.jobs FOR EACH ROW EXECUTE FUNCTION public.refuse_too_big();
+    """)
 
 
 def stored_payloads(conn) -> dict:
@@ -165,13 +177,15 @@ def test_a_caller_that_finds_no_lane_in_time_gets_unavailable_and_writes_nothing
 
 
 def test_a_job_the_server_rejects_with_an_error_of_its_own_fails_only_its_caller(dsn, conn):
-    """An idempotency key too long for its index is refused by PostgreSQL (54000, reported like a
-    connection problem by the driver): the group is replayed, the others are written."""
+    """A job PostgreSQL refuses for a limit of its own (54000, reported like a connection problem
+    by the driver): the group is replayed, the others are written."""
+    refuse_marked_jobs_like_a_server_limit(conn)
+
     async def scenario():
         async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(2)]
-            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "idempotency_key": UNINDEXABLE_KEY}])))
+            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "payload": {"too_big": 1}}])))
             await asyncio.sleep(0.1)
             await holder.rollback()
             await holder.close()

@@ -50,14 +50,18 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     for index, item in enumerate(items):
         if json_depth_exceeds(item.payload):
             raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
-        refused = user.refuses(item.queue, item.job_type)
-        if refused is not None:
-            raise NotAllowed(_where(index, batch) + refused, f"this API key may not submit to {refused} "
-                                                             f"{getattr(item, refused)!r}; nothing was written")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
     accepted: list[NewJob] = []
 
-    def admit(built: list[NewJob]) -> None:  # validated, nothing written yet: the queue may still refuse
+    def admit(built: list[NewJob]) -> None:
+        """Validated (names within their limits), nothing written yet: the key's allow-lists, then
+        the queue, may still refuse."""
+        for index, job in enumerate(built):
+            refused = user.refuses(job.queue, job.job_type)
+            if refused is not None:
+                raise NotAllowed(_where(index, batch) + refused,
+                                 f"this API key may not submit to {refused} {getattr(job, refused)!r}; "
+                                 "nothing was written")
         services.backpressure.reserve(user.producer_id, _demands(built))
         accepted.extend(built)
 

@@ -1,6 +1,11 @@
 """``/queues``: depth and state counts per queue and priority; pause/resume; limits, enqueue
 defaults (job TTL, idempotency window) and load shedding of low-priority retries (admin).
 
+The listing is the cached metrics snapshot (`jobqueue.metrics.Collector`, the one /metrics and the
+dashboard share), never a count per request: any number of callers cost one bounded collection
+per ``JOBQUEUE_METRICS_TTL`` (2 s) per API process, and the answer says when it was measured and
+how long it may be served.
+
 A paused queue keeps accepting jobs; workers stop claiming from it within milliseconds (the
 change NOTIFYs ``jobqueue_control``) and resume the same way.
 """
@@ -12,7 +17,8 @@ from litestar.params import FromPath, JSONBody
 
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
-from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueOut, QueueSettingsOut, QueueShedding
+from jobqueue.api.metrics import collector
+from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
 
 
@@ -20,11 +26,12 @@ class QueuesController(Controller):
     path = "/queues"
     tags = ["queues"]
 
-    @get("/", summary="Per queue and priority: depth, scheduled, processing, failed, dead, oldest age",
-         responses=error_responses(503))
+    @get("/", summary="Per queue and priority: depth, scheduled, retrying, processing, dead, oldest age "
+         "(the cached metrics snapshot: see measured_at and max_age_seconds)", responses=error_responses(503))
     async def list_queues(self, request: AnyRequest, services: ServicesDep) -> QueueList:
-        stats = await services.reads.read(request.user.id, lambda client: client.queue_stats())
-        return QueueList([QueueOut.of(queue) for queue in stats])
+        cache = collector(request, services)
+        snapshot = await cache.snapshot()
+        return QueueList.of(snapshot, cache.valid_for(snapshot))
 
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))

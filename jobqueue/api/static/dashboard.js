@@ -18,6 +18,7 @@
   const RATE_WINDOW_S = 6;     // rates are averaged over this window (workers report every ~2 s)
   const STATS_WINDOW_S = 60;   // failure rate and percentiles: the last minute
   const PAGE = 50;
+  const MAX_FETCHES_PER_PAGE = 10;  // requests one "load" / "more" may make (see loadList)
   const HISTORY_MINUTES = 60;  // the hour chart's span
   const HISTORY_POLL_MS = 20000;
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -460,9 +461,15 @@
     if (needKey("list " + LISTS[kind].what)) return;
     if (!append) state[kind].cursor = null;
     try {
-      const page = await api("GET", ROUTES[LISTS[kind].route] + query(listParams(kind)));
-      const jobs = page.jobs || [];
-      state[kind].cursor = page.next_cursor || null;
+      // A page examines a bounded stretch of jobs, so a rare filter gives short pages with a
+      // cursor: fetch on (a few more pages at most) until this one is full or the list ends.
+      const jobs = [];
+      for (let fetched = 0; fetched < MAX_FETCHES_PER_PAGE; fetched++) {
+        const page = await api("GET", ROUTES[LISTS[kind].route] + query(listParams(kind)));
+        jobs.push(...(page.jobs || []));
+        state[kind].cursor = page.next_cursor || null;
+        if (!state[kind].cursor || jobs.length >= PAGE) break;
+      }
       const rows = jobs.map((job) => LISTS[kind].row(job));
       const body = $(`#${kind} tbody`);
       if (append) body.append(...rows); else body.replaceChildren(...rows);

@@ -30,7 +30,8 @@ class ApiServer:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = dict(os.environ, JOBQUEUE_DSN=settings.dsn, JOBQUEUE_API_SOFT_LIMIT="1000000000",
-                   JOBQUEUE_API_HARD_LIMIT="1000000000")
+                   JOBQUEUE_API_HARD_LIMIT="1000000000",
+                   JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000", JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000")
         command = [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
                    "api", "--port", str(port), "--workers", str(workers)]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=process_log("api"))

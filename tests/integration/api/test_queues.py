@@ -1,10 +1,12 @@
-"""/queues: counts per queue and priority; pause/resume honoured by workers; per-queue limits and
-enqueue defaults."""
+"""/queues: counts per queue and priority from the cached metrics snapshot; pause/resume honoured
+by workers; per-queue limits and enqueue defaults."""
 
 from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+
+import httpx
 
 from tests.support import apps
 from tests.support.factories import job_row, make_job
@@ -23,11 +25,28 @@ def test_queue_stats_per_queue_and_priority(http, conn):
     make_job(conn, queue="img", state="completed")
     body = http("bob").get("/queues").json()
     mail = next(q for q in body["queues"] if q["queue"] == "mail")
-    assert (mail["depth"], mail["scheduled"], mail["processing"], mail["failed"], mail["dead"]) == (2, 1, 1, 1, 1)
+    # as /metrics counts: depth = runnable now, the failed job whose retry is due included
+    assert (mail["depth"], mail["scheduled"], mail["retrying"], mail["processing"], mail["dead"]) == (3, 1, 1, 1, 1)
     levels = {level["priority"]: level for level in mail["priorities"]}
-    assert levels["high"]["depth"] == 2 and levels["low"]["scheduled"] == 1
+    assert levels["high"]["depth"] == 2 and levels["low"]["scheduled"] == 1 and set(levels) == {"high", "low"}
     assert mail["paused"] is False and mail["oldest_age_seconds"] >= 0
     assert [q["queue"] for q in body["queues"]] == ["mail"]  # finished jobs are not a queue's load
+
+
+def test_queues_are_served_from_the_cached_snapshot_and_say_how_old_it_may_be(start_api, keys, conn):
+    """No count per request: within the snapshot's TTL every caller gets the same figures, however
+    the table changed, with when they were measured and how long they may be served."""
+    api = start_api(metrics_ttl=30.0)
+    make_job(conn, queue="mail")
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {keys['bob']}"}, timeout=10) as bob:
+        first = bob.get("/queues").json()
+        for _ in range(3):
+            make_job(conn, queue="mail")
+        again = bob.get("/queues").json()
+    assert again == first and first["max_age_seconds"] == 30.0
+    assert [(q["queue"], q["depth"]) for q in first["queues"]] == [("mail", 1)]
+    measured = datetime.fromisoformat(first["measured_at"])
+    assert abs((datetime.now(measured.tzinfo) - measured).total_seconds()) < 30
 
 
 def test_pause_stops_workers_claiming_and_resume_restarts_them(http, conn, dsn):

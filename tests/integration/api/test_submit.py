@@ -151,7 +151,7 @@ INVALID = [
     ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
     ({"job_type": "x\u0000y"}, "input"),
     ({"job_type": "x", "payload": {"note": "a\u0000b"}}, "payload"),
-    ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "input"),  # too big for its index
+    ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "idempotency_key"),  # over 255 characters
     ({"job_type": "x", "timeout_seconds": 0}, "timeout"),
     ({"job_type": "x", "timeout_seconds": -1}, "timeout"),
     ({"job_type": "x", "timeout_seconds": 1e12}, "timeout_seconds"),

@@ -1,0 +1,1 @@
+DROP INDEX jobqueue.jobs_state_listing_idx;
