@@ -34,6 +34,7 @@ from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, 
                             too_long)
 from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
+from jobqueue.refresh_ahead import RefreshAheadCache
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
@@ -451,6 +452,8 @@ class AsyncClient:
         self._application_name = application_name
         self._events: EventHub | None = None  # opened by the first wait()
         self.sealer = Sealer(self.settings.encryption_keys)
+        self._declarations: RefreshAheadCache[None, Sealer] = RefreshAheadCache(self._learn_declarations,
+                                                                                self.sealer.ttl)
         self.decrypt_results = decrypt_results
 
     async def open(self) -> "AsyncClient":
@@ -506,9 +509,14 @@ class AsyncClient:
         return results
 
     async def _sealer(self) -> Sealer:
-        """The sealer, with the tasks' encrypted fields read again when its copy is stale."""
-        if self.sealer.stale():
-            self.sealer.learn(await self._run(worker_store.encrypted_fields(), None))
+        """The sealer, with the tasks' encrypted fields read again when its copy is stale — ahead of
+        time and once for concurrent callers (`jobqueue.refresh_ahead`), so a busy producer never
+        waits for that read, and never uses declarations older than the sealer's ttl."""
+        await self._declarations.get(None)
+        return self.sealer
+
+    async def _learn_declarations(self, _key: None) -> Sealer:
+        self.sealer.learn(await self._run(worker_store.encrypted_fields(), None))
         return self.sealer
 
     async def get(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> JobInfo:

@@ -76,20 +76,26 @@ class SubmitCoalescer:
                 return await self._statement(jobs)
             finally:
                 self._release(token)
-        entry = _Waiting(jobs, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        entry = _Waiting(jobs, loop.create_future())
         self._waiting.append(entry)
         self._start_flushes()
+        # A timer instead of wait_for + shield (a task, two futures and their callbacks for each
+        # waiting caller): when it fires, a caller not yet taken into a statement is given up;
+        # one already taken waits for its statement's outcome. A caller cancelled meanwhile (its
+        # HTTP connection closed) cancels its future, and an untaken one is then dropped unsent.
+        timer = loop.call_later(self._max_wait, self._give_up, entry)
         try:
-            return await asyncio.wait_for(asyncio.shield(entry.future), self._max_wait)
-        except asyncio.TimeoutError:
-            if entry.taken:
-                return await entry.future
-            self._waiting.remove(entry)
-            raise DatabaseUnavailable(f"database unavailable: no submission went through for {self._max_wait:g} s; "
-                                      "nothing was written") from None
-        except asyncio.CancelledError:
-            entry.future.cancel()  # not sent if not taken yet
-            raise
+            return await entry.future
+        finally:
+            timer.cancel()
+
+    def _give_up(self, entry: _Waiting) -> None:
+        if entry.taken or entry.future.done():
+            return
+        self._waiting.remove(entry)
+        entry.future.set_exception(DatabaseUnavailable(
+            f"database unavailable: no submission went through for {self._max_wait:g} s; nothing was written"))
 
     # --- lanes ----------------------------------------------------------------------------------
 

@@ -205,6 +205,8 @@ def holds_envelope(value: Any) -> bool:
 
 def redact(value: Any) -> Any:
     """``value`` with every envelope shown as ``"[encrypted]"`` (what REST and the dashboard show)."""
+    if not isinstance(value, (dict, list)):  # nothing to look into (a created job's result is None)
+        return value
     return _transform(value, lambda envelope, path: REDACTED)[0]
 
 
@@ -258,7 +260,8 @@ class Sealer:
         """``enqueue_many`` job specs with their ``encrypt`` entries applied and removed."""
         sealed: list[Mapping[str, Any]] = []
         for index, spec in enumerate(specs):
-            if isinstance(spec, Mapping) and ("encrypt" in spec or spec.get("job_type") in self._declared):
+            if ((type(spec) is dict or isinstance(spec, Mapping))  # a dict passes before the costly ABC check
+                    and ("encrypt" in spec or spec.get("job_type") in self._declared)):
                 fields = {k: v for k, v in spec.items() if k != "encrypt"}
                 fields["payload"] = self.seal(spec.get("job_type"), spec.get("payload"), spec.get("encrypt"),
                                               field_prefix=f"jobs[{index}].")

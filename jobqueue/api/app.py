@@ -9,7 +9,8 @@ to handlers as the ``services`` dependency.
 Adding a controller (how the schedules, workers, metrics and dashboard endpoints plug in):
   1. write ``jobqueue/api/controllers/<name>.py`` with a ``litestar.Controller`` (or plain handler
      functions); take ``services: ServicesDep`` (`jobqueue.api.services`) as a parameter to reach
-     the client and settings, and mark parameters explicitly (``FromPath[...]``, ``FromQuery[...]``,
+     the client and settings (the submission handlers, the hot path, use ``services_of(request)``
+     instead), and mark parameters explicitly (``FromPath[...]``, ``FromQuery[...]``,
      ``JSONBody[...]``: Litestar deprecates inferred ones); return schema objects from
      ``jobqueue/api/schemas.py`` (or your own dataclasses), never rows;
   2. add the controller to ``ROUTE_HANDLERS`` below — a one-line edit.

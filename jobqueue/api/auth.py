@@ -4,13 +4,13 @@ Keys are long random tokens stored only as their SHA-256 (a slow password hash b
 256-bit secrets, and the lookup stays one primary-key probe). Each maps to a producer id and a role,
 ``producer`` or ``admin``. Valid keys are cached per process for ``JOBQUEUE_API_KEY_CACHE_SECONDS``
 (default 2 s), so a revoked key stops working within that time and a busy producer costs no extra
-query per request; unknown keys are never cached (a flood of bad tokens cannot grow memory).
+query per request — nor a wait: a key in use is reloaded in the background before it expires, and
+concurrent requests share one lookup; unknown keys are never cached (a flood of bad tokens cannot
+grow memory).
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from litestar import Request
@@ -20,6 +20,7 @@ from litestar.handlers import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
 
 from jobqueue.models import ApiKey
+from jobqueue.refresh_ahead import RefreshAheadCache
 
 if TYPE_CHECKING:
     from jobqueue.api.services import Services
@@ -30,30 +31,15 @@ AnyRequest = Request[Principal, Any, Any]
 
 
 class KeyCache:
-    """Valid keys by hash for a few seconds; bounded (least recently used keys leave first)."""
+    """Valid keys by token for ``ttl`` seconds, reloaded ahead of expiry while in use and looked up
+    once for concurrent requests (`jobqueue.refresh_ahead`); bounded (least recently used keys
+    leave first); unknown keys are never cached."""
 
     def __init__(self, lookup: Callable[[str], Awaitable[ApiKey | None]], ttl: float, max_entries: int = 10_000) -> None:
-        self._lookup = lookup
-        self._ttl = ttl
-        self._max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+        self._cache: RefreshAheadCache[str, ApiKey] = RefreshAheadCache(lookup, ttl, max_entries=max_entries)
 
     async def principal(self, token: str) -> ApiKey | None:
-        now = time.monotonic()
-        entry = self._entries.get(token)
-        if entry is not None and entry[0] > now:
-            self._entries.move_to_end(token)
-            return entry[1]
-        key = await self._lookup(token)
-        if key is None:
-            self._entries.pop(token, None)
-            return None
-        if self._ttl > 0:
-            self._entries[token] = (now + self._ttl, key)
-            self._entries.move_to_end(token)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
-        return key
+        return await self._cache.get(token)
 
 
 class ApiKeyAuth(AbstractAuthenticationMiddleware):

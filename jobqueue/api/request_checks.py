@@ -31,6 +31,8 @@ MAX_JSON_DEPTH = 100
 
 async def refuse_ambiguous_query(request: Request[Any, Any, Any]) -> None:
     """``before_request`` hook: each query parameter at most once, and never empty."""
+    if not request.scope.get("query_string"):  # most requests (every submission) have none
+        return
     seen: set[str] = set()
     for name, value in request.query_params.multi_items():
         if name in seen:

@@ -65,15 +65,20 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
             "job_type": self.job_type, "payload": self.payload, "priority": self.priority, "queue": self.queue,
             "producer_id": producer_id,
         }
-        for name, value in (("run_at", self.run_at), ("delay", self.delay_seconds),
-                            ("max_attempts", self.max_attempts), ("idempotency_key", self.idempotency_key),
-                            ("traceparent", traceparent), ("timeout", self.timeout_seconds),
-                            ("expires_at", self.expires_at), ("expire_after", self.expire_after_seconds),
-                            ("idempotency_window", self.idempotency_window_seconds),
-                            ("idempotency_mismatch", self.idempotency_mismatch), ("encrypt", self.encrypt)):
+        if traceparent is not None:
+            fields["traceparent"] = traceparent
+        for option, name in _OPTIONS:  # per job of a batch: the options it gives, looked up by name
+            value = getattr(self, option)
             if value is not None:
                 fields[name] = value
         return fields
+
+
+#: `JobSubmission`'s optional fields and the enqueue field each one is.
+_OPTIONS = (("run_at", "run_at"), ("delay_seconds", "delay"), ("max_attempts", "max_attempts"),
+            ("idempotency_key", "idempotency_key"), ("timeout_seconds", "timeout"), ("expires_at", "expires_at"),
+            ("expire_after_seconds", "expire_after"), ("idempotency_window_seconds", "idempotency_window"),
+            ("idempotency_mismatch", "idempotency_mismatch"), ("encrypt", "encrypt"))
 
 
 class BatchSubmission(msgspec.Struct, forbid_unknown_fields=True):
@@ -87,7 +92,8 @@ class JobLinks(msgspec.Struct):
 
     @classmethod
     def of(cls, job_id: uuid.UUID) -> "JobLinks":
-        return cls(f"/jobs/{job_id}", f"/jobs/{job_id}/result", f"/jobs/{job_id}/cancel")
+        path = f"/jobs/{job_id}"  # one UUID formatting, not three: a batch answers a thousand
+        return cls(path, path + "/result", path + "/cancel")
 
 
 class SubmittedJob(msgspec.Struct):

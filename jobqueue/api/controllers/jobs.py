@@ -22,7 +22,7 @@ from jobqueue.api.errors import NotAllowed, error_response, error_responses
 from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
-from jobqueue.api.services import ServicesDep
+from jobqueue.api.services import ServicesDep, services_of
 from jobqueue.client import NewJob
 from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
@@ -49,8 +49,7 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     traceparent = request.headers.get("traceparent")
     for index, item in enumerate(items):
         if json_depth_exceeds(item.payload):
-            raise ValidationError(f"jobs[{index}].payload" if batch else "payload",
-                                  f"nests deeper than {MAX_JSON_DEPTH} levels")
+            raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
     accepted: list[NewJob] = []
 
@@ -60,7 +59,7 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         for index, job in enumerate(built):
             refused = user.refuses(job.queue, job.job_type)
             if refused is not None:
-                raise NotAllowed((f"jobs[{index}]." if batch else "") + refused,
+                raise NotAllowed(_where(index, batch) + refused,
                                  f"this API key may not submit to {refused} {getattr(job, refused)!r}; "
                                  "nothing was written")
         services.backpressure.reserve(user.producer_id, _demands(built))
@@ -73,9 +72,16 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
-    services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
-    return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
-            for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
+    if not all(created for _, created in results):
+        services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
+        return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
+                for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
+    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+
+
+def _where(index: int, batch: bool) -> str:
+    """How an error names a field of the index-th job: ``jobs[i].`` in a batch, nothing alone."""
+    return f"jobs[{index}]." if batch else ""
 
 
 def _demands(jobs: Iterable[NewJob]) -> list:
@@ -83,6 +89,7 @@ def _demands(jobs: Iterable[NewJob]) -> list:
 
 
 _PENDING = JobOutcome(JobState.PENDING)
+_PENDING_STATE = JobState.PENDING.value  # every job of a submission that created them all
 
 
 async def _outcomes(services: ServicesDep, results: list[tuple[uuid.UUID, bool]]) -> list[JobOutcome]:
@@ -107,15 +114,15 @@ class JobsController(Controller):
                                        "window): the job first submitted with it, its state and result; "
                                        "nothing created"),
                      **error_responses(409, 413, 422, 429, 503)})
-    async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission], services: ServicesDep) -> Response[SubmittedJob]:
-        job = (await _submit(services, request, [data], batch=False))[0]
+    async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission]) -> Response[SubmittedJob]:
+        job = (await _submit(services_of(request), request, [data], batch=False))[0]
         return Response(job, status_code=201 if job.created else 200)
 
     @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
           responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
                      **error_responses(409, 413, 422, 429, 503)})
-    async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission],
-                           services: ServicesDep) -> Response[SubmittedBatch]:
+    async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission]) -> Response[SubmittedBatch]:
+        services = services_of(request)
         limit = services.settings.api_max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
