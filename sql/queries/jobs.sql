@@ -51,6 +51,11 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- types in front of runnable ones are walked by every scan from the start (README, "Circuit
 -- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
 -- of its circuit's types.
+-- Limits (jobqueue.job_limits): %(limits_checked)s false (a worker that knows of no limit) claims
+-- nothing at all once any limit exists — a one-time filter on the small table, so a worker that
+-- has not heard of a new limit yet cannot overspend it; it re-reads them and claims through
+-- limit_allowances first (%(limits_checked)s true). %(mark_limited)s sets jobs.limited on the
+-- jobs it claims: they hold a slot of their limit while processing.
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
@@ -95,6 +100,7 @@ WITH next AS (
             LIMIT %(limit)s
         ) AS merged
     ) AS c
+    WHERE %(limits_checked)s OR NOT EXISTS (SELECT FROM jobqueue.job_limits)
     LIMIT %(limit)s
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
@@ -110,7 +116,8 @@ WITH next AS (
             make_interval(secs => %(lease_seconds)s),
             coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
-        updated_at = now()
+        updated_at = now(),
+        limited = j.limited OR %(mark_limited)s
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
               j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
@@ -123,7 +130,8 @@ ORDER BY priority, run_at, seq;
 -- name: job_claim_weighted
 -- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
 -- The caller draws the quotas by weight, so every level with work keeps a share. %(blocked)s: as
--- in job_claim, the job types of open circuits.
+-- in job_claim, the job types of open circuits. A worker that knows of limits claims through
+-- job_claim; this one claims nothing once a limit exists (as job_claim does when limits are not checked).
 WITH next AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
@@ -140,6 +148,7 @@ WITH next AS (
         LIMIT s.quota
         FOR UPDATE SKIP LOCKED
     ) AS c
+    WHERE NOT EXISTS (SELECT FROM jobqueue.job_limits)
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
     -- worker knows it (%(timeouts)s, a JSON object of seconds by job type), else the worker's
