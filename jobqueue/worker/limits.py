@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from jobqueue import db
 from jobqueue.app import JobQueue
@@ -86,7 +86,7 @@ class LimitWatch:
 class LimitPlan:
     """The statements of one limited claim, and what they took of each limit."""
 
-    def __init__(self, allowances: Iterable[Allowance], queues: Sequence[str], free: int,
+    def __init__(self, allowances: list[Allowance], queues: Sequence[str], free: int,
                  blocked: Sequence[str] = ()) -> None:
         allowances = list(allowances)
         self.room = {(a.scope, a.name): a.allowance for a in allowances}

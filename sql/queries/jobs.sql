@@ -52,7 +52,8 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
 -- of its circuit's types.
 -- Limits (jobqueue.job_limits): %(limits_checked)s false (a worker that knows of no limit) claims
--- nothing at all once any limit exists — a one-time filter on the small table, so a worker that
+-- nothing at all once a limit applies to these queues (any job-type limit, or one of theirs, as
+-- limit_any says) — a one-time filter on the small table, so a worker that
 -- has not heard of a new limit yet cannot overspend it; it re-reads them and claims through
 -- limit_allowances first (%(limits_checked)s true). %(mark_limited)s sets jobs.limited on the
 -- jobs it claims: they hold a slot of their limit while processing.
@@ -100,7 +101,9 @@ WITH next AS (
             LIMIT %(limit)s
         ) AS merged
     ) AS c
-    WHERE %(limits_checked)s OR NOT EXISTS (SELECT FROM jobqueue.job_limits)
+    WHERE %(limits_checked)s
+       OR NOT EXISTS (SELECT FROM jobqueue.job_limits l
+                      WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])))
     LIMIT %(limit)s
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
@@ -148,7 +151,8 @@ WITH next AS (
         LIMIT s.quota
         FOR UPDATE SKIP LOCKED
     ) AS c
-    WHERE NOT EXISTS (SELECT FROM jobqueue.job_limits)
+    WHERE NOT EXISTS (SELECT FROM jobqueue.job_limits l
+                      WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])))
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
     -- worker knows it (%(timeouts)s, a JSON object of seconds by job type), else the worker's
