@@ -303,6 +303,7 @@ def test_with_blocked_types_the_claims_still_probe_the_claim_index(dsn):
         conn.execute("ANALYZE jobqueue.jobs")
         params = {"limit": 100, "worker_id": "w", "lease_seconds": 30, "now": None, "after_run_at": [],
                   "after_seq": [], "blocked": ["call_api", "call_api_checked"], "only": None,
+                  "limits_checked": False, "mark_limited": False,
                   **job_store.Deadlines().params()}
         plans = [conn.execute("EXPLAIN (FORMAT JSON) " + queries()[name], dict(params, **extra)).fetchone()[0]
                  for name, extra in (("job_claim", {"queues": ["default"]}),

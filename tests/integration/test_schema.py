@@ -64,7 +64,8 @@ def _plan(conn, name: str, params: dict) -> str:
 
 
 CLAIM = {"queues": ["default", "other"], "limit": 4, "worker_id": "w", "lease_seconds": 30, "now": None,
-         "after_run_at": [], "after_seq": [], "blocked": [], "only": None, **Deadlines().params()}
+         "after_run_at": [], "after_seq": [], "blocked": [], "only": None, "limits_checked": False,
+         "mark_limited": False, **Deadlines().params()}
 
 
 def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):

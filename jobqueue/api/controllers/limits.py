@@ -36,15 +36,15 @@ class LimitsController(Controller):
     async def list_limits(self, services: ServicesDep) -> LimitList:
         return LimitList(await services.client.limits())
 
-    @put("/{scope:str}/{name:str}", summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
+    @put("/{limit_scope:str}/{name:str}", summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
                                             "it wins over the code's until cleared (admin)",
          status_code=200, guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_limit(self, scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings],
+    async def set_limit(self, limit_scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings],
                         services: ServicesDep) -> Limit:
-        return await services.client.set_limit(scope, name, concurrency=data.concurrency, rate=data.rate)
+        return await services.client.set_limit(limit_scope, name, concurrency=data.concurrency, rate=data.rate)
 
-    @delete("/{scope:str}/{name:str}", summary="Remove a limit; one the code declares returns at the next "
+    @delete("/{limit_scope:str}/{name:str}", summary="Remove a limit; one the code declares returns at the next "
                                                "worker start (admin)",
             status_code=204, guards=[admin_only], responses=error_responses(403, 404, 422, 503))
-    async def clear_limit(self, scope: FromPath[str], name: FromPath[str], services: ServicesDep) -> None:
-        await services.client.clear_limit(scope, name)
+    async def clear_limit(self, limit_scope: FromPath[str], name: FromPath[str], services: ServicesDep) -> None:
+        await services.client.clear_limit(limit_scope, name)
