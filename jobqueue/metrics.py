@@ -32,10 +32,10 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
   circuit_state{circuit}                     gauge    0 closed, 1 half-open, 2 open (per circuit breaker)
   circuit_failures{circuit}                  gauge    counted failures in the breaker's current window
-  limit_running{scope,name}                  gauge    jobs running under a global limit (job type or queue)
-  limit_concurrency{scope,name}              gauge    the limit's concurrency (only limits that have one)
-  limit_window_starts{scope,name}            gauge    starts within the rate limit's current window
-  limit_rate{scope,name}                     gauge    starts the rate allows per window (only limits that have one)
+  limit_running{scope,limit}                 gauge    jobs running under a global limit (job type or queue)
+  limit_concurrency{scope,limit}             gauge    the limit's concurrency (only limits that have one)
+  limit_window_starts{scope,limit}           gauge    starts within the rate limit's current window
+  limit_rate{scope,limit}                    gauge    starts the rate allows per window (only limits that have one)
   metrics_collect_seconds                    gauge    how long the last collection took
 
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
@@ -279,15 +279,15 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
                 "Failures counted toward the circuit breaker's threshold in its current window.",
                 [(dict(circuit=c.name), c.failures) for c in snapshot.circuits])
     text.family("jobqueue_limit_running", "gauge", "Jobs running under the global limit (its slots in use).",
-                [(dict(scope=lim.scope, name=lim.name), lim.running) for lim in snapshot.limits])
+                [(dict(scope=lim.scope, limit=lim.name), lim.running) for lim in snapshot.limits])
     text.family("jobqueue_limit_concurrency", "gauge", "The global limit's concurrency: jobs it lets run at once.",
-                [(dict(scope=lim.scope, name=lim.name), lim.concurrency) for lim in snapshot.limits
+                [(dict(scope=lim.scope, limit=lim.name), lim.concurrency) for lim in snapshot.limits
                  if lim.concurrency is not None])
     text.family("jobqueue_limit_window_starts", "gauge", "Starts within the rate limit's current window.",
-                [(dict(scope=lim.scope, name=lim.name), lim.window_starts) for lim in snapshot.limits
+                [(dict(scope=lim.scope, limit=lim.name), lim.window_starts) for lim in snapshot.limits
                  if lim.rate is not None])
     text.family("jobqueue_limit_rate", "gauge", "Starts the rate limit allows per window (of period_seconds).",
-                [(dict(scope=lim.scope, name=lim.name), lim.rate) for lim in snapshot.limits
+                [(dict(scope=lim.scope, limit=lim.name), lim.rate) for lim in snapshot.limits
                  if lim.rate is not None])
     live = snapshot.live_workers
     text.family("jobqueue_worker_utilization", "gauge",

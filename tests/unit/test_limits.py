@@ -1,0 +1,77 @@
+"""Limits without a database: parsing what users write, and how one limited claim is split."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from jobqueue.app import JobQueue
+from jobqueue.errors import ValidationError
+from jobqueue.limits import Allowance, LimitSpec, format_rate, parse_rate
+from jobqueue.models import Job
+from jobqueue.worker.limits import RECHECK, LimitPlan
+
+
+@pytest.mark.parametrize("text, parsed", [("10/s", (10, 1.0)), ("100/m", (100, 60.0)), ("5/2s", (5, 2.0)),
+                                          ("1000/h", (1000, 3600.0)), (" 3 / 0.5 sec ", (3, 0.5)),
+                                          ((7, 30), (7, 30.0))])
+def test_rates_read_as_starts_per_period(text, parsed):
+    assert parse_rate(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["10", "10/", "ten/s", "10/d", "-1/s", "0/s", "10001/s", "5/0s", "1/86401s",
+                                  (True, 1), (1, 0), 10, None])
+def test_bad_rates_name_the_field(text):
+    with pytest.raises(ValidationError) as refused:
+        parse_rate(text)
+    assert refused.value.field == "rate"
+
+
+def test_a_task_with_a_bad_limit_is_refused_at_import_and_registers_nothing():
+    app = JobQueue()
+    for kwargs in ({"concurrency": 0}, {"concurrency": -3}, {"concurrency": 1.5}, {"rate": "fast"}):
+        with pytest.raises(ValidationError):
+            app.task("api", **kwargs)
+    with pytest.raises(ValidationError):
+        app.queue_limit("exports")
+    assert app.tasks == {} and app.limits() == []
+    app.task("api", concurrency=2, rate="10/s")(lambda job: None)
+    app.queue_limit("exports", rate="5/m")
+    assert app.limits() == [LimitSpec("job_type", "api", 2, 10, 1.0), LimitSpec("queue", "exports", None, 5, 60.0)]
+    assert format_rate(10, 1.0) == "10/s" and format_rate(5, 60.0) == "5/60s"
+
+
+def job(job_type: str, queue: str = "default") -> Job:
+    return Job(id=uuid.uuid4(), queue=queue, job_type=job_type, payload={}, priority=2, attempt=1, max_attempts=3,
+               traceparent=None, cancel_requested=False, created_at=datetime.now(timezone.utc))
+
+
+def test_the_plan_claims_each_limited_type_up_to_its_room_then_the_rest_with_them_blocked():
+    plan = LimitPlan([Allowance("job_type", "api", 2, None), Allowance("job_type", "spent", 0, 0.4)],
+                     ["default"], free=10, blocked=["open_circuit"])
+    assert plan.groups() == [(["default"], None)]
+    assert plan.typed_room("api", None) == 2 and plan.typed_room("spent", None) == 0
+    plan.took([job("api"), job("api")], None)
+    assert plan.typed_room("api", None) == 0 and plan.remaining == 8
+    assert plan.rest_blocked() == ["open_circuit", "api", "spent"]
+    plan.took([job("other")] * 3, None)
+    assert plan.started == {("job_type", "api"): 2, ("job_type", "spent"): 0}
+    assert plan.recheck_in() == RECHECK  # min(RECHECK, the rate's 0.4 s)
+    assert plan.holds_slot(job("api")) and not plan.holds_slot(job("other"))
+
+
+def test_a_limited_queue_is_claimed_alone_within_its_room_and_a_spent_one_not_at_all():
+    plan = LimitPlan([Allowance("queue", "exports", 1, None), Allowance("queue", "full", 0, None),
+                      Allowance("job_type", "api", 5, None)], ["exports", "full", "default"], free=4)
+    assert plan.groups() == [(["exports"], "exports"), (["default"], None)]
+    assert plan.typed_room("api", "exports") == 1
+    plan.took([job("api", "exports")], "exports")
+    assert plan.typed_room("api", "exports") == 0 and plan.rest_room("exports") == 0
+    assert plan.typed_room("api", None) == 3 and plan.rest_room(None) == 3
+    assert plan.started[("queue", "exports")] == 1 and plan.started[("job_type", "api")] == 1
+
+
+def test_no_spent_limit_no_recheck():
+    assert LimitPlan([Allowance("job_type", "api", 5, None)], ["default"], free=2).recheck_in() is None
