@@ -37,7 +37,7 @@ system-deps:
 
 # JOBQUEUE_DSN, or the local durable cluster in .pgdata started for it; a cluster that cannot
 # start stops the recipe here (an empty DSN would silently mean the default 127.0.0.1:5432).
-USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.devdb start)}" && [ -n "$$dsn" ] \
+USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.cli.devdb start)}" && [ -n "$$dsn" ] \
 	|| { echo "no database: the local PostgreSQL did not start (see .pgdata/server.log)" >&2; exit 1; }; \
 	export JOBQUEUE_DSN="$$dsn"
 
@@ -46,18 +46,18 @@ db: install
 	@$(USE_DB); echo "$$JOBQUEUE_DSN"
 
 db-stop:
-	$(BIN)/python -m jobqueue.devdb stop
+	$(BIN)/python -m jobqueue.cli.devdb stop
 
-# A pg_auto_failover stack in .pgdata-ha (README "High availability"): a monitor, a primary and its
+# A pg_auto_failover stack in .pgdata-ha (docs/high-availability.md): a monitor, a primary and its
 # synchronous standby, migrated; prints the multi-host DSN, so `JOBQUEUE_DSN="$$(make -s ha)" make run`
 # runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor, default 54340) and the next two.
 ha: install
-	@dsn="$$($(BIN)/python -m jobqueue.hastack start)" && [ -n "$$dsn" ] \
+	@dsn="$$($(BIN)/python -m jobqueue.cli.hastack start)" && [ -n "$$dsn" ] \
 		|| { echo "the HA stack did not start (logs: .pgdata-ha/*.log)" >&2; exit 1; }; \
 	JOBQUEUE_DSN="$$dsn" $(BIN)/jobqueue migrate >&2 && echo "$$dsn"
 
 ha-stop:
-	$(BIN)/python -m jobqueue.hastack stop
+	$(BIN)/python -m jobqueue.cli.hastack stop
 
 migrate: install
 	@$(USE_DB); $(BIN)/jobqueue migrate
@@ -96,13 +96,13 @@ bench: install
 	$(BIN)/jobqueue migrate >/dev/null; \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 
-# The fault campaign (README "Fault campaign") on a durable cluster of its own in .pgdata-faults —
+# The fault campaign (docs/high-availability.md "Fault campaign") on a durable cluster of its own in .pgdata-faults —
 # never .pgdata or JOBQUEUE_DSN: it crashes and restarts PostgreSQL. FAULTS_ARGS narrows it,
 # e.g. FAULTS_ARGS='--scenario sigkill --jobs 2000'. Exit status 1 when a scenario failed.
 faults: install
 	$(BIN)/jobqueue faults $(FAULTS_ARGS)
 
 clean:
-	-$(BIN)/python -m jobqueue.devdb stop
-	-[ ! -d .pgdata-ha ] || $(BIN)/python -m jobqueue.hastack stop
+	-$(BIN)/python -m jobqueue.cli.devdb stop
+	-[ ! -d .pgdata-ha ] || $(BIN)/python -m jobqueue.cli.hastack stop
 	rm -rf $(VENV) .pgdata .pgdata-faults .pgdata-ha .pytest_cache

@@ -70,7 +70,7 @@ def parse_weights(raw: str) -> tuple[int, int, int, int]:
 
 
 def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
-    """The ``JOBQUEUE_API_*`` variables (see README "REST API")."""
+    """The ``JOBQUEUE_API_*`` variables (see docs/rest.md)."""
     ints = {"api_port": "PORT", "api_workers": "WORKERS", "api_pool_size": "POOL_SIZE",
             "api_connect_timeout": "CONNECT_TIMEOUT", "api_retry_after": "RETRY_AFTER",
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
@@ -86,7 +86,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
 
 
 def _autoscale_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
-    """The ``JOBQUEUE_AUTOSCALE_*`` variables (see README "Autoscaling")."""
+    """The ``JOBQUEUE_AUTOSCALE_*`` variables (see docs/workers.md "Autoscaling")."""
     values: dict = {name: _float(env, "JOBQUEUE_AUTOSCALE_" + var, getattr(defaults, name))
                     for name, var in (("autoscale_interval", "INTERVAL"), ("autoscale_up_cooldown", "UP_COOLDOWN"),
                                       ("autoscale_down_cooldown", "DOWN_COOLDOWN"))}

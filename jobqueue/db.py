@@ -236,7 +236,7 @@ class _Configure:
         if differ:
             log.warning("%s: behind PgBouncer jobqueue cannot set its timeouts, and the server's differ "
                         "(ms, server vs wanted: %s); set them on the role, e.g. ALTER ROLE … IN DATABASE … "
-                        "SET lock_timeout = '10s' (README: PgBouncer)", self.session.name,
+                        "SET lock_timeout = '10s' (docs/operations.md: PgBouncer)", self.session.name,
                         ", ".join(f"{name} {got} vs {ms}" for name, (got, ms) in differ.items()))
 
     def sync(self, conn: psycopg.Connection) -> None:

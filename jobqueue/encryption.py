@@ -14,7 +14,7 @@ An encrypted field's value, as stored in ``jobqueue.jobs.payload`` (and a task's
   tag appended — what `cryptography`'s ``AESGCM.encrypt`` returns.
 
 A producer that encrypts by itself (SQL ``jobqueue.enqueue()``) writes exactly this object; the
-README shows how. Rotation re-wraps ``dek`` under the current KEK and leaves ``nonce``/``ct`` as
+docs/security.md shows how. Rotation re-wraps ``dek`` under the current KEK and leaves ``nonce``/``ct`` as
 they are: the data is never decrypted to rotate.
 
 Why a data key per job and not the KEK directly: a GCM nonce must never repeat under one key, and

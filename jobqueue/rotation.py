@@ -1,6 +1,6 @@
 """`jobqueue keys generate|rotate`: make a key-encryption key; re-wrap stored values under the current one.
 
-Rotation, step by step (README "Payload encryption"):
+Rotation, step by step (docs/security.md "Payload encryption"):
 
 1. ``jobqueue keys generate`` prints a new ``id:base64key`` entry;
 2. list it first in ``JOBQUEUE_ENCRYPTION_KEYS`` everywhere (producers, API, workers), keeping the

@@ -48,7 +48,7 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- commit with an old run_at) wait at most that long; NULL marks scan from the start.
 -- Circuit breakers: %(blocked)s, the job types of open circuits (an empty array when none), are
 -- skipped; the test runs on each entry the index scan hands on, after the index, so jobs of those
--- types in front of runnable ones are walked by every scan from the start (README, "Circuit
+-- types in front of runnable ones are walked by every scan from the start (docs/workers.md, "Circuit
 -- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
 -- of its circuit's types.
 -- Limits (jobqueue.job_limits): %(limits_checked)s false (a worker that knows of no limit) claims

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.client import Client
-from jobqueue.devdb import free_port
+from jobqueue.cli.devdb import free_port
 from jobqueue.api.serve import wait_ready
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
@@ -104,7 +104,7 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
                 wait_until(lambda: (rate := page.inner_text("#m-done-rate")) not in ("–", "0.0") and rate,
                            timeout=20, message="a completion rate on the page")
                 wait_until(lambda: _number(page.inner_text("#m-depth")) > 0, timeout=20, message="a backlog")
-                # Let the chart draw some load (JOBQUEUE_SCREENSHOT_LOAD_SECONDS: longer, for the README's picture).
+                # Let the chart draw some load (JOBQUEUE_SCREENSHOT_LOAD_SECONDS: longer, for the docs pictures).
                 time.sleep(float(os.environ.get("JOBQUEUE_SCREENSHOT_LOAD_SECONDS", "6")))
                 page.screenshot(path=str(ARTIFACTS / "dashboard-under-load.png"), full_page=True)
             finally:

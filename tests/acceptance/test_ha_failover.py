@@ -5,11 +5,11 @@ new primary's postmaster (its keeper restarts it in place) and a crash of that n
 postmaster SIGKILLed: the monitor fails back to the first node). Everything uses the multi-host DSN
 and has to find the primary by itself.
 
-It reuses the fault campaign's parts (jobqueue.faults: the recording app and its worker fleet, the
+It reuses the fault campaign's parts (jobqueue.cli.faults: the recording app and its worker fleet, the
 API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
-campaign's table says (README "Fault campaign"). The measured figures are printed and written to
+campaign's table says (docs/high-availability.md "Fault campaign"). The measured figures are printed and written to
 ``figures.json`` beside the worker, API and pg_autoctl logs in test-artifacts/ha-failover/ (kept
-after the run; README "High availability" quotes the figures).
+after the run; docs/high-availability.md quotes the figures).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ import httpx
 import psycopg
 import pytest
 
-from jobqueue import db, hastack
-from jobqueue.devdb import free_port
-from jobqueue.faults.cluster import now, prepare_database
-from jobqueue.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
-from jobqueue.faults.report import Fault
-from jobqueue.faults.scenarios import Config, Stage, mark_service_back, record_producers
+from jobqueue import db
+from jobqueue.cli import hastack
+from jobqueue.cli.devdb import free_port
+from jobqueue.cli.faults.cluster import now, prepare_database
+from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
+from jobqueue.cli.faults.report import Fault
+from jobqueue.cli.faults.scenarios import Config, Stage, mark_service_back, record_producers
 from jobqueue.store import faults as faults_store
 
 pytestmark = pytest.mark.slow

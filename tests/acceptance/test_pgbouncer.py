@@ -21,7 +21,7 @@ from jobqueue import db
 from jobqueue.api.serve import wait_ready
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import Settings
-from jobqueue.devdb import free_port
+from jobqueue.cli.devdb import free_port
 from jobqueue.errors import DatabaseUnavailable
 from tests.integration.api.conftest import ApiServer
 from tests.integration.api.test_events import EventReader
@@ -33,7 +33,7 @@ from tests.support.workers import WorkerThread, spawn_worker, terminate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-#: What the role is given on the server (README: PgBouncer) and what jobqueue is told to expect.
+#: What the role is given on the server (docs/operations.md: PgBouncer) and what jobqueue is told to expect.
 ROLE_WAITS = {"statement_timeout": "30s", "lock_timeout": "5s", "idle_in_transaction_session_timeout": "30s"}
 ENV = {"JOBQUEUE_PGBOUNCER": "1", "JOBQUEUE_STATEMENT_TIMEOUT": "30", "JOBQUEUE_LOCK_TIMEOUT": "5",
        "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT": "30"}
@@ -50,7 +50,7 @@ def bouncer(pg_server):
 
 
 def give_role_the_waits(conn, bouncer: PgBouncer) -> None:
-    """The server-side configuration behind PgBouncer (README): the role's settings in this
+    """The server-side configuration behind PgBouncer (docs/operations.md): the role's settings in this
     database, then RECONNECT so that server connections opened before take them too."""
     for name, value in ROLE_WAITS.items():
         conn.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}").format(

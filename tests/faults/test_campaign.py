@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from jobqueue.faults.cluster import FaultCluster
-from jobqueue.faults.report import Row
-from jobqueue.faults.scenarios import Config, run_scenario
+from jobqueue.cli.faults.cluster import FaultCluster
+from jobqueue.cli.faults.report import Row
+from jobqueue.cli.faults.scenarios import Config, run_scenario
 from tests.support import pg
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -22,7 +22,7 @@ from jobqueue import cli, db, migrate
 from jobqueue.client import Client, NewJob
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
-from jobqueue.oneshot import open_client
+from jobqueue.cli.oneshot import open_client
 from jobqueue.store import meta as meta_store
 from tests.integration.api.conftest import ApiServer, api_settings
 from tests.support import apps

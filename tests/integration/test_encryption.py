@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from jobqueue.devdb import pg_bindir
+from jobqueue.cli.devdb import pg_bindir
 from jobqueue.keyring import KeyRing, new_key_line
 from jobqueue.rotation import rotate
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)
@@ -93,7 +93,7 @@ def test_per_call_and_batch_fields_are_encrypted_and_a_missing_one_writes_nothin
 
 
 def producer_envelope(key_line: str, value) -> dict:
-    """An encrypted field made by hand from the README's format, without jobqueue's code."""
+    """An encrypted field made by hand from the format in docs/security.md, without jobqueue's code."""
     kid, encoded = key_line.split(":")
     data_key, nonce = os.urandom(32), os.urandom(12)
     return {"$jobqueue_enc": 1, "kid": kid,

@@ -59,7 +59,7 @@ def test_a_field_is_sealed_in_the_documented_format_and_opens_to_its_value():
     assert set(envelope) == {MARKER, "kid", "dek", "nonce", "ct"} and envelope[MARKER] == 1 and envelope["kid"] == "k1"
     assert sealed["ssn"]["dek"] == envelope["dek"]  # one data key per job
     assert "4111" not in json.dumps(sealed) and "123456789" not in json.dumps(sealed)
-    # Decrypt by the README's recipe, with nothing of jobqueue's: unwrap, then AES-GCM.
+    # Decrypt by the recipe in docs/security.md, with nothing of jobqueue's: unwrap, then AES-GCM.
     data_key = aes_key_unwrap(keys.get("k1"), base64.b64decode(envelope["dek"]))
     plain = AESGCM(data_key).decrypt(base64.b64decode(envelope["nonce"]), base64.b64decode(envelope["ct"]), None)
     assert json.loads(plain) == "4111 1111 1111 1111"

@@ -1,11 +1,11 @@
-"""How the fault campaign judges a scenario (jobqueue.faults.report), on hand-made outcomes."""
+"""How the fault campaign judges a scenario (jobqueue.cli.faults.report), on hand-made outcomes."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from jobqueue.faults.report import Fault, Run, exit_status, judge, render
+from jobqueue.cli.faults.report import Fault, Run, exit_status, judge, render
 from jobqueue.store.faults import JobOutcome
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -1,0 +1,7 @@
+"""`python -m jobqueue.cli …` is `jobqueue …`."""
+
+import sys
+
+from jobqueue.cli.main import main
+
+sys.exit(main())
