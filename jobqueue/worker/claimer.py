@@ -88,30 +88,38 @@ class Claimer:
         jobs: list[Job] = []
         plan = LimitPlan(await db.run(conn, limit_store.allowances(queues)), queues, free, blocked)
         for group, queue in plan.groups():
-            for job_type in plan.limited_types:
-                room = plan.typed_room(job_type, queue) if only is None or job_type in only else 0
-                if room > 0:
-                    taken = await db.run(conn, self._claim_call(group, room, blocked, only=[job_type], limited=True))
-                    plan.took(taken, queue)
-                    jobs += taken
-            room = plan.rest_room(queue)
+            budget = plan.budget(queue)
+            rest: list[Job] = []
             rest_only = None if only is None else [t for t in only if t not in plan.limited_types]
-            if room > 0 and rest_only != []:
-                taken = await db.run(conn, self._claim_call(group, room, plan.rest_blocked(), only=rest_only,
+            if budget > 0 and rest_only != []:
+                rest = await db.run(conn, self._claim_call(group, budget, plan.rest_blocked(), only=rest_only,
                                                             limited=queue is not None))
-                plan.took(taken, queue)
-                jobs += taken
+            horizon = plan.horizon(rest, budget)
+            typed: list[Job] = []
+            for job_type in plan.limited_types:
+                room = plan.typed_room(job_type, budget - len(typed)) if only is None or job_type in only else 0
+                if room > 0:
+                    taken = await db.run(conn, self._claim_call(group, room, blocked, only=[job_type],
+                                                                limited=True, until=horizon))
+                    plan.took(taken, queue)
+                    typed += taken
+            excess = len(rest) + len(typed) - budget
+            if excess > 0:  # limited jobs in front of the others' last ones: those go back
+                back, rest = rest[-excess:], rest[:-excess]
+                await db.run(conn, job_store.release_each(worker_id=self.worker_id, attempts=[j.key for j in back]))
+            plan.took(rest, queue)
+            jobs += typed + rest
         if any(plan.started.values()):
             await db.run(conn, limit_store.record_starts(plan.started))
         self.recheck_in = plan.recheck_in()
         self.limited_attempts.update(job.key for job in jobs if plan.holds_slot(job))
         return jobs
 
-    def _claim_call(self, queues: Sequence[str], limit: int, blocked: Sequence[str], *,
-                    limited: bool, only: Sequence[str] | None = None) -> db.Call[list[Job]]:
+    def _claim_call(self, queues: Sequence[str], limit: int, blocked: Sequence[str], *, limited: bool,
+                    only: Sequence[str] | None = None, until: tuple[int, tuple | None] = (3, None)) -> db.Call[list[Job]]:
         return job_store.claim(worker_id=self.worker_id, queues=queues, limit=limit,
                                lease_seconds=self.settings.lease_seconds, deadlines=self.deadlines,
-                               blocked=blocked, only=only, limited=limited)
+                               blocked=blocked, only=only, limited=limited, until=until)
 
     async def claim_probe(self, conn, queues: Sequence[str], job_types: Sequence[str]) -> list[Job]:
         """One job of ``job_types`` (a half-open circuit's probe), on ``conn``: in the transaction

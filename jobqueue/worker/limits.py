@@ -84,11 +84,15 @@ class LimitWatch:
 
 
 class LimitPlan:
-    """The statements of one limited claim, and what they took of each limit."""
+    """The statements of one limited claim, and what they took of each limit.
+
+    Per group: the others first (`rest_room`, the limited types blocked), then each limited type
+    with room (`typed_room`) no further than the others' claim reached (`horizon`), then
+    `excess` of the others' tail goes back so the group takes no more than its budget.
+    """
 
     def __init__(self, allowances: list[Allowance], queues: Sequence[str], free: int,
                  blocked: Sequence[str] = ()) -> None:
-        allowances = list(allowances)
         self.room = {(a.scope, a.name): a.allowance for a in allowances}
         self.queues = list(queues)
         self.remaining = free
@@ -106,30 +110,37 @@ class LimitPlan:
         free = [q for q in self.queues if (QUEUE, q) not in self.room]
         return [([q], q) for q in limited if self.room[(QUEUE, q)] > 0] + ([(free, None)] if free else [])
 
-    def typed_room(self, job_type: str, queue: str | None) -> int:
-        """How many jobs of ``job_type`` the next claim may take in the group."""
+    def budget(self, queue: str | None) -> int:
+        """How many jobs the group may take, all types together."""
+        return min(self.remaining, self.room[(QUEUE, queue)]) if queue is not None else self.remaining
+
+    def typed_room(self, job_type: str, budget_left: int) -> int:
+        """How many jobs of ``job_type`` its claim may take in the group."""
         if job_type in self.blocked:
             return 0
-        return min(self.remaining, self.room[(JOB_TYPE, job_type)], self._queue_room(queue))
-
-    def rest_room(self, queue: str | None) -> int:
-        return min(self.remaining, self._queue_room(queue))
+        return min(budget_left, self.room[(JOB_TYPE, job_type)])
 
     def rest_blocked(self) -> list[str]:
         return self.blocked + self.limited_types
 
-    def _queue_room(self, queue: str | None) -> int:
-        return self.room[(QUEUE, queue)] if queue is not None else self.remaining
+    @staticmethod
+    def horizon(rest: Sequence[Job], asked: int) -> tuple[int, tuple | None]:
+        """How far the others' claim scanned: all of it when it came back short, else up to the
+        last job it took (claims return jobs in priority, then submission, order)."""
+        if len(rest) < asked or not rest:
+            return 3, None
+        return rest[-1].priority, rest[-1].order_key
 
-    def took(self, jobs: Sequence[Job], queue: str | None) -> None:
-        self.remaining -= len(jobs)
+    def took(self, jobs: Sequence[Job], queue: str | None, *, sign: int = 1) -> None:
+        """Count ``jobs`` as claimed in the group (``sign=-1``: given back)."""
+        self.remaining -= sign * len(jobs)
         for job in jobs:
             keys = [(QUEUE, queue)] if queue is not None else []
             if (JOB_TYPE, job.job_type) in self.room:
                 keys.append((JOB_TYPE, job.job_type))
             for key in keys:
-                self.room[key] -= 1
-                self.started[key] += 1
+                self.room[key] -= sign
+                self.started[key] += sign
                 if self.room[key] <= 0:
                     self._spent = True
 

@@ -56,7 +56,12 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- limit_any says) — a one-time filter on the small table, so a worker that
 -- has not heard of a new limit yet cannot overspend it; it re-reads them and claims through
 -- limit_allowances first (%(limits_checked)s true). %(mark_limited)s sets jobs.limited on the
--- jobs it claims: they hold a slot of their limit while processing.
+-- jobs it claims: they hold a slot of their limit while processing. The claim of a limited job type
+-- with room (%(only)s that type) looks no further than the claim of the other types just before it
+-- in the same transaction reached: levels below %(until_level)s whole, that level up to
+-- (%(until_run_at)s, %(until_seq)s), none after it (defaults: 3 and NULL, no bound) — an index
+-- bound, so a limited type with no job in front costs a scan as long as that claim's, not one of
+-- the whole queue.
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
@@ -73,6 +78,11 @@ WITH next AS (
               AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
               AND (j.run_at, j.seq) > (coalesce((%(after_run_at)s::timestamptz[])[p.level + 1], '-infinity'),
                                        coalesce((%(after_seq)s::bigint[])[p.level + 1], 0))
+              AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
+                                         WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
+                                         ELSE '-infinity' END,
+                                    CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
+                                         THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
               AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
             ORDER BY j.run_at, j.seq
             LIMIT %(limit)s
@@ -91,6 +101,11 @@ WITH next AS (
                   AND j.run_at <= coalesce(%(now)s::timestamptz, now())
                   AND j.job_type <> ALL(%(blocked)s::text[])
                   AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
+                  AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
+                                             WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
+                                             ELSE '-infinity' END,
+                                        CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
+                                             THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
                   AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
                 ORDER BY j.run_at, j.seq
                 LIMIT %(limit)s

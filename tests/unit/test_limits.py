@@ -48,28 +48,37 @@ def job(job_type: str, queue: str = "default") -> Job:
                traceparent=None, cancel_requested=False, created_at=datetime.now(timezone.utc))
 
 
-def test_the_plan_claims_each_limited_type_up_to_its_room_then_the_rest_with_them_blocked():
+def test_the_plan_claims_the_others_then_each_limited_type_up_to_its_room():
     plan = LimitPlan([Allowance("job_type", "api", 2, None), Allowance("job_type", "spent", 0, 0.4)],
                      ["default"], free=10, blocked=["open_circuit"])
-    assert plan.groups() == [(["default"], None)]
-    assert plan.typed_room("api", None) == 2 and plan.typed_room("spent", None) == 0
-    plan.took([job("api"), job("api")], None)
-    assert plan.typed_room("api", None) == 0 and plan.remaining == 8
+    assert plan.groups() == [(["default"], None)] and plan.budget(None) == 10
     assert plan.rest_blocked() == ["open_circuit", "api", "spent"]
+    assert plan.typed_room("api", 10) == 2 and plan.typed_room("api", 1) == 1 and plan.typed_room("spent", 10) == 0
+    plan.took([job("api"), job("api")], None)
+    assert plan.typed_room("api", 10) == 0 and plan.remaining == 8
     plan.took([job("other")] * 3, None)
-    assert plan.started == {("job_type", "api"): 2, ("job_type", "spent"): 0}
+    plan.took([job("other")], None, sign=-1)  # given back
+    assert plan.remaining == 6 and plan.started == {("job_type", "api"): 2, ("job_type", "spent"): 0}
     assert plan.recheck_in() == RECHECK  # min(RECHECK, the rate's 0.4 s)
     assert plan.holds_slot(job("api")) and not plan.holds_slot(job("other"))
+
+
+def test_limited_types_look_no_further_than_the_others_claim_reached():
+    others = [job("other"), job("other")]
+    others[0].priority, others[1].priority = 1, 2
+    others[1].order_key = ("2030-01-01", 7)
+    assert LimitPlan.horizon(others, 2) == (2, ("2030-01-01", 7))  # full: up to its last job
+    assert LimitPlan.horizon(others, 5) == (3, None)  # short: it scanned everything
+    assert LimitPlan.horizon([], 0) == (3, None)
 
 
 def test_a_limited_queue_is_claimed_alone_within_its_room_and_a_spent_one_not_at_all():
     plan = LimitPlan([Allowance("queue", "exports", 1, None), Allowance("queue", "full", 0, None),
                       Allowance("job_type", "api", 5, None)], ["exports", "full", "default"], free=4)
     assert plan.groups() == [(["exports"], "exports"), (["default"], None)]
-    assert plan.typed_room("api", "exports") == 1
+    assert plan.budget("exports") == 1 and plan.typed_room("api", plan.budget("exports")) == 1
     plan.took([job("api", "exports")], "exports")
-    assert plan.typed_room("api", "exports") == 0 and plan.rest_room("exports") == 0
-    assert plan.typed_room("api", None) == 3 and plan.rest_room(None) == 3
+    assert plan.budget("exports") == 0 and plan.budget(None) == 3 and plan.typed_room("api", 3) == 3
     assert plan.started[("queue", "exports")] == 1 and plan.started[("job_type", "api")] == 1
 
 

@@ -172,6 +172,7 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
                                                            "lease_seconds": 30, "now": None,
                                                            "after_run_at": [], "after_seq": [], "blocked": [],
                                                            "only": None, "limits_checked": False, "mark_limited": False,
+                                                           "until_level": 3, "until_run_at": None, "until_seq": None,
                                                            **Deadlines().params()}).fetchall()
             assert len(claimed) == 200
             started = _notifications(listener)
