@@ -90,13 +90,14 @@ class Claimer:
         for group, queue in plan.groups():
             budget = plan.budget(queue)
             rest: list[Job] = []
-            rest_only = None if only is None else [t for t in only if t not in plan.limited_types]
+            typed_types = plan.typed(budget)
+            rest_only = None if only is None else [t for t in only if t not in typed_types]
             if budget > 0 and rest_only != []:
-                rest = await db.run(conn, self._claim_call(group, budget, plan.rest_blocked(), only=rest_only,
-                                                            limited=queue is not None))
+                rest = await db.run(conn, self._claim_call(group, budget, plan.rest_blocked(budget), only=rest_only,
+                                                            limited=plan.rest_marks(queue, budget)))
             horizon = plan.horizon(rest, budget)
             typed: list[Job] = []
-            for job_type in plan.limited_types:
+            for job_type in typed_types:
                 room = plan.typed_room(job_type, budget - len(typed)) if only is None or job_type in only else 0
                 if room > 0:
                     taken = await db.run(conn, self._claim_call(group, room, blocked, only=[job_type],

@@ -86,9 +86,11 @@ class LimitWatch:
 class LimitPlan:
     """The statements of one limited claim, and what they took of each limit.
 
-    Per group: the others first (`rest_room`, the limited types blocked), then each limited type
-    with room (`typed_room`) no further than the others' claim reached (`horizon`), then
-    `excess` of the others' tail goes back so the group takes no more than its budget.
+    Per group: first one claim of the group's budget (`budget`) in which only the limited types
+    whose room is smaller than the budget are blocked (`rest_blocked`: a type with room for the
+    whole claim cannot overflow, and scanning for it separately would only cost a second scan);
+    then each of those with room (`typed`), no further than the first claim reached (`horizon`);
+    then the first claim's tail goes back so the group takes no more than its budget.
     """
 
     def __init__(self, allowances: list[Allowance], queues: Sequence[str], free: int,
@@ -120,8 +122,16 @@ class LimitPlan:
             return 0
         return min(budget_left, self.room[(JOB_TYPE, job_type)])
 
-    def rest_blocked(self) -> list[str]:
-        return self.blocked + self.limited_types
+    def typed(self, budget: int) -> list[str]:
+        """The limited types claimed on their own: those whose room is smaller than the budget."""
+        return [t for t in self.limited_types if self.room[(JOB_TYPE, t)] < budget]
+
+    def rest_blocked(self, budget: int) -> list[str]:
+        return self.blocked + self.typed(budget)
+
+    def rest_marks(self, queue: str | None, budget: int) -> bool:
+        """Does the first claim take jobs that hold a slot (a limited queue, a limited type unblocked)?"""
+        return queue is not None or len(self.typed(budget)) < len(self.limited_types)
 
     @staticmethod
     def horizon(rest: Sequence[Job], asked: int) -> tuple[int, tuple | None]:

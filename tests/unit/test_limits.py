@@ -52,7 +52,8 @@ def test_the_plan_claims_the_others_then_each_limited_type_up_to_its_room():
     plan = LimitPlan([Allowance("job_type", "api", 2, None), Allowance("job_type", "spent", 0, 0.4)],
                      ["default"], free=10, blocked=["open_circuit"])
     assert plan.groups() == [(["default"], None)] and plan.budget(None) == 10
-    assert plan.rest_blocked() == ["open_circuit", "api", "spent"]
+    assert plan.rest_blocked(10) == ["open_circuit", "api", "spent"] and not plan.rest_marks(None, 10)
+    assert plan.typed(2) == ["spent"] and plan.rest_marks(None, 2)  # room for the whole claim: not on its own
     assert plan.typed_room("api", 10) == 2 and plan.typed_room("api", 1) == 1 and plan.typed_room("spent", 10) == 0
     plan.took([job("api"), job("api")], None)
     assert plan.typed_room("api", 10) == 0 and plan.remaining == 8
