@@ -196,3 +196,19 @@ def test_bad_limits_are_refused_with_the_field_and_write_nothing(dsn, conn, sett
         with pytest.raises(LimitNotFound):
             client.clear_limit("job_type", "api")
     assert conn.execute("SELECT count(*) FROM jobqueue.job_limits").fetchone()[0] == 0
+
+
+def test_a_limited_type_takes_its_turn_in_queue_order_and_no_more_than_the_free_slots(dsn, conn):
+    """Room 1 for `api`, 3 free slots: the others are claimed first; an `api` job in front of them
+    takes the last one's slot (it goes back, attempt not counted), one behind them waits."""
+    set_limit(conn, "job_type", "api", concurrency=1)
+    first = make_job(conn, job_type="api", priority="high")
+    others = [make_job(conn, job_type="local") for _ in range(3)]
+    behind = make_job(conn, job_type="api", priority="low")
+    [taken] = claims(dsn, [(["default"], 3)])
+    assert taken == ["api", "local", "local"]
+    states = dict(conn.execute("SELECT id, state || ':' || attempts FROM jobqueue.jobs").fetchall())
+    assert [states[first], states[others[2]], states[behind]] == ["processing:1", "pending:0", "pending:0"]
+    conn.execute("UPDATE jobqueue.jobs SET state = 'completed', locked_until = NULL WHERE id = %s", (first,))
+    [taken] = claims(dsn, [(["default"], 3)])
+    assert taken == ["api", "local"]  # now the one behind: the others' claim came back short, nothing is behind it
