@@ -53,7 +53,8 @@ def parse_rate(value: Any) -> tuple[int, float]:
 def format_rate(rate: int | None, period: float | None) -> str | None:
     if rate is None or period is None:
         return None
-    return f"{rate}/s" if period == 1 else f"{rate}/{period:g}s"
+    unit = {1.0: "s", 60.0: "m", 3600.0: "h"}.get(float(period))
+    return f"{rate}/{unit}" if unit else f"{rate}/{period:g}s"
 
 
 @dataclass(frozen=True, slots=True)

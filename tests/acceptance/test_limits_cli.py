@@ -17,7 +17,7 @@ def test_limits_set_list_and_clear(dsn, conn):
     assert jobqueue("limits", "set", "--queue", "exports", "--rate", "100/m", dsn=dsn).returncode == 0
     listed = json.loads(jobqueue("limits", "list", "--json", dsn=dsn).stdout)
     assert [(lim["scope"], lim["name"], lim["concurrency"], lim["rate_text"]) for lim in listed] == [
-        ("job_type", "call_partner", 5, "10/s"), ("queue", "exports", None, "100/60s")]
+        ("job_type", "call_partner", 5, "10/s"), ("queue", "exports", None, "100/m")]
     cleared = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)
     assert (cleared.returncode, cleared.stdout.strip()) == (0, "cleared")
     gone = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)

@@ -161,7 +161,7 @@ def test_workers_write_the_code_limits_and_leave_an_operators_alone(dsn, conn):
     db.run_sync(conn, watch.sync())
     with Client(dsn) as client:
         limits = {(lim.scope, lim.name): lim for lim in client.limits()}
-        assert (limits[("job_type", "api")].concurrency, limits[("job_type", "api")].rate_text) == (3, "10/60s")
+        assert (limits[("job_type", "api")].concurrency, limits[("job_type", "api")].rate_text) == (3, "10/m")
         assert limits[("queue", "default")].set_by == "code"
         client.set_limit("job_type", "local", concurrency=1)  # an operator's
         later = JobQueue()  # the code drops its limits

@@ -40,7 +40,7 @@ def test_a_task_with_a_bad_limit_is_refused_at_import_and_registers_nothing():
     app.task("api", concurrency=2, rate="10/s")(lambda job: None)
     app.queue_limit("exports", rate="5/m")
     assert app.limits() == [LimitSpec("job_type", "api", 2, 10, 1.0), LimitSpec("queue", "exports", None, 5, 60.0)]
-    assert format_rate(10, 1.0) == "10/s" and format_rate(5, 60.0) == "5/60s"
+    assert format_rate(10, 1.0) == "10/s" and format_rate(5, 60.0) == "5/m" and format_rate(5, 2.0) == "5/2s"
 
 
 def job(job_type: str, queue: str = "default") -> Job:
