@@ -8,8 +8,9 @@ from jobqueue.app import JobQueue, TaskDef
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import Settings
 from jobqueue.circuits import Circuit, CircuitSpec
+from jobqueue.limits import Limit, LimitSpec
 from jobqueue.errors import (CircuitNotFound, CircuitOpen, Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobFailed, JobNotFound,
-                             JobQueueError, JobTimeout, NotMigrated, PermanentError, Retry, ValidationError,
+                             JobQueueError, JobTimeout, LimitNotFound, NotMigrated, PermanentError, Retry, ValidationError,
                              WaitTimeout)
 from jobqueue.models import CancelOutcome, Job, JobInfo, JobState, Priority
 from jobqueue.retry import Backoff
@@ -17,6 +18,6 @@ from jobqueue.retry import Backoff
 __all__ = [
     "AsyncClient", "Backoff", "CancelOutcome", "Circuit", "CircuitNotFound", "CircuitOpen", "CircuitSpec", "Client",
     "Conflict", "DatabaseUnavailable", "IdempotencyMismatch",
-    "Job", "JobCancelled", "JobFailed", "JobInfo", "JobNotFound", "JobQueue", "JobQueueError", "JobState", "JobTimeout", "NotMigrated",
+    "Job", "JobCancelled", "Limit", "LimitNotFound", "LimitSpec", "JobFailed", "JobInfo", "JobNotFound", "JobQueue", "JobQueueError", "JobState", "JobTimeout", "NotMigrated",
     "PermanentError", "Priority", "Retry", "Settings", "TaskDef", "ValidationError", "WaitTimeout",
 ]

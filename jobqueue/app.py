@@ -38,6 +38,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from jobqueue.limits import LimitSpec
 from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
 from jobqueue.encryption import check_paths
 from jobqueue.models import Priority
@@ -58,6 +59,7 @@ class TaskDef:
     circuit: CircuitSpec | None = None  # the breaker its failures count toward, and that blocks it
     encrypted: tuple[str, ...] = ()  # dotted payload fields every producer encrypts (jobqueue.encryption)
     encrypt_result: bool = False  # the worker stores the handler's result encrypted
+    limit: LimitSpec | None = None  # its global concurrency / rate limit (scope job_type)
 
 
 class JobQueue:
@@ -66,6 +68,7 @@ class JobQueue:
         self.tasks: dict[str, TaskDef] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.circuits: dict[str, CircuitSpec] = {}
+        self.queue_limits: dict[str, LimitSpec] = {}
 
     def circuit(self, name: str, *, threshold: int = DEFAULT_THRESHOLD, window: float = DEFAULT_WINDOW,
                 reset_after: float = DEFAULT_RESET_AFTER,
@@ -83,10 +86,25 @@ class JobQueue:
         self.circuits[spec.name] = spec
         return spec
 
+    def queue_limit(self, queue: str, *, concurrency: int | None = None, rate: str | None = None) -> LimitSpec:
+        """Limit a whole queue, all its job types together, across every worker: at most
+        ``concurrency`` of its jobs running at once, at most ``rate`` starts (``"10/s"``, ``"100/m"``,
+        ``"5/2s"``) in any such window. Bad settings raise `ValidationError` here, at import."""
+        spec = LimitSpec.build("queue", queue, concurrency=concurrency, rate=rate)
+        if spec.name in self.queue_limits:
+            raise ValueError(f"queue {spec.name!r} has its limit declared twice")
+        self.queue_limits[spec.name] = spec
+        return spec
+
+    def limits(self) -> list[LimitSpec]:
+        """Every limit the app declares: its tasks' and its queues'."""
+        return [t.limit for t in self.tasks.values() if t.limit is not None] + list(self.queue_limits.values())
+
     def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
              backoff: Backoff | None = None, timeout: float | None = None,
              circuit: str | None = None, encrypted: list[str] | tuple[str, ...] | None = None,
-             encrypt_result: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             encrypt_result: bool = False, concurrency: int | None = None,
+             rate: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
 
         ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
@@ -97,6 +115,9 @@ class JobQueue:
         enqueueing and the worker decrypts just before the handler runs; a job missing one is refused.
         ``encrypt_result``: store the handler's result encrypted (``client.get``/``wait`` decrypt it).
         Both need a key ring (``JOBQUEUE_ENCRYPTION_KEYS``) wherever jobs of the task are made or run.
+        ``concurrency``: at most this many of its jobs run at once across every worker on every host;
+        ``rate``: at most so many start in any window (``"10/s"``, ``"100/m"``, ``"5/2s"``). Jobs over
+        the limit wait, pending, while other job types keep flowing (`jobqueue.limits`).
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -107,6 +128,9 @@ class JobQueue:
                              "the tasks that use it")
         breaker = self.circuits[circuit] if circuit is not None else None
         fields = check_paths(encrypted, "encrypted")
+        limited = concurrency is not None or rate is not None
+        if limited:  # checked now, at import, whatever the task's name turns out to be
+            LimitSpec.build("job_type", name or "task", concurrency=concurrency, rate=rate)
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             task_name = name or handler.__name__
@@ -118,6 +142,7 @@ class JobQueue:
                 name=task_name, handler=handler, max_attempts=max_attempts,
                 backoff=backoff or Backoff(), timeout=timeout, is_async=inspect.iscoroutinefunction(handler),
                 circuit=breaker, encrypted=fields, encrypt_result=encrypt_result,
+                limit=LimitSpec.build("job_type", task_name, concurrency=concurrency, rate=rate) if limited else None,
             )
             return handler
 

@@ -27,8 +27,10 @@ from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
+from jobqueue.limits import SCOPES, Limit, LimitSpec
 from jobqueue.encryption import Sealer, open_payload
-from jobqueue.errors import CircuitNotFound, EncryptionError, JobFailed, JobNotFound, ValidationError, WaitTimeout
+from jobqueue.errors import (CircuitNotFound, EncryptionError, JobFailed, JobNotFound, LimitNotFound, ValidationError,
+                             WaitTimeout)
 from jobqueue.job_events import EventHub, EventsUnavailable
 from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, MAX_PRODUCER_ID_LENGTH, name_problem,
                             too_long)
@@ -38,6 +40,7 @@ from jobqueue.refresh_ahead import RefreshAheadCache
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
+from jobqueue.store import limits as limit_store
 from jobqueue.store import events as event_store
 from jobqueue.store import history as history_store
 from jobqueue.store import jobs as job_store
@@ -407,6 +410,19 @@ def _forced(name: str, changed: str | None) -> db.Call[list[Circuit]]:
     return circuit_store.list_all(name)
 
 
+def _limit_key(scope: Any, name: Any) -> tuple[str, str]:
+    if scope not in SCOPES:
+        raise ValidationError("scope", f"must be one of {', '.join(SCOPES)} (got {scope!r})")
+    return scope, _circuit_name(name)
+
+
+def _limit_of(scope: str, name: str, limits: list[Limit]) -> Limit:
+    found = [limit for limit in limits if (limit.scope, limit.name) == (scope, name)]
+    if not found:  # cleared by someone else in between
+        raise LimitNotFound(scope, name)
+    return found[0]
+
+
 def _job_id(value: Any, field: str = "job_id") -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
@@ -655,6 +671,24 @@ class AsyncClient:
         changed = await self._run(circuit_store.force(name, action), None)
         return (await self._run(_forced(name, changed), None))[0]
 
+    async def limits(self) -> list[Limit]:
+        """Every global limit, with the jobs running under it and the starts in its current window."""
+        return await self._run(limit_store.list_all(), None)
+
+    async def set_limit(self, scope: str, name: str, *, concurrency: int | None = None,
+                        rate: str | None = None) -> Limit:
+        """Set (or replace) a limit on a job type (``scope="job_type"``) or queue (``"queue"``); it
+        wins over the code's until `clear_limit`. Its jobs already running count against it."""
+        spec = LimitSpec.build(scope, name, concurrency=concurrency, rate=rate)
+        await self._run(limit_store.set_limit(spec), None)
+        return _limit_of(spec.scope, spec.name, await self._run(limit_store.list_all(), None))
+
+    async def clear_limit(self, scope: str, name: str) -> None:
+        """Remove a limit (LimitNotFound if there is none); a code limit returns at the next worker start."""
+        scope, name = _limit_key(scope, name)
+        if await self._run(limit_store.clear(scope, name), None) is None:
+            raise LimitNotFound(scope, name)
+
     async def pause_queue(self, queue: str) -> QueueSettings:
         """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs."""
         return await self._run(queue_store.set_paused(_queue_name(queue), True), None)
@@ -842,6 +876,19 @@ class Client:
         name = _circuit_name(name)
         changed = self._run(circuit_store.force(name, action), None)
         return self._run(_forced(name, changed), None)[0]
+
+    def limits(self) -> list[Limit]:
+        return self._run(limit_store.list_all(), None)
+
+    def set_limit(self, scope: str, name: str, *, concurrency: int | None = None, rate: str | None = None) -> Limit:
+        spec = LimitSpec.build(scope, name, concurrency=concurrency, rate=rate)
+        self._run(limit_store.set_limit(spec), None)
+        return _limit_of(spec.scope, spec.name, self._run(limit_store.list_all(), None))
+
+    def clear_limit(self, scope: str, name: str) -> None:
+        scope, name = _limit_key(scope, name)
+        if self._run(limit_store.clear(scope, name), None) is None:
+            raise LimitNotFound(scope, name)
 
     def pause_queue(self, queue: str) -> QueueSettings:
         return self._run(queue_store.set_paused(_queue_name(queue), True), None)

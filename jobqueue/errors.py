@@ -30,6 +30,13 @@ class ScheduleNotFound(JobQueueError, LookupError):
         super().__init__(f"no schedule named {name!r}")
 
 
+class LimitNotFound(JobQueueError, LookupError):
+    def __init__(self, scope: object, name: object) -> None:
+        self.scope = scope
+        self.name = name
+        super().__init__(f"no limit on {scope} {name!r}")
+
+
 class CircuitNotFound(JobQueueError, LookupError):
     def __init__(self, name: object) -> None:
         self.name = name

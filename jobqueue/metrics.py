@@ -32,6 +32,10 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
   circuit_state{circuit}                     gauge    0 closed, 1 half-open, 2 open (per circuit breaker)
   circuit_failures{circuit}                  gauge    counted failures in the breaker's current window
+  limit_running{scope,limit}                 gauge    jobs running under a global limit (job type or queue)
+  limit_concurrency{scope,limit}             gauge    the limit's concurrency (only limits that have one)
+  limit_window_starts{scope,limit}           gauge    starts within the rate limit's current window
+  limit_rate{scope,limit}                    gauge    starts the rate allows per window (only limits that have one)
   metrics_collect_seconds                    gauge    how long the last collection took
 
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
@@ -49,9 +53,11 @@ from typing import Any, Awaitable, Callable, Iterable
 from jobqueue import db
 from jobqueue.autoscale import Rule, depth_per_worker
 from jobqueue.circuits import Circuit
+from jobqueue.limits import Limit
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Priority, QueueSettings
 from jobqueue.store import circuits as circuit_store
+from jobqueue.store import limits as limit_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
@@ -72,6 +78,7 @@ class Snapshot:
     paused: frozenset[str] = frozenset()
     circuits: list[Circuit] = field(default_factory=list)
     settings: dict[str, QueueSettings] = field(default_factory=dict)  # every queue an admin configured
+    limits: list[Limit] = field(default_factory=list)
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
 
     @property
@@ -88,10 +95,11 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     workers = await db.run(conn, metrics_store.workers(stale_seconds=stale_seconds, now=now))
     settings = await db.run(conn, queue_store.all_settings())
     circuits = await db.run(conn, circuit_store.list_all())
+    limits = await db.run(conn, limit_store.list_all(now=now))
     return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
                     totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
                     paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
-                    settings=settings)
+                    settings=settings, limits=limits)
 
 
 class Collector:
@@ -277,6 +285,17 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
     text.family("jobqueue_circuit_failures", "gauge",
                 "Failures counted toward the circuit breaker's threshold in its current window.",
                 [(dict(circuit=c.name), c.failures) for c in snapshot.circuits])
+    text.family("jobqueue_limit_running", "gauge", "Jobs running under the global limit (its slots in use).",
+                [(dict(scope=lim.scope, limit=lim.name), lim.running) for lim in snapshot.limits])
+    text.family("jobqueue_limit_concurrency", "gauge", "The global limit's concurrency: jobs it lets run at once.",
+                [(dict(scope=lim.scope, limit=lim.name), lim.concurrency) for lim in snapshot.limits
+                 if lim.concurrency is not None])
+    text.family("jobqueue_limit_window_starts", "gauge", "Starts within the rate limit's current window.",
+                [(dict(scope=lim.scope, limit=lim.name), lim.window_starts) for lim in snapshot.limits
+                 if lim.rate is not None])
+    text.family("jobqueue_limit_rate", "gauge", "Starts the rate limit allows per window (of period_seconds).",
+                [(dict(scope=lim.scope, limit=lim.name), lim.rate) for lim in snapshot.limits
+                 if lim.rate is not None])
     live = snapshot.live_workers
     text.family("jobqueue_worker_utilization", "gauge",
                 "Share of a live worker's slots busy over its last stats interval (0..1).",

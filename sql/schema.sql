@@ -640,6 +640,55 @@ $$;
 
 COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
 
+CREATE FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(limit_scope text, limit_name text, allowance integer, free_in double precision)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    held text[];
+    t timestamptz := coalesce(at, now());
+BEGIN
+    SELECT coalesce(array_agg(l.scope || '/' || l.name), '{}') INTO held
+    FROM (SELECT l.scope, l.name FROM jobqueue.job_limits l
+          WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(queues))
+          ORDER BY l.scope, l.name
+          FOR UPDATE SKIP LOCKED) AS l;
+    -- A new statement: a new snapshot, taken after the locks above were granted.
+    RETURN QUERY
+    WITH running AS (
+        SELECT j.job_type, j.queue, count(*)::integer AS n
+        FROM jobqueue.jobs j
+        WHERE j.state = 'processing' AND j.limited
+        GROUP BY j.job_type, j.queue
+    ), window_starts AS (
+        SELECT l.scope, l.name, l.concurrency, l.rate,
+               (SELECT coalesce(sum(r.n), 0)::integer FROM running r
+                WHERE CASE l.scope WHEN 'job_type' THEN r.job_type ELSE r.queue END = l.name) AS busy,
+               (SELECT count(*)::integer FROM unnest(l.recent_starts) AS s(ts)
+                WHERE s.ts > t - make_interval(secs => l.period_seconds)) AS started,
+               (SELECT min(s.ts) FROM unnest(l.recent_starts) AS s(ts)
+                WHERE s.ts > t - make_interval(secs => l.period_seconds)) AS oldest,
+               l.period_seconds,
+               -- A claim whose transaction began before the last recorded start waits its turn:
+               -- start times stay ascending, so trimming the log by time never drops one a
+               -- later claim must still count.
+               coalesce(l.recent_starts[cardinality(l.recent_starts)] > t, false) AS behind,
+               l.scope || '/' || l.name = ANY(held) AS mine
+        FROM jobqueue.job_limits l
+        WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(queues))
+    )
+    SELECT w.scope, w.name,
+           CASE WHEN NOT w.mine OR w.behind THEN 0
+                ELSE greatest(least(coalesce(w.concurrency - w.busy, 2147483647),
+                                    coalesce(w.rate - w.started, 2147483647)), 0) END,
+           CASE WHEN w.rate IS NOT NULL AND w.started >= w.rate
+                THEN greatest(extract(epoch FROM w.oldest + make_interval(secs => w.period_seconds) - t), 0)::float8
+           END
+    FROM window_starts w
+    ORDER BY w.scope, w.name;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone) IS 'For a claim of the given queues: how many jobs of each applicable limit this transaction may claim now (0 for a limit another claimer holds), and for a rate that is spent, in how many seconds it frees up.';
+
 CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
     AS $$
@@ -713,6 +762,14 @@ CREATE FUNCTION jobqueue.notify_circuits() RETURNS trigger
     AS $$
 BEGIN
     PERFORM pg_notify('jobqueue_circuits', coalesce(NEW.name, OLD.name));
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobqueue.notify_job_limits() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobqueue_limits', '');
     RETURN NULL;
 END $$;
 
@@ -1050,6 +1107,7 @@ CREATE TABLE jobqueue.jobs (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     duration_ms double precision,
+    limited boolean DEFAULT false NOT NULL,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
     CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
@@ -1073,6 +1131,8 @@ COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (proces
 COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
 
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
+
+COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -1121,6 +1181,31 @@ WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_fact
 COMMENT ON TABLE jobqueue.idempotency_keys IS 'Idempotency keys held for their window: (producer id, '''' without one; key) -> the job first submitted with it. A repeat within the window returns that job, whatever its state.';
 
 COMMENT ON COLUMN jobqueue.idempotency_keys.fingerprint IS 'jobqueue.job_fingerprint() of the job''s job_type, queue and payload: a repeat with idempotency_mismatch => ''reject'' must match it.';
+
+CREATE TABLE jobqueue.job_limits (
+    scope text NOT NULL,
+    name text NOT NULL,
+    concurrency integer,
+    rate integer,
+    period_seconds double precision,
+    set_by text DEFAULT 'code'::text NOT NULL,
+    recent_starts timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_limits_concurrency_positive CHECK ((concurrency >= 1)),
+    CONSTRAINT job_limits_name_present CHECK ((length(name) > 0)),
+    CONSTRAINT job_limits_period_positive CHECK (((period_seconds > (0)::double precision) AND (period_seconds <= (86400)::double precision))),
+    CONSTRAINT job_limits_rate_has_period CHECK (((rate IS NULL) = (period_seconds IS NULL))),
+    CONSTRAINT job_limits_rate_range CHECK (((rate >= 1) AND (rate <= 10000))),
+    CONSTRAINT job_limits_scope_known CHECK ((scope = ANY (ARRAY['job_type'::text, 'queue'::text]))),
+    CONSTRAINT job_limits_set_by_known CHECK ((set_by = ANY (ARRAY['code'::text, 'admin'::text]))),
+    CONSTRAINT job_limits_something CHECK (((concurrency IS NOT NULL) OR (rate IS NOT NULL)))
+);
+
+COMMENT ON TABLE jobqueue.job_limits IS 'Global limits enforced by the claim: at most concurrency jobs of the job type (or queue) processing at once, at most rate starts in any period_seconds.';
+
+COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in the app, rewritten at worker start; admin: set by an operator, kept until cleared.';
+
+COMMENT ON COLUMN jobqueue.job_limits.recent_starts IS 'Claim times of the starts within the last period, ascending (the sliding window the rate is checked against).';
 
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
@@ -1356,6 +1441,9 @@ ALTER TABLE ONLY jobqueue.idempotency_keys
 ALTER TABLE ONLY jobqueue.job_errors
     ADD CONSTRAINT job_errors_pkey PRIMARY KEY (job_id, attempt);
 
+ALTER TABLE ONLY jobqueue.job_limits
+    ADD CONSTRAINT job_limits_pkey PRIMARY KEY (scope, name);
+
 ALTER TABLE ONLY jobqueue.job_results
     ADD CONSTRAINT job_results_pkey PRIMARY KEY (job_id);
 
@@ -1409,6 +1497,8 @@ CREATE INDEX jobs_finished_idx ON jobqueue.jobs USING btree (state, queue, finis
 
 CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (locked_until IS NOT NULL);
 
+CREATE INDEX jobs_limited_running_idx ON jobqueue.jobs USING btree (job_type, queue) WHERE ((state = 'processing'::text) AND limited);
+
 CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
 
 CREATE INDEX jobs_state_listing_idx ON jobqueue.jobs USING btree (state, id) WHERE ((state = ANY (ARRAY['failed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (id IS NOT NULL));
@@ -1422,6 +1512,8 @@ CREATE TRIGGER circuit_job_types_notify AFTER INSERT OR DELETE OR UPDATE ON jobq
 CREATE TRIGGER circuits_notify AFTER UPDATE ON jobqueue.circuits FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.forced_by_admin IS DISTINCT FROM new.forced_by_admin))) EXECUTE FUNCTION jobqueue.notify_circuits();
 
 CREATE TRIGGER circuits_notify_delete AFTER DELETE ON jobqueue.circuits FOR EACH ROW EXECUTE FUNCTION jobqueue.notify_circuits();
+
+CREATE TRIGGER job_limits_notify AFTER INSERT OR DELETE OR UPDATE OF concurrency, rate, period_seconds ON jobqueue.job_limits FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_job_limits();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
 

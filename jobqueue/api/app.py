@@ -48,6 +48,7 @@ from jobqueue.api import openapi_ui
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
 from jobqueue.api.controllers.circuits import CircuitsController
+from jobqueue.api.controllers.limits import LimitsController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
 from jobqueue.api.dashboard import DashboardController
@@ -73,6 +74,7 @@ ROUTE_HANDLERS: list = [
     SchedulesController,
     WorkersController,
     CircuitsController,
+    LimitsController,
 ]
 
 

@@ -29,7 +29,7 @@ from litestar.openapi import ResponseSpec
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
 from jobqueue.job_events import EventsUnavailable
-from jobqueue.errors import (CircuitNotFound, Conflict, DatabaseUnavailable, EncryptionUnavailable, IdempotencyMismatch,
+from jobqueue.errors import (CircuitNotFound, LimitNotFound, Conflict, DatabaseUnavailable, EncryptionUnavailable, IdempotencyMismatch,
                              JobNotFound, NotMigrated, PermissionDenied, ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
@@ -112,7 +112,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
     return error_response(422, message, field=field)
 
 
-def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound | CircuitNotFound) -> Response:
+def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound | CircuitNotFound | LimitNotFound) -> Response:
     return error_response(404, str(exc))
 
 
@@ -192,6 +192,7 @@ EXCEPTION_HANDLERS: dict = {
     JobNotFound: _not_found,
     ScheduleNotFound: _not_found,
     CircuitNotFound: _not_found,
+    LimitNotFound: _not_found,
     Conflict: _conflict,
     IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,

@@ -1,4 +1,4 @@
-"""The operator's commands: jobs, dead letters, queues, workers and circuit breakers, with the REST API's filters.
+"""The operator's commands: jobs, dead letters, queues, workers, circuit breakers and global limits, with the REST API's filters.
 
     jobqueue jobs list [--state S] [--queue Q] [--job-type T] [--priority P] [--producer ID]
                        [--limit N] [--cursor C] [--json]      newest first, one page
@@ -9,6 +9,9 @@
     jobqueue queues list [--json] | pause Q | resume Q | limits Q --soft N --hard N
     jobqueue workers [--json]
     jobqueue circuits list [--json] | open NAME | close NAME     open: held open until closed
+    jobqueue limits list [--json]
+    jobqueue limits set (--job-type T | --queue Q) [--concurrency N] [--rate 10/s]
+    jobqueue limits clear (--job-type T | --queue Q)            a code limit returns at the next worker start
 
 Tables by default, ``--json`` for scripts. Bad input exits 2 naming the field, like every command.
 """
@@ -26,6 +29,7 @@ from jobqueue.circuits import Circuit
 from jobqueue.client import Client
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
+from jobqueue.limits import Limit
 from jobqueue.models import JobState, RetryOutcome
 
 
@@ -168,9 +172,43 @@ def _force_circuit(method: str, client: Client, args: argparse.Namespace) -> int
     return 0
 
 
+LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_starts", "set_by")
+
+
+def _limit_row(lim: Limit) -> dict[str, Any]:
+    return dict(scope=lim.scope, name=lim.name, concurrency=lim.concurrency, running=lim.running, rate=lim.rate_text,
+                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by)
+
+
+def _limits(client: Client, args: argparse.Namespace) -> int:
+    limits = client.limits()
+    if args.json:
+        print(_json([dict(dataclasses.asdict(lim), rate_text=lim.rate_text) for lim in limits]))
+    else:
+        print(format_table(LIMIT_COLUMNS, [_limit_row(lim) for lim in limits]))
+    return 0
+
+
+def _limit_target(args: argparse.Namespace) -> tuple[str, str]:
+    return ("job_type", args.job_type) if args.job_type is not None else ("queue", args.queue)
+
+
+def _set_limit(client: Client, args: argparse.Namespace) -> int:
+    scope, name = _limit_target(args)
+    print(format_table(LIMIT_COLUMNS, [_limit_row(client.set_limit(scope, name, concurrency=args.concurrency,
+                                                                   rate=args.rate))]))
+    return 0
+
+
+def _clear_limit(client: Client, args: argparse.Namespace) -> int:
+    client.clear_limit(*_limit_target(args))
+    print("cleared")
+    return 0
+
+
 def add_admin_commands(commands: argparse._SubParsersAction,
                        settings: Callable[[argparse.Namespace], Settings]) -> None:
-    """Add ``jobs``, ``dlq``, ``queues``, ``workers`` and ``circuits`` to the ``jobqueue`` command."""
+    """Add ``jobs``, ``dlq``, ``queues``, ``workers``, ``circuits`` and ``limits`` to the ``jobqueue`` command."""
 
     def command(parser: argparse.ArgumentParser, use: Callable[[Client, argparse.Namespace], int]) -> None:
         from jobqueue.cli.oneshot import open_client
@@ -245,6 +283,22 @@ def add_admin_commands(commands: argparse._SubParsersAction,
         p = circuits.add_parser(name, help=text)
         p.add_argument("name")
         command(p, functools.partial(_force_circuit, method))
+
+    limits = commands.add_parser("limits", help="global concurrency and rate limits per job type or queue"
+                                 ).add_subparsers(dest="action", required=True)
+    p = limits.add_parser("list", help="every limit: concurrency and jobs running, rate and starts in its window")
+    p.add_argument("--json", action="store_true")
+    command(p, _limits)
+    for name, use, text in (("set", _set_limit, "set a limit (an operator's wins over the code's until cleared)"),
+                            ("clear", _clear_limit, "remove a limit")):
+        p = limits.add_parser(name, help=text)
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("--job-type", help="limit this job type, in every queue")
+        target.add_argument("--queue", help="limit this queue, all its job types together")
+        if name == "set":
+            p.add_argument("--concurrency", type=int, help="at most N running at once, across every worker")
+            p.add_argument("--rate", help="at most so many starts per window: 10/s, 100/m, 5/2s, 1000/h")
+        command(p, use)
 
 
 def _with_client(client: Client, use: Callable[[Client, argparse.Namespace], int], args: argparse.Namespace) -> int:

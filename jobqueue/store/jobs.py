@@ -67,11 +67,19 @@ class Deadlines:
 
 def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
           deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), blocked: Sequence[str] = (),
-          only: Sequence[str] | None = None, now: datetime | None = None) -> Call[list[Job]]:
+          only: Sequence[str] | None = None, limited: bool | None = None,
+          until: tuple[int, tuple | None] = (3, None), now: datetime | None = None) -> Call[list[Job]]:
     """``resume`` applies to a one-queue claim only. ``blocked``: job types not to claim (those of
-    open circuit breakers); ``only``: claim jobs of these types alone (a half-open circuit's probe)."""
+    open circuit breakers); ``only``: claim jobs of these types alone (a half-open circuit's probe).
+    ``limited``: None — this worker knows of no limit (the claim takes nothing once one exists);
+    False/True — a claim inside a transaction that holds `limits.allowances`, which marks what it
+    takes as holding a limit's slot (True) or not (False). ``until``: (level, order key or None) —
+    scan the levels before it whole, that level up to the key (None: whole), none after it."""
     return Call("job_claim", {
         "worker_id": worker_id, "queues": list(queues), "limit": limit,
+        "limits_checked": limited is not None, "mark_limited": bool(limited),
+        "until_level": until[0], "until_run_at": until[1][0] if until[1] else None,
+        "until_seq": until[1][1] if until[1] else None,
         "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
         "blocked": list(blocked), "only": None if only is None else list(only),
         "after_run_at": [point[0] if point else None for point in resume],

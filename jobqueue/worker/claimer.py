@@ -10,6 +10,11 @@ an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when 
   slots drawn by weight, then a strict fill-up claim for slots a level could not use.
 - Every claim sets each attempt's deadline and lease from `Deadlines`, and skips ``blocked`` job
   types (those of open circuit breakers); `claim_probe` takes one job of a half-open breaker's types.
+- Global limits (`jobqueue.limits`): while ``limits.active``, `claim_limited` claims in one
+  transaction that first locks and reads what each limit allows (``limit_allowances``), then
+  claims per `LimitPlan` (strict priority order within each statement, no resume points, weights
+  not applied), then records the rate-limited starts. ``recheck_in`` says when a spent limit may
+  have room again. Without limits every claim is the statement it always was.
 - `reconcile()`, after a claim whose outcome is unknown (the connection dropped, maybe after the
   commit): attempts the database says this worker holds but that it does not know of were claimed
   by the lost statement and never started; they go back uncounted.
@@ -26,7 +31,9 @@ from jobqueue import db
 from jobqueue.config import Settings
 from jobqueue.models import Job
 from jobqueue.store import jobs as job_store
+from jobqueue.store import limits as limit_store
 from jobqueue.store.jobs import Attempt, Deadlines
+from jobqueue.worker.limits import LimitPlan, LimitWatch
 from jobqueue.worker.priorities import draw_slots
 
 log = logging.getLogger("jobqueue.worker")
@@ -36,8 +43,14 @@ RESUME_FOR = 1.0
 
 
 class Claimer:
-    def __init__(self, pool, worker_id: str, settings: Settings, deadlines: Deadlines) -> None:
+    def __init__(self, pool, worker_id: str, settings: Settings, deadlines: Deadlines,
+                 limits: LimitWatch | None = None) -> None:
         self._pool = pool
+        self.limits = limits
+        #: after a limited claim: seconds until a limit it found spent may have room (None: none was)
+        self.recheck_in: float | None = None
+        #: attempts claimed under a limit (their acks free a slot: the claim loop looks again)
+        self.limited_attempts: set[Attempt] = set()
         self.worker_id = worker_id
         self.settings = settings
         self.deadlines = deadlines
@@ -53,6 +66,9 @@ class Claimer:
         if not queues:
             return []
         self.last_claim_at = time.monotonic()
+        self.recheck_in = None
+        if self.limits is not None and self.limits.active:
+            return await self.claim_limited(queues, free, blocked)
         if self.settings.priority_mode == "weighted":
             return await self._claim_weighted(queues, free, blocked)
         if len(queues) == 1:
@@ -61,9 +77,56 @@ class Claimer:
             worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
             deadlines=self.deadlines, blocked=blocked))
 
+    async def claim_limited(self, queues: Sequence[str], free: int, blocked: Sequence[str] = ()) -> list[Job]:
+        """Up to ``free`` jobs, within every limit that applies to ``queues``, in one transaction."""
+        async with db.connection(self._pool) as conn, conn.transaction():
+            return await self._claim_within_limits(conn, queues, free, blocked)
+
+    async def _claim_within_limits(self, conn, queues: Sequence[str], free: int, blocked: Sequence[str],
+                                   only: Sequence[str] | None = None) -> list[Job]:
+        """In the caller's transaction: what `LimitPlan` allows (of ``only`` these job types, if given)."""
+        jobs: list[Job] = []
+        plan = LimitPlan(await db.run(conn, limit_store.allowances(queues)), queues, free, blocked)
+        for group, queue in plan.groups():
+            budget = plan.budget(queue)
+            rest: list[Job] = []
+            typed_types = plan.typed(budget)
+            rest_only = None if only is None else [t for t in only if t not in typed_types]
+            if budget > 0 and rest_only != []:
+                rest = await db.run(conn, self._claim_call(group, budget, plan.rest_blocked(budget), only=rest_only,
+                                                            limited=plan.rest_marks(queue, budget)))
+            horizon = plan.horizon(rest, budget)
+            typed: list[Job] = []
+            for job_type in typed_types:
+                room = plan.typed_room(job_type, budget - len(typed)) if only is None or job_type in only else 0
+                if room > 0:
+                    taken = await db.run(conn, self._claim_call(group, room, blocked, only=[job_type],
+                                                                limited=True, until=horizon))
+                    plan.took(taken, queue)
+                    typed += taken
+            excess = len(rest) + len(typed) - budget
+            if excess > 0:  # limited jobs in front of the others' last ones: those go back
+                back, rest = rest[-excess:], rest[:-excess]
+                await db.run(conn, job_store.release_each(worker_id=self.worker_id, attempts=[j.key for j in back]))
+            plan.took(rest, queue)
+            jobs += typed + rest
+        if any(plan.started.values()):
+            await db.run(conn, limit_store.record_starts(plan.started))
+        self.recheck_in = plan.recheck_in()
+        self.limited_attempts.update(job.key for job in jobs if plan.holds_slot(job))
+        return jobs
+
+    def _claim_call(self, queues: Sequence[str], limit: int, blocked: Sequence[str], *, limited: bool,
+                    only: Sequence[str] | None = None, until: tuple[int, tuple | None] = (3, None)) -> db.Call[list[Job]]:
+        return job_store.claim(worker_id=self.worker_id, queues=queues, limit=limit,
+                               lease_seconds=self.settings.lease_seconds, deadlines=self.deadlines,
+                               blocked=blocked, only=only, limited=limited, until=until)
+
     async def claim_probe(self, conn, queues: Sequence[str], job_types: Sequence[str]) -> list[Job]:
         """One job of ``job_types`` (a half-open circuit's probe), on ``conn``: in the transaction
         that made the circuit half-open, so that it rolls back when there is none."""
+        if self.limits is not None and self.limits.active:  # the probe job is held to its limits too
+            return await self._claim_within_limits(conn, queues, 1, (), only=job_types)
         return await db.run(conn, job_store.claim(
             worker_id=self.worker_id, queues=queues, limit=1, lease_seconds=self.settings.lease_seconds,
             deadlines=self.deadlines, only=job_types))

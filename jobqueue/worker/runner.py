@@ -12,6 +12,11 @@ How a worker spends its time:
 - It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
   ``jobqueue_circuits`` NOTIFY); when a breaker's probe is due it claims that one job first, and it
   reports each breaker job's outcome to the breaker before the job's ack.
+- It never starts more jobs than a global limit allows (`jobqueue.limits`, per job type or queue,
+  across all workers): while one applies to its queues, each claim goes through the limits
+  (`LimitWatch.active`, kept fresh by the ``jobqueue_limits`` NOTIFY; `Claimer.claim_limited`),
+  and it looks again when a spent limit may have room (``Claimer.recheck_in``) or an ack of one of
+  its limited jobs is written.
 - With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
   `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
 - `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
@@ -57,6 +62,7 @@ from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.circuits import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
+from jobqueue.worker.limits import LimitWatch
 from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
@@ -99,9 +105,10 @@ class Worker:
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running",
             stuck_handlers=lambda: self.threads.stuck)
+        self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
-            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace))
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits)
         self.breakers = Breakers(self.pool, app, interval=self.heartbeat.interval,
                                  retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set)
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
@@ -128,6 +135,7 @@ class Worker:
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
         self.notifier.subscribe("jobqueue_control", self._on_control_notification)
         self.notifier.subscribe("jobqueue_circuits", self.breakers.request_refresh)
+        self.notifier.subscribe("jobqueue_limits", self.limits.request_refresh)
         self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------
@@ -167,6 +175,7 @@ class Worker:
         self._wake.set()
         self._paused_refresh = asyncio.create_task(self._refresh_paused())
         self.breakers.request_refresh()
+        self.limits.request_refresh()
 
     def _on_control_notification(self, _payload: str) -> None:
         self._paused_refresh = asyncio.create_task(self._refresh_paused())
@@ -210,6 +219,10 @@ class Worker:
         return list(self.running) + list(self.breakers.reporting) + self.acks.pending_attempts()
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
+        limited = self.claimer.limited_attempts
+        if limited and any(outcome.job.key in limited for outcome in batch):
+            limited.difference_update(outcome.job.key for outcome in batch)
+            self._wake.set()  # a limit's slot is free again: claim, if there is room
         if len(accepted) == len(batch):  # every outcome written (the usual case): nothing to log
             return
         for outcome in batch:
@@ -222,7 +235,8 @@ class Worker:
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
-                (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits")]
+                (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
+                (self.limits.run(), "limits")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:
@@ -235,6 +249,7 @@ class Worker:
             await self._register()
             await self._refresh_paused()
             await self.breakers.refresh()
+            await self.limits.refresh()
             if self.settings.listen:
                 await self._wait_for_listen()
             else:
@@ -268,6 +283,7 @@ class Worker:
                 await db.run(conn, worker_store.sync_task_defaults(
                     self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
                 await db.run(conn, self.breakers.sync())
+            await db.run(conn, self.limits.sync())
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
                 await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
                                                        now=datetime.now(timezone.utc)))
@@ -331,6 +347,7 @@ class Worker:
         if not (self.settings.listen and self.notifier.connected.is_set()):
             await self._refresh_paused()  # no jobqueue_control NOTIFY can reach us: look it up
             await self.breakers.refresh()  # nor a jobqueue_circuits one
+            await self.limits.refresh()  # nor a jobqueue_limits one
         try:
             async with db.connection(self.pool) as conn:
                 next_run = await db.run(conn, job_store.next_run_at(
@@ -342,6 +359,8 @@ class Worker:
             next_run = None
         if next_run is not None:
             timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
+        if self.claimer.recheck_in is not None:  # a spent limit may have room by then
+            timeout = min(timeout, self.claimer.recheck_in)
         probe_in = self.breakers.next_probe_in()
         if probe_in is not None:  # a circuit breaker's probe falls due
             timeout = min(timeout, probe_in + 0.001)

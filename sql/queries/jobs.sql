@@ -51,6 +51,17 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- types in front of runnable ones are walked by every scan from the start (docs/workers.md, "Circuit
 -- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
 -- of its circuit's types.
+-- Limits (jobqueue.job_limits): %(limits_checked)s false (a worker that knows of no limit) claims
+-- nothing at all once a limit applies to these queues (any job-type limit, or one of theirs, as
+-- limit_any says) — a one-time filter on the small table, so a worker that
+-- has not heard of a new limit yet cannot overspend it; it re-reads them and claims through
+-- limit_allowances first (%(limits_checked)s true). %(mark_limited)s sets jobs.limited on the
+-- jobs it claims: they hold a slot of their limit while processing. The claim of a limited job type
+-- with room (%(only)s that type) looks no further than the claim of the other types just before it
+-- in the same transaction reached: levels below %(until_level)s whole, that level up to
+-- (%(until_run_at)s, %(until_seq)s), none after it (defaults: 3 and NULL, no bound) — an index
+-- bound, so a limited type with no job in front costs a scan as long as that claim's, not one of
+-- the whole queue.
 WITH next AS (
     SELECT c.id
     FROM generate_series(0, 3) AS p(level)
@@ -67,6 +78,11 @@ WITH next AS (
               AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
               AND (j.run_at, j.seq) > (coalesce((%(after_run_at)s::timestamptz[])[p.level + 1], '-infinity'),
                                        coalesce((%(after_seq)s::bigint[])[p.level + 1], 0))
+              AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
+                                         WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
+                                         ELSE '-infinity' END,
+                                    CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
+                                         THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
               AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
             ORDER BY j.run_at, j.seq
             LIMIT %(limit)s
@@ -85,6 +101,11 @@ WITH next AS (
                   AND j.run_at <= coalesce(%(now)s::timestamptz, now())
                   AND j.job_type <> ALL(%(blocked)s::text[])
                   AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
+                  AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
+                                             WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
+                                             ELSE '-infinity' END,
+                                        CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
+                                             THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
                   AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
                 ORDER BY j.run_at, j.seq
                 LIMIT %(limit)s
@@ -95,6 +116,9 @@ WITH next AS (
             LIMIT %(limit)s
         ) AS merged
     ) AS c
+    WHERE %(limits_checked)s
+       OR NOT EXISTS (SELECT FROM jobqueue.job_limits l
+                      WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])))
     LIMIT %(limit)s
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
@@ -110,7 +134,8 @@ WITH next AS (
             make_interval(secs => %(lease_seconds)s),
             coalesce(j.timeout, make_interval(secs => (%(timeouts)s::jsonb ->> j.job_type)::float8), make_interval(secs => %(default_timeout)s)) + make_interval(secs => %(deadline_grace)s)),
         started_at = now(),
-        updated_at = now()
+        updated_at = now(),
+        limited = j.limited OR %(mark_limited)s
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
               j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
@@ -123,7 +148,8 @@ ORDER BY priority, run_at, seq;
 -- name: job_claim_weighted
 -- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
 -- The caller draws the quotas by weight, so every level with work keeps a share. %(blocked)s: as
--- in job_claim, the job types of open circuits.
+-- in job_claim, the job types of open circuits. A worker that knows of limits claims through
+-- job_claim; this one claims nothing once a limit exists (as job_claim does when limits are not checked).
 WITH next AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
@@ -140,6 +166,8 @@ WITH next AS (
         LIMIT s.quota
         FOR UPDATE SKIP LOCKED
     ) AS c
+    WHERE NOT EXISTS (SELECT FROM jobqueue.job_limits l
+                      WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])))
 ), claimed AS (
     -- The attempt's deadline: the job's own timeout (given at enqueue), else its type's as this
     -- worker knows it (%(timeouts)s, a JSON object of seconds by job type), else the worker's

@@ -64,3 +64,15 @@ def finish_job(conn: psycopg.Connection, job_id: uuid.UUID, state: str, result: 
     conn.execute("INSERT INTO jobqueue.job_results (job_id, outcome, result, error) VALUES (%s, %s, %s, %s)",
                  (job_id, state, json.dumps(result) if state == "completed" else None,
                   None if state == "completed" else json.dumps({"type": "E", "message": "gave up"})))
+
+
+def claim_params(**changes: Any) -> dict[str, Any]:
+    """Every parameter of job_claim, for tests that run the claim statement by hand: one queue,
+    no resume marks, no breakers, no limits — override what the test is about."""
+    from jobqueue.store.jobs import Deadlines
+
+    params: dict[str, Any] = {
+        "queues": ["default"], "limit": 10, "worker_id": "w", "lease_seconds": 30, "now": None,
+        "after_run_at": [], "after_seq": [], "blocked": [], "only": None, "limits_checked": False,
+        "mark_limited": False, "until_level": 3, "until_run_at": None, "until_seq": None, **Deadlines().params()}
+    return params | changes

@@ -171,7 +171,9 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
             claimed = worker.execute(query("job_claim"), {"queues": ["bulk"], "limit": 200, "worker_id": "w",
                                                            "lease_seconds": 30, "now": None,
                                                            "after_run_at": [], "after_seq": [], "blocked": [],
-                                                           "only": None, **Deadlines().params()}).fetchall()
+                                                           "only": None, "limits_checked": False, "mark_limited": False,
+                                                           "until_level": 3, "until_run_at": None, "until_seq": None,
+                                                           **Deadlines().params()}).fetchall()
             assert len(claimed) == 200
             started = _notifications(listener)
             assert len(started) == 1  # one statement, one NOTIFY, 200 ids

@@ -1,0 +1,50 @@
+"""``/limits``: the global concurrency and rate limits per job type or queue — settings, who set
+them, jobs running under each and the starts in its current window (any valid key, as
+``/circuits``); an operator may set or clear one (admin). A limit set here wins over the workers'
+code until it is cleared.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Controller, delete, get, put
+from litestar.params import FromPath, JSONBody
+
+from jobqueue.api.auth import admin_only
+from jobqueue.api.errors import error_responses
+from jobqueue.api.services import ServicesDep
+from jobqueue.limits import Limit
+
+
+class LimitList(msgspec.Struct):
+    limits: list[Limit]
+
+
+class LimitSettings(msgspec.Struct, forbid_unknown_fields=True):
+    """At least one of the two. ``rate``: starts per window, ``"10/s"``, ``"100/m"``, ``"5/2s"``, ``"1000/h"``."""
+
+    concurrency: int | None = None
+    rate: str | None = None
+
+
+class LimitsController(Controller):
+    path = "/limits"
+    tags = ["limits"]
+
+    @get("/", summary="Every limit: concurrency, rate, set by code or admin, running jobs, starts in the window",
+         responses=error_responses(503))
+    async def list_limits(self, services: ServicesDep) -> LimitList:
+        return LimitList(await services.client.limits())
+
+    @put("/{limit_scope:str}/{name:str}", summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
+                                            "it wins over the code's until cleared (admin)",
+         status_code=200, guards=[admin_only], responses=error_responses(403, 422, 503))
+    async def set_limit(self, limit_scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings],
+                        services: ServicesDep) -> Limit:
+        return await services.client.set_limit(limit_scope, name, concurrency=data.concurrency, rate=data.rate)
+
+    @delete("/{limit_scope:str}/{name:str}", summary="Remove a limit; one the code declares returns at the next "
+                                               "worker start (admin)",
+            status_code=204, guards=[admin_only], responses=error_responses(403, 404, 422, 503))
+    async def clear_limit(self, limit_scope: FromPath[str], name: FromPath[str], services: ServicesDep) -> None:
+        await services.client.clear_limit(limit_scope, name)

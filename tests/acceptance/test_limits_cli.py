@@ -1,0 +1,35 @@
+"""`jobqueue limits list|set|clear` as a user types them; bad input exits 2 naming the field and
+writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.acceptance.test_cli import jobqueue
+
+
+def test_limits_set_list_and_clear(dsn, conn):
+    set_ = jobqueue("limits", "set", "--job-type", "call_partner", "--concurrency", "5", "--rate", "10/s", dsn=dsn)
+    assert set_.returncode == 0, set_.stderr
+    table = set_.stdout.splitlines()
+    assert table[0].split() == ["SCOPE", "NAME", "CONCURRENCY", "RUNNING", "RATE", "WINDOW_STARTS", "SET_BY"]
+    assert table[1].split() == ["job_type", "call_partner", "5", "0", "10/s", "0", "admin"]
+    assert jobqueue("limits", "set", "--queue", "exports", "--rate", "100/m", dsn=dsn).returncode == 0
+    listed = json.loads(jobqueue("limits", "list", "--json", dsn=dsn).stdout)
+    assert [(lim["scope"], lim["name"], lim["concurrency"], lim["rate_text"]) for lim in listed] == [
+        ("job_type", "call_partner", 5, "10/s"), ("queue", "exports", None, "100/m")]
+    cleared = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)
+    assert (cleared.returncode, cleared.stdout.strip()) == (0, "cleared")
+    gone = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)
+    assert gone.returncode == 2 and "no limit on queue 'exports'" in gone.stderr
+    assert conn.execute("SELECT scope, name FROM jobqueue.job_limits").fetchall() == [("job_type", "call_partner")]
+
+
+def test_bad_limits_exit_2_naming_the_field_and_write_nothing(dsn, conn):
+    # (each value's checks are in tests/unit/test_limits.py; here, that the command line reports them)
+    for args, says in ((["--concurrency", "-1"], "concurrency:"), (["--rate", "ten/s"], "rate:")):
+        refused = jobqueue("limits", "set", "--job-type", "api", *args, dsn=dsn)
+        assert refused.returncode == 2 and says in refused.stderr, (args, refused.stderr)
+    both = jobqueue("limits", "set", "--job-type", "api", "--queue", "q", "--concurrency", "1", dsn=dsn)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_limits").fetchone()[0] == 0
