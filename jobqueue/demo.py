@@ -2,7 +2,8 @@
 
 Handlers: ``noop`` (returns nothing), ``echo`` (returns its payload), ``sleep`` (``seconds``),
 ``fail`` (always raises a retryable error), ``fail_permanent`` (dead-letters at once) and
-``flaky`` (fails its first ``failures`` attempts, then succeeds).
+``flaky`` (fails its first ``failures`` attempts, then succeeds), and ``send_email``, the
+README's quick-start task, so that the README's REST example runs against `make run` as written.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ async def noop(job: Job) -> None:
 @queue.task("echo")
 async def echo(job: Job):
     return job.payload
+
+
+@queue.task("send_email", max_attempts=5, timeout=30)
+async def send_email(job: Job):
+    """Sends nothing: the quick start's task, with its refusal of a payload without a recipient."""
+    if not (job.payload or {}).get("to"):
+        raise PermanentError("no recipient")
+    return {"sent": True}
 
 
 @queue.task("sleep")
