@@ -1406,6 +1406,7 @@ CREATE TABLE jobqueue.workers (
     stuck_handlers integer DEFAULT 0 NOT NULL,
     concurrency_min integer,
     concurrency_target integer,
+    job_types text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
@@ -1419,6 +1420,8 @@ COMMENT ON COLUMN jobqueue.workers.stuck_handlers IS 'Handlers past their deadli
 COMMENT ON COLUMN jobqueue.workers.concurrency_min IS 'Autoscaling worker (--concurrency MIN:MAX): MIN; concurrency is MAX. NULL: a fixed concurrency.';
 
 COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: the slots its autoscaler grants now (between concurrency_min and concurrency). NULL: a fixed concurrency.';
+
+COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has handlers for (its app''s tasks), written at registration.';
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);

@@ -120,7 +120,8 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat")
+WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat",
+                  "job_types")
 
 
 def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
@@ -145,7 +146,8 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
                                                           else w.concurrency),
                                              target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
                                              failed=w.jobs_failed, stuck=w.stuck_handlers,
-                                             last_heartbeat=_when(w.last_heartbeat)) for w in workers]))
+                                             last_heartbeat=_when(w.last_heartbeat),
+                                             job_types=",".join(w.job_types)) for w in workers]))
     return 0
 
 

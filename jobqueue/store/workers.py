@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
@@ -28,15 +28,16 @@ class WorkerInfo:
     stuck_handlers: int = 0  # handlers past their deadline still holding a thread
     concurrency_min: int | None = None  # autoscaling (--concurrency MIN:MAX): MIN; concurrency is MAX
     concurrency_target: int | None = None  # autoscaling: the slots it runs now (None: fixed concurrency)
+    job_types: list[str] = field(default_factory=list)  # the types its app has handlers for
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
              heartbeat_interval: float = 10.0, concurrency_min: int | None = None,
-             concurrency_target: int | None = None) -> Call[None]:
+             concurrency_target: int | None = None, job_types: Sequence[str] = ()) -> Call[None]:
     return Call("worker_register", {
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
         "heartbeat_interval": heartbeat_interval, "concurrency_min": concurrency_min,
-        "concurrency_target": concurrency_target,
+        "concurrency_target": concurrency_target, "job_types": sorted(job_types),
     }, no_result)
 
 

@@ -278,7 +278,8 @@ class Worker:
             await db.run(conn, worker_store.register(
                 worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
                 queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
-                concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None))
+                concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None,
+                job_types=list(self.app.tasks)))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(
                     self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))

@@ -60,7 +60,7 @@ def test_queues_and_workers(dsn, conn):
     row = next(line.split() for line in table if line.startswith("q1 "))
     assert row[:3] == ["q1", "True", "1"] and row[-3:] == ["10", "20", "True"]
     assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "TARGET", "PROCESSED",
-                                                          "FAILED", "STUCK", "LAST_HEARTBEAT"]
+                                                          "FAILED", "STUCK", "LAST_HEARTBEAT", "JOB_TYPES"]
     assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []
 
 

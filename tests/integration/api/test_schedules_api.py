@@ -74,3 +74,5 @@ def test_workers_lists_the_registry(http, dsn):
     assert [w["id"] for w in workers] == [worker.worker.worker_id]
     assert workers[0]["status"] == "running" and workers[0]["queues"] == ["default", "mail"]
     assert set(workers[0]) >= {"host", "pid", "concurrency", "jobs_processed", "last_heartbeat", "started_at"}
+    assert workers[0]["job_types"] == sorted(apps.queue.tasks)  # what it can run, so a shared queue's gaps show
+    assert "record" in workers[0]["job_types"]
