@@ -108,7 +108,7 @@ test: install
 # see `jobqueue bench --help`.
 bench: install
 	@$(USE_DB); \
-	$(BIN)/jobqueue migrate >/dev/null; \
+	$(BIN)/jobqueue migrate >/dev/null && \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)
 
 # The fault campaign (docs/high-availability.md "Fault campaign") on a durable cluster of its own in .pgdata-faults —
