@@ -929,18 +929,18 @@ BEGIN
 END $$;
 
 CREATE FUNCTION jobqueue.session_producer() RETURNS text
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT CASE
-        WHEN pg_has_role(session_user, 'jobqueue_worker', 'USAGE') OR pg_has_role(session_user, 'jobqueue_api', 'USAGE')
-          OR pg_has_role(session_user, 'jobqueue_admin', 'USAGE')
-          OR pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'jobqueue.jobs'::regclass), 'USAGE')
-        THEN NULL
-        ELSE coalesce((SELECT r.producer_id FROM jobqueue.producer_roles r WHERE r.role_name = session_user),
-                      session_user::text)
-    END
-$$;
+BEGIN
+    IF pg_has_role(session_user, 'jobqueue_worker', 'USAGE') OR pg_has_role(session_user, 'jobqueue_api', 'USAGE')
+       OR pg_has_role(session_user, 'jobqueue_admin', 'USAGE')
+       OR pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'jobqueue.jobs'::regclass), 'USAGE') THEN
+        RETURN NULL;
+    END IF;
+    RETURN coalesce((SELECT r.producer_id FROM jobqueue.producer_roles r WHERE r.role_name = session_user),
+                    session_user::text);
+END $$;
 
 COMMENT ON FUNCTION jobqueue.session_producer() IS 'The producer id this session is held to (its login role''s name, or its producer_roles mapping); NULL for the owner, workers, the API and admins, which act for any producer.';
 
