@@ -22,7 +22,6 @@ use (None: the database's ``now()``) and ``monotonic`` (when probes fall due), i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Awaitable, Callable, Sequence
@@ -31,12 +30,12 @@ from jobqueue import db
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.circuits import HALF_OPEN, OPEN
 from jobqueue.clock import Clock
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.models import Job
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store.circuits import Blocking
 from jobqueue.store.jobs import Attempt
 from jobqueue.worker.executor import COMPLETED, SNOOZED, Outcome
+from jobqueue.worker.shared_state import SharedStateCopy
 
 log = logging.getLogger("jobqueue.worker.circuits")
 
@@ -48,14 +47,15 @@ class _NoProbeJob(Exception):
     """No job to probe with: roll the half-open transition back."""
 
 
-class Breakers:
+class Breakers(SharedStateCopy[list[Blocking]]):
+    what = "the circuit breakers"
+
     def __init__(self, pool, app: JobQueue, *, interval: float, retry_probe_after: float,
                  on_unblocked: Callable[[], None] = lambda: None, clock: Clock | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._pool = pool
+        super().__init__(pool, interval=interval, log=log)
         self._handled = frozenset(app.tasks)
         self.app = app
-        self.interval = interval
         self.retry_probe_after = retry_probe_after
         self._on_unblocked = on_unblocked
         self._clock = clock
@@ -69,7 +69,6 @@ class Breakers:
         #: attempts finished but not yet handed to the acks, while their outcome is reported here
         #: (the worker still holds them: its heartbeat and a reconcile must count them)
         self.reporting: set[Attempt] = set()
-        self._wanted = asyncio.Event()
 
     def _now(self):
         return self._clock.now() if self._clock is not None else None
@@ -80,34 +79,13 @@ class Breakers:
         """The statement that writes the app's breakers and job types (run at worker start)."""
         return circuit_store.sync(list(self.app.circuits.values()), self.app.circuit_by_type())
 
-    def request_refresh(self, _payload: str = "") -> None:
-        """A NOTIFY (or a reconnect): re-read soon; several in a row make one read."""
-        self._wanted.set()
+    def _read(self) -> db.Call[list[Blocking]]:
+        """The circuits that are not closed."""
+        return circuit_store.blocking(now=self._now())
 
-    async def run(self) -> None:
-        """Re-read when asked, and every ``interval`` seconds regardless."""
-        while True:
-            try:
-                await asyncio.wait_for(self._wanted.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
-            self._wanted.clear()
-            await self.refresh()
-
-    async def refresh(self) -> None:
-        """Read the circuits that are not closed; keep the last known set when that fails."""
-        try:
-            async with db.connection(self._pool) as conn:
-                rows = await db.run(conn, circuit_store.blocking(now=self._now()))
-        except (DatabaseUnavailable, NotMigrated) as exc:
-            log.warning("reading the circuit breakers failed (%s); keeping the last known state", exc)
-            return
-        except Exception:  # refused by the server: the worker goes on with what it knew
-            log.exception("reading the circuit breakers failed; keeping the last known state")
-            return
-        self._apply(rows, self._monotonic())
-
-    def _apply(self, rows: list[Blocking], read_at: float) -> None:
+    def _apply(self, rows: list[Blocking], read_at: float | None = None) -> None:
+        """``read_at``: the monotonic time of the read (now), from which probes fall due."""
+        read_at = self._monotonic() if read_at is None else read_at
         circuits = {row.name: row for row in rows}
         for name, row in circuits.items():
             before = self.circuits.get(name)

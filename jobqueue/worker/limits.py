@@ -21,16 +21,15 @@ Options: ``interval`` = the heartbeat interval (10 s) for the fallback re-read.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Sequence
 
 from jobqueue import db
 from jobqueue.app import JobQueue
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.limits import Allowance
 from jobqueue.models import Job
 from jobqueue.store import limits as limit_store
+from jobqueue.worker.shared_state import SharedStateCopy
 
 log = logging.getLogger("jobqueue.worker.limits")
 
@@ -39,14 +38,14 @@ RECHECK = 0.2
 JOB_TYPE, QUEUE = "job_type", "queue"
 
 
-class LimitWatch:
+class LimitWatch(SharedStateCopy[bool]):
+    what = "the limits"
+
     def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float) -> None:
-        self._pool = pool
+        super().__init__(pool, interval=interval, log=log)
         self.app = app
         self.queues = list(queues)
-        self.interval = interval
         self.active = False
-        self._wanted = asyncio.Event()
 
     def sync(self) -> db.Call[None]:
         """The app's limits, and the code limits its job types and queues no longer declare."""
@@ -55,29 +54,10 @@ class LimitWatch:
         undeclared = [(JOB_TYPE, t) for t in self.app.tasks] + [(QUEUE, q) for q in self.queues]
         return limit_store.sync(declared, [key for key in undeclared if key not in named])
 
-    def request_refresh(self, _payload: str = "") -> None:
-        self._wanted.set()
+    def _read(self) -> db.Call[bool]:
+        return limit_store.any_for(self.queues)
 
-    async def run(self) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(self._wanted.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
-            self._wanted.clear()
-            await self.refresh()
-
-    async def refresh(self) -> None:
-        """Re-read; keep the last known answer when that fails."""
-        try:
-            async with db.connection(self._pool) as conn:
-                active = await db.run(conn, limit_store.any_for(self.queues))
-        except (DatabaseUnavailable, NotMigrated) as exc:
-            log.warning("reading the limits failed (%s); keeping the last known state", exc)
-            return
-        except Exception:
-            log.exception("reading the limits failed; keeping the last known state")
-            return
+    def _apply(self, active: bool) -> None:
         if active != self.active:
             log.info("limits %s for queues %s", "apply" if active else "no longer apply", ", ".join(self.queues))
         self.active = active
