@@ -243,6 +243,11 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
         leader_id, fresh = await (await conn.execute(
             "SELECT leader_id, expires_at > now() FROM jobqueue.leaders WHERE name = 'maintenance'")).fetchone()
     assert fresh and int(leader_id.split(":")[-2]) in {w.pid for w in stage.fleet.running()}, leader_id
+    # the cron stops firing before the drain is judged: a tick fired while the fleet shuts down
+    # stays pending (not lost, but not run), and would be counted as an unfinished tick
+    async with stage.client() as admin:
+        await admin.schedules.pause("every-second")
+    await asyncio.sleep(1.5)  # a fire already under way when the pause landed commits meanwhile
     _step(f"progress {await stage.progress()}")
     await stage.drained()
     _step("drained")
