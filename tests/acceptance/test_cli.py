@@ -52,6 +52,18 @@ def test_unreachable_database_is_reported_not_a_traceback(command):
     assert time.monotonic() - started < 15  # the command's own 5 s limit, not the library's 10 s wait
 
 
+@pytest.mark.parametrize("command", [("enqueue", "echo"), ("get", str(uuid.uuid4())), ("apikey", "list")])
+def test_a_refused_connection_is_reported_at_once_with_its_reason(command):
+    """Nothing listens on port 1: the server's "Connection refused" in one message, without waiting
+    out the pool's timeout or logging its retries."""
+    started = time.monotonic()
+    result = jobqueue(*command, dsn="postgresql://postgres@127.0.0.1:1/nothing")
+    assert result.returncode == 2, result.stderr
+    assert "database unavailable" in result.stderr and "Connection refused" in result.stderr, result.stderr
+    assert "error connecting in" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert time.monotonic() - started < 4  # interpreter start-up and imports, no 5 s wait
+
+
 def test_demo_command_shows_jobs_finishing(dsn):
     from jobqueue.demo import queue
 

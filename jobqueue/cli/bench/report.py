@@ -127,7 +127,7 @@ BACKLOG_SECTIONS: list[tuple[str, list[Spec]]] = [
         Spec("backlog.growth_left", "table + indexes: share of the backlog's growth left after prune + VACUUM "
              "+ REINDEX", "x", at_most(0.1, "")),
         Spec("backlog.prune_seconds", "prune + VACUUM seconds", "s"),
-        Spec("backlog.reindex_seconds", "REINDEX seconds (one index after another)", "s"),
+        Spec("backlog.reindex_seconds", "REINDEX seconds (one index after another)", "s", ratio=False),  # raw: none
         Spec("backlog.rebuilt", "indexes rebuilt", "count"),
         Spec("backlog.exactly_once", "every job ran exactly once", "yes", YES)]),
     ("enqueue, bulk, drain, WAL and pick-up", [
