@@ -41,7 +41,7 @@ class Maintenance:
         self.scheduler = Scheduler(self.pool, fired_by=leader_id, misfire_grace=settings.misfire_grace,
                                    interval=60.0 if settings.listen else settings.poll_interval, clock=clock)
         self.services: list[Service] = [
-            Sweeper(self.pool, interval=settings.sweep_interval),
+            Sweeper(self.pool, interval=settings.sweep_interval, lease_seconds=settings.lease_seconds),
             self.scheduler,
             Pruner(self.pool, interval=settings.prune_interval, clock=clock, retention={
                 "completed": settings.retention_completed_days * DAY,

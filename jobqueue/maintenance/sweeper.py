@@ -13,18 +13,34 @@ probe of the lease index and concurrent sweepers skip each other's rows (SKIP LO
 it everywhere costs little — and a crashed worker's jobs come back within lease + interval, never
 waiting for a new leader to be elected when the crashed worker was the leader.
 
+After an outage it gives the workers one lease before it reclaims anything. When PostgreSQL
+restarts, fails over or cannot be reached, no worker can renew its leases either, and an outage
+longer than the time a lease had left (a crash recovery on a loaded machine easily is) would
+otherwise have every job in flight reclaimed — an attempt burned, a finished job's ack refused —
+by the first sweep after it, before the heartbeats and acks waiting in the workers reach the
+database. So when a sweep cannot reach the database, or finds it started since the last sweep
+(``pg_postmaster_start_time()``: a restart, or another server behind the DSN after a failover),
+expired leases are left alone for ``lease_seconds`` after the database is back: a live worker
+renews its leases within a third of that, and a dead one's jobs come back one lease later than
+usual. Jobs that expire while waiting are dead-lettered as usual meanwhile.
+
 Options: ``interval`` seconds between sweeps (default 5, `JOBQUEUE_SWEEP_INTERVAL`),
-``batch_size`` jobs per statement (default 1000).
+``batch_size`` jobs per statement (default 1000), ``lease_seconds`` the grace after an outage (the
+workers' lease, `JOBQUEUE_LEASE_SECONDS`), ``clock``.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Callable
 
 from jobqueue import db
+from jobqueue.clock import Clock
+from jobqueue.errors import DatabaseUnavailable
 from jobqueue.maintenance.base import Service
 from jobqueue.store import jobs as job_store
+from jobqueue.store import meta as meta_store
 
 log = logging.getLogger("jobqueue.sweeper")
 
@@ -33,19 +49,48 @@ class Sweeper(Service):
     name = "sweeper"
     leader_only = False
 
-    def __init__(self, pool, *, interval: float = 5.0, batch_size: int = 1000) -> None:
-        super().__init__(interval=interval)
+    def __init__(self, pool, *, interval: float = 5.0, batch_size: int = 1000, lease_seconds: float = 30.0,
+                 clock: Clock | None = None) -> None:
+        super().__init__(interval=interval, clock=clock)
         self._pool = pool
         self.batch_size = batch_size
+        self.lease_seconds = lease_seconds
+        self._server_started: datetime | None = None
+        self._outage = False  # a sweep could not reach the database since the last one that did
+        self.holding_until: datetime | None = None  # no lease is reclaimed before then
 
     async def run_once(self) -> int:
-        reclaimed = await self._in_batches(lambda: job_store.reclaim_expired(limit=self.batch_size))
+        try:
+            return await self._sweep()
+        except DatabaseUnavailable:
+            self._outage = True
+            raise
+
+    async def _sweep(self) -> int:
+        reclaimed = []
+        if not await self._holding():
+            reclaimed = await self._in_batches(lambda: job_store.reclaim_expired(limit=self.batch_size))
         for job_id, state, lost_by in reclaimed:
             log.warning("job %s: lease of %s expired -> %s", job_id, lost_by, state)
         expired = await self._in_batches(lambda: job_store.expire_waiting(limit=self.batch_size))
         if expired:
             log.warning("%d jobs expired before they started -> dead_letter", len(expired))
         return len(reclaimed) + len(expired)
+
+    async def _holding(self) -> bool:
+        """Whether expired leases wait: within one lease of the end of an outage."""
+        async with db.connection(self._pool) as conn:
+            started = await db.run(conn, meta_store.server_started())
+        restarted = self._server_started is not None and started != self._server_started
+        self._server_started = started
+        now = self.clock.now()
+        if self._outage or restarted:
+            self._outage = False
+            self.holding_until = now + timedelta(seconds=self.lease_seconds)
+            log.warning("the database %s: expired leases are not reclaimed for %g s, so that live workers "
+                        "renew theirs first", "restarted" if restarted else "is reachable again",
+                        self.lease_seconds)
+        return self.holding_until is not None and now < self.holding_until
 
     async def _in_batches(self, call: Callable[[], db.Call[list]]) -> list:
         """Runs ``call()`` until a batch comes back short; what every batch returned."""

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from jobqueue.db import Call, scalar_or_none
+from datetime import datetime
+
+from jobqueue.db import Call, scalar, scalar_or_none
 
 
 def schema_revision() -> Call[str | None]:
     return Call("schema_revision", {}, scalar_or_none)
+
+
+def server_started() -> Call[datetime]:
+    return Call("meta_server_started", {}, scalar)

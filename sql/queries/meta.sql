@@ -9,3 +9,8 @@ SELECT version_num FROM public.jobqueue_alembic_version;
 -- jobqueue cannot set them itself and checks, once per pool, that the server's configuration does.
 SELECT name, setting::bigint FROM pg_settings
 WHERE name IN ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout');
+
+-- name: meta_server_started
+-- When this server's postmaster started: it changes when PostgreSQL restarts, and when a failover
+-- puts another server behind the same DSN.
+SELECT pg_postmaster_start_time();
