@@ -30,6 +30,7 @@ import asyncio
 import time
 import traceback
 from dataclasses import dataclass
+from itertools import islice
 
 from jobqueue.app import TaskDef
 from jobqueue.encryption import open_payload, seal_json
@@ -157,6 +158,10 @@ async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
 
 def _completed(job: Job, result: object, started: float, max_result_bytes: int,
                seal_with: KeyRing | None = None) -> Outcome:
+    if result is not None and (least := _json_length_at_least(result, max_result_bytes)) > max_result_bytes:
+        return error_outcome(job, DEAD, started, PermanentError(
+            f"handler result is more than {least:,} characters of JSON, more than the {max_result_bytes:,} "
+            "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
     try:
         result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
@@ -172,6 +177,30 @@ def _completed(job: Job, result: object, started: float, max_result_bytes: int,
             "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
     return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,
                    result_json=result_json)
+
+
+#: Containers and strings `_json_length_at_least` looks at before it leaves the answer to the encoder.
+SIZE_PROBE_BUDGET = 10_000
+
+
+def _json_length_at_least(value: object, limit: int) -> int:
+    """A lower bound of the length of ``value``'s JSON: the lengths of the strings and keys among
+    its first SIZE_PROBE_BUDGET items, added up until they pass ``limit``. A result far over the
+    limit is then refused without being encoded: encoding a 256 MB string holds the event loop for
+    seconds — on a loaded machine longer than a lease, so every job this worker holds (the huge one
+    included, at each of its attempts) lost its lease and ran again elsewhere."""
+    total, seen, stack = 0, 0, [value]
+    while stack and seen < SIZE_PROBE_BUDGET and total <= limit:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, (str, bytes, bytearray)):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(islice(item.keys(), SIZE_PROBE_BUDGET))
+            stack.extend(islice(item.values(), SIZE_PROBE_BUDGET))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(islice(item, SIZE_PROBE_BUDGET))
+    return total
 
 
 def _backoff_for(task: TaskDef | None, job: Job) -> float:
