@@ -158,9 +158,9 @@ async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
 
 def _completed(job: Job, result: object, started: float, max_result_bytes: int,
                seal_with: KeyRing | None = None) -> Outcome:
-    if result is not None and (least := _json_length_at_least(result, max_result_bytes)) > max_result_bytes:
+    if result is not None and (length := _oversized_string(result, max_result_bytes)):
         return error_outcome(job, DEAD, started, PermanentError(
-            f"handler result is more than {least:,} characters of JSON, more than the {max_result_bytes:,} "
+            f"handler result holds a string of {length:,} characters, more than the {max_result_bytes:,} "
             "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
     try:
         result_json = None if result is None else dumps(result)
@@ -179,28 +179,28 @@ def _completed(job: Job, result: object, started: float, max_result_bytes: int,
                    result_json=result_json)
 
 
-#: Containers and strings `_json_length_at_least` looks at before it leaves the answer to the encoder.
-SIZE_PROBE_BUDGET = 10_000
+#: Items of a list or dict result that `_oversized_string` looks at.
+SIZE_PROBE_ITEMS = 100
 
 
-def _json_length_at_least(value: object, limit: int) -> int:
-    """A lower bound of the length of ``value``'s JSON: the lengths of the strings and keys among
-    its first SIZE_PROBE_BUDGET items, added up until they pass ``limit``. A result far over the
-    limit is then refused without being encoded: encoding a 256 MB string holds the event loop for
-    seconds — on a loaded machine longer than a lease, so every job this worker holds (the huge one
-    included, at each of its attempts) lost its lease and ran again elsewhere."""
-    total, seen, stack = 0, 0, [value]
-    while stack and seen < SIZE_PROBE_BUDGET and total <= limit:
-        item = stack.pop()
-        seen += 1
-        if isinstance(item, (str, bytes, bytearray)):
-            total += len(item)
-        elif isinstance(item, dict):
-            stack.extend(islice(item.keys(), SIZE_PROBE_BUDGET))
-            stack.extend(islice(item.values(), SIZE_PROBE_BUDGET))
-        elif isinstance(item, (list, tuple)):
-            stack.extend(islice(item, SIZE_PROBE_BUDGET))
-    return total
+def _oversized_string(value: object, limit: int) -> int:
+    """The length of a string (or bytes) longer than ``limit`` that is the result or one of the first
+    SIZE_PROBE_ITEMS values of a list or dict result; 0 when there is none. Such a result is refused
+    without being encoded: encoding a 256 MB string held the event loop for seconds — on a loaded
+    machine longer than a lease, so every job the worker held (the huge one included, at each of
+    its attempts) lost its lease and ran again elsewhere. Kept to the top of the result because it
+    runs for every job that returns something (about 1 µs for a small dict); a huge string deeper
+    down is still refused, once encoded."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value) if len(value) > limit else 0
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return 0
+    for item in islice(value, SIZE_PROBE_ITEMS):
+        if isinstance(item, (str, bytes, bytearray)) and len(item) > limit:
+            return len(item)
+    return 0
 
 
 def _backoff_for(task: TaskDef | None, job: Job) -> float:

@@ -9,6 +9,7 @@ with what it knew rather than stop claiming, and each user of a copy must be saf
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from typing import Generic, TypeVar
@@ -19,7 +20,7 @@ from jobqueue.errors import DatabaseUnavailable, NotMigrated
 T = TypeVar("T")
 
 
-class SharedStateCopy(Generic[T]):
+class SharedStateCopy(abc.ABC, Generic[T]):
     #: what is read, for the log ("the circuit breakers")
     what = "the shared state"
 
@@ -29,13 +30,13 @@ class SharedStateCopy(Generic[T]):
         self._log = log
         self._wanted = asyncio.Event()
 
+    @abc.abstractmethod
     def _read(self) -> db.Call[T]:
         """The statement that reads the state."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _apply(self, value: T) -> None:
         """Take a fresh read as the worker's copy."""
-        raise NotImplementedError
 
     def request_refresh(self, _payload: str = "") -> None:
         """A NOTIFY (or a reconnect): re-read soon."""
