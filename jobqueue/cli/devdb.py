@@ -109,9 +109,14 @@ class LocalCluster:
         if self.running():
             return
         options = [f"-p {self.port}", f"-k {self.datadir}", "-c listen_addresses=127.0.0.1",
-                   "-c max_connections=300", "-c shared_buffers=256MB"]
+                   "-c max_connections=300"]
         if self.fast:
-            options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+            # 64MB, not 256MB: CREATE/DROP DATABASE walk all of shared_buffers, and the suite makes a
+            # database per test (measured: 0.025 s each at 64MB, 0.22-0.4 s at 256MB)
+            options += ["-c shared_buffers=64MB", "-c fsync=off", "-c synchronous_commit=off",
+                        "-c full_page_writes=off"]
+        else:
+            options += ["-c shared_buffers=256MB"]
         subprocess.run(self._cmd("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.datadir),
                                  "-l", str(self.datadir / "server.log"), "-o", " ".join(options)),
                        check=True, capture_output=True)
