@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# The suite mostly waits (worker subprocesses, leases, restarts), so it runs on 2 pytest-xdist workers,
+# each with a throwaway cluster of its own; tests sharing a module fixture carry an xdist_group.
+TEST_WORKERS ?= 2
 
 .PHONY: install run test bench faults db db-stop migrate clean system-deps ha ha-stop
 
@@ -100,7 +103,7 @@ run: install
 
 # The whole suite against a real PostgreSQL (JOBQUEUE_TEST_DSN, else a throwaway cluster it starts).
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The benchmark on a durable local cluster (or JOBQUEUE_DSN): issue 10's figures beside a raw baseline
 # measured in the same run, medians of 3 runs. BENCH_ARGS="--backlog 1000000 [--hold-xmin]", "--rest",

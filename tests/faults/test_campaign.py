@@ -14,7 +14,8 @@ from jobqueue.cli.faults.report import Row
 from jobqueue.cli.faults.scenarios import Config, run_scenario
 from tests.support import pg
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+# xdist_group: `make test` runs 2 workers; the module's cluster is made once, on one of them
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.xdist_group("fault_cluster")]
 
 
 @pytest.fixture(scope="module")

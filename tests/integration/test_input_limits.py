@@ -44,7 +44,8 @@ def python_refusal(client: Client, **kwargs) -> tuple[str, str]:
     ("queue", " \t\n\r", "must be a non-empty string"),  # blank means the same whitespace in both
     ("idempotency_key", "k" * 256, "must be at most 255 characters (got 256)"),
     ("producer_id", "p" * 201, "must be at most 200 characters (got 201)"),
-])
+], ids=["huge-job_type", "huge-queue", "multibyte-job_type", "blank-queue", "long-idempotency_key",
+        "long-producer_id"])  # fixed ids: HUGE is random, and pytest-xdist needs every worker to collect the same
 def test_names_over_their_limit_get_the_same_answer_from_sql_and_python(dsn, conn, field, value, message):
     fields = {"job_type": "x", field: value}
     call = "SELECT jobqueue.enqueue(%s, queue => %s, idempotency_key => %s, producer_id => %s)"

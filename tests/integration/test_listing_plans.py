@@ -26,6 +26,9 @@ MAX_BUFFERS = 400
 #: 1,000 dead jobs are examined when no other filter matches: 1,025).
 MAX_STATE_BUFFERS = LIST_SCAN + 100
 
+#: The million-job database is made once per module: on one of `make test`'s xdist workers.
+pytestmark = pytest.mark.xdist_group("million_jobs")
+
 #: Values that match no job, so every page examines its whole budget.
 NOTHING = dict(queue="nowhere", job_type="nothing", priority=0, producer_id="nobody", scheduled=True)
 
