@@ -10,7 +10,11 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import conninfo_to_dict
+
 from jobqueue.keyring import KeyRing
+from jobqueue.names import name_problem
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
 DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
@@ -204,6 +208,16 @@ class Settings:
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
             raise ValueError("queues must be a non-empty list of names")
+        for queue in self.queues:  # the enqueue's rule: a queue it refuses could never have a job
+            if problem := name_problem(queue):
+                raise ValueError(f"queue {queue[:40]!r}{'…' if len(queue) > 40 else ''}: {problem}")
+        if self.worker_metrics_port and not 0 < self.worker_metrics_port <= 65536 - self.processes:
+            raise ValueError(f"the worker metrics port must be from 1 to {65536 - self.processes} (one port per "
+                             f"process from it; got {self.worker_metrics_port})")
+        for name, dsn in (("JOBQUEUE_DSN", self.dsn), ("JOBQUEUE_DIRECT_DSN", self.direct_dsn),
+                          ("JOBQUEUE_READ_DSN", self.read_dsn)):
+            if dsn is not None:
+                _check_dsn(name, dsn)
         if self.processing_ttl <= 0:
             raise ValueError("the processing TTL must be positive")
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
@@ -314,3 +328,12 @@ class Settings:
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
+
+
+def _check_dsn(name: str, dsn: str) -> None:
+    """A DSN libpq cannot parse is a setting error, said once at startup and naming the setting,
+    not a traceback from the first connection."""
+    try:
+        conninfo_to_dict(dsn)
+    except ProgrammingError as exc:
+        raise ValueError(f"{name} (or --dsn) is not a PostgreSQL connection string or URI: {exc}") from None

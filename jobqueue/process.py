@@ -19,6 +19,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -28,6 +29,7 @@ from jobqueue.background import watch
 from jobqueue.config import Settings
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
+from jobqueue.worker.metrics_server import METRICS_HOST
 from jobqueue.worker.runner import Worker, new_worker_id
 
 log = logging.getLogger("jobqueue.process")
@@ -64,8 +66,22 @@ def preflight(settings: Settings) -> None:
     """Reach the database once, quickly, before anything starts: a wrong DSN or an unreachable
     server is `DatabaseUnavailable` in a few seconds (the command prints it and exits 2; an
     orchestrator starts the worker again), not a pool that waits 30 s and dies with a traceback."""
+    if settings.worker_metrics_port:
+        for index in range(settings.processes):
+            _check_listenable(settings.worker_metrics_port + index)
     conn = db.connect_sync(db.Session.of(settings, db.worker_name("preflight")), connect_timeout=PREFLIGHT_TIMEOUT)
     conn.close()
+
+
+def _check_listenable(port: int) -> None:
+    """--metrics-port: a port another process holds stops the start (exit 2), rather than a worker
+    that starts without the figures it was asked to serve, or stops at once with status 0."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server will bind it
+        try:
+            probe.bind((METRICS_HOST, port))
+        except OSError as exc:
+            raise ValueError(f"--metrics-port: cannot listen on {METRICS_HOST}:{port} ({exc.strerror or exc})") from None
 
 
 class WorkerProcess:

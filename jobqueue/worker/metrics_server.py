@@ -20,10 +20,13 @@ from jobqueue.worker.stats import WorkerStats
 log = logging.getLogger("jobqueue.worker.metrics")
 
 
+#: Where a worker serves its own figures: every interface, as a scrape target must be reachable.
+METRICS_HOST = "0.0.0.0"
+
 class MetricsServer:
     def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int],
                  stuck_handlers: Callable[[], int] = lambda: 0, concurrency: int | None = None,
-                 slots: Callable[[], int] | None = None, host: str = "0.0.0.0") -> None:
+                 slots: Callable[[], int] | None = None, host: str = METRICS_HOST) -> None:
         self.stats = stats
         self.concurrency = stats.concurrency if concurrency is None else concurrency
         self._slots = slots or (lambda: self.concurrency)
@@ -36,8 +39,8 @@ class MetricsServer:
         try:
             server = await asyncio.start_server(self._handle, self.host, self.port)
         except OSError as exc:
-            log.error("worker metrics: cannot listen on %s:%s (%s); serving none", self.host, self.port, exc)
-            return
+            # checked at startup (process.preflight); taken since: the worker stops, as for any lost service
+            raise RuntimeError(f"worker metrics: cannot listen on {self.host}:{self.port} ({exc})") from exc
         log.info("worker metrics on http://%s:%s/metrics", self.host, self.port)
         async with server:
             await server.serve_forever()

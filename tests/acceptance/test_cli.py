@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 import uuid
 
+import psycopg
 import pytest
 
 from tests.support.workers import WorkerThread, test_settings
@@ -94,3 +96,22 @@ def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(
         result = subprocess.run([*command, "--app", app, "--dsn", dsn], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60)
         assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_worker_refuses_a_malformed_dsn_and_a_taken_metrics_port_in_one_line(dsn, tmp_path):
+    """Both used to start a worker anyway: the DSN ended in psycopg's traceback, the port in a
+    worker that logged "serving none" and then stopped at once with exit status 0."""
+    (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
+    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+               "--app", "myapp:queue"]
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for extra, says in ((["--dsn", "notadsn"], "is not a PostgreSQL connection string"),
+                            (["--dsn", dsn, "--metrics-port", str(port)], f"cannot listen on 0.0.0.0:{port}"),
+                            (["--dsn", dsn, "--metrics-port", "99999"], "metrics port must be from 1 to 65535")):
+            result = subprocess.run([*command, *extra], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM jobqueue.workers").fetchone() == (0,)  # none registered

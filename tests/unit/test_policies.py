@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -73,6 +74,22 @@ def test_settings_from_env_and_errors():
         parse_weights("1,2,3")
     with pytest.raises(ValueError):
         Settings(concurrency=0)
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"JOBQUEUE_DSN": "notadsn"}, "JOBQUEUE_DSN (or --dsn) is not a PostgreSQL connection string"),
+    ({"JOBQUEUE_READ_DSN": "host=a port"}, "JOBQUEUE_READ_DSN (or --dsn) is not"),
+    ({"JOBQUEUE_QUEUES": "a," + "q" * 300}, "must be at most 255 characters (got 300)"),
+    ({"JOBQUEUE_WORKER_METRICS_PORT": "99999"}, "metrics port must be from 1 to 65535"),
+    ({"JOBQUEUE_WORKER_METRICS_PORT": "65535", "JOBQUEUE_PROCESSES": "2"}, "from 1 to 65534"),
+])
+def test_settings_no_worker_could_use_are_refused_at_startup_naming_them(env, says):
+    """A worker started with them used to run and fail later: a traceback from the first
+    connection, a queue no job can be enqueued to, a metrics port it could never bind."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Settings.from_env(env)
+    assert Settings.from_env({"JOBQUEUE_DSN": "host=a,b port=5432,5433 dbname=x target_session_attrs=read-write",
+                              "JOBQUEUE_QUEUES": "q" * 255, "JOBQUEUE_WORKER_METRICS_PORT": "65535"})
 
 
 def test_switches_read_one_way_and_refuse_what_they_do_not_know():
