@@ -381,10 +381,12 @@ BatchCall = Callable[[int], db.Call[tuple[int, int, "int | None"]]]
 
 
 def _retry_batches(queue: str | None, job_type: str | None, batch_size: int) -> BatchCall:
+    queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)  # as the listings
     return lambda after: job_store.retry_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type)
 
 
 def _purge_batches(queue: str | None, job_type: str | None, before: datetime | None, batch_size: int) -> BatchCall:
+    queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)
     if before is not None and before.tzinfo is None:
         raise ValidationError("before", "must be timezone-aware")
     return lambda after: job_store.purge_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type,

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.errors import ValidationError
+from jobqueue.names import name_problem
 
 SCOPES = ("job_type", "queue")
 #: Starts a rate may allow per period (the window's log is kept in the limit's row).
@@ -71,8 +72,9 @@ class LimitSpec:
     def build(cls, scope: Any, name: Any, *, concurrency: Any = None, rate: Any = None) -> "LimitSpec":
         if scope not in SCOPES:
             raise ValidationError("scope", f"must be one of {', '.join(SCOPES)} (got {scope!r})")
-        if not isinstance(name, str) or not name.strip():
-            raise ValidationError("name", f"must be a non-empty string (got {name!r})")
+        problem = name_problem(name)  # a job type or queue name: the enqueue's rule, or it could never match
+        if problem:
+            raise ValidationError("name", problem)
         if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                         or not 1 <= concurrency <= _INT32):
             raise ValidationError("concurrency", f"must be an integer from 1 to {_INT32} (got {concurrency!r})")

@@ -93,10 +93,18 @@ def _retry(client: Client, args: argparse.Namespace) -> int:
     return 0 if outcome is RetryOutcome.RETRIED else 1
 
 
+def _aware_time(field: str, text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(field, f"must be an ISO-8601 time with a UTC offset, e.g. 2026-12-01T09:00:00+00:00 "
+                                     f"(got {text!r})") from None
+
+
 def _purge(client: Client, args: argparse.Namespace) -> int:
     if not args.yes:
         raise ValidationError("yes", "purging deletes dead jobs with their results and errors: add --yes")
-    before = datetime.fromisoformat(args.before) if args.before else None
+    before = _aware_time("before", args.before) if args.before else None
     print(client.purge_dead_letters(queue=args.queue, job_type=args.job_type, before=before))
     return 0
 

@@ -39,6 +39,11 @@ def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
     assert {job_row(conn, j)["state"] for j in dead} == {"pending"}
     refused = jobqueue("dlq", "purge", dsn=dsn)
     assert refused.returncode == 2 and "--yes" in refused.stderr
+    for command, says in ((["purge", "--before", "yesterday", "--yes"], "before: must be an ISO-8601 time"),
+                          (["purge", "--job-type", "", "--yes"], "job_type: must be a non-empty string"),
+                          (["retry-all", "--queue", ""], "queue: must be a non-empty string")):
+        bad = jobqueue("dlq", *command, dsn=dsn)  # an empty filter used to match nothing and print 0
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (command, bad.stderr)
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (1,)
     assert jobqueue("dlq", "purge", "--yes", dsn=dsn).stdout.strip() == "1"
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (0,)

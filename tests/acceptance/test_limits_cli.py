@@ -27,8 +27,9 @@ def test_limits_set_list_and_clear(dsn, conn):
 
 def test_bad_limits_exit_2_naming_the_field_and_write_nothing(dsn, conn):
     # (each value's checks are in tests/unit/test_limits.py; here, that the command line reports them)
-    for args, says in ((["--concurrency", "-1"], "concurrency:"), (["--rate", "ten/s"], "rate:")):
-        refused = jobqueue("limits", "set", "--job-type", "api", *args, dsn=dsn)
+    for name, args, says in (("api", ["--concurrency", "-1"], "concurrency:"), ("api", ["--rate", "ten/s"], "rate:"),
+                             ("t" * 300, ["--concurrency", "1"], "name: must be at most 255 characters")):
+        refused = jobqueue("limits", "set", "--job-type", name, *args, dsn=dsn)
         assert refused.returncode == 2 and says in refused.stderr, (args, refused.stderr)
     both = jobqueue("limits", "set", "--job-type", "api", "--queue", "q", "--concurrency", "1", dsn=dsn)
     assert both.returncode == 2 and "not allowed with argument" in both.stderr

@@ -43,6 +43,18 @@ def test_a_task_with_a_bad_limit_is_refused_at_import_and_registers_nothing():
     assert format_rate(10, 1.0) == "10/s" and format_rate(5, 60.0) == "5/m" and format_rate(5, 2.0) == "5/2s"
 
 
+@pytest.mark.parametrize("name, says", [("t" * 256, "must be at most 255 characters (got 256)"),
+                                        (" \t", "must be a non-empty string"), (7, "must be a non-empty string")])
+def test_a_limit_on_a_name_no_job_could_have_is_refused_naming_it(name, says):
+    """Limits were held to non-blank only: a 300-character name was stored (CLI and REST) though no
+    job could ever carry it."""
+    for scope in ("job_type", "queue"):
+        with pytest.raises(ValidationError) as refused:
+            LimitSpec.build(scope, name, concurrency=1)
+        assert (refused.value.field, str(refused.value.message)) == ("name", says)
+    assert LimitSpec.build("queue", "q" * 255, concurrency=1).name == "q" * 255
+
+
 def job(job_type: str, queue: str = "default") -> Job:
     return Job(id=uuid.uuid4(), queue=queue, job_type=job_type, payload={}, priority=2, attempt=1, max_attempts=3,
                traceparent=None, cancel_requested=False, created_at=datetime.now(timezone.utc))
