@@ -327,3 +327,24 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
         finally:
             browser.close()
     assert not problems, problems
+
+
+def test_the_api_docs_render_offline_in_a_real_browser(stack):
+    """/schema once showed only "Unable to render this definition": Swagger UI 4 cannot read the
+    OpenAPI 3.1 schema Litestar writes, and the page's icon came from a CDN. Now the operations
+    render, and the page fetches nothing from another host."""
+    url, _, _ = stack
+    requested: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.on("request", lambda request: requested.append(request.url))
+        try:
+            page.goto(url + "/schema")
+            expect(page.locator(".opblock").first).to_be_visible(timeout=15_000)
+            assert page.locator(".opblock").count() > 10
+            assert page.get_by_text("Unable to render this definition").count() == 0
+        finally:
+            browser.close()
+    fetched = [address for address in requested if address.startswith("http")]
+    assert fetched and all(address.startswith(url + "/") for address in fetched), fetched

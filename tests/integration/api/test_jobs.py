@@ -176,8 +176,8 @@ def test_the_schema_pages_work_offline(http):
     for page in ("/schema", "/schema/swagger"):
         response = anonymous.get(page)
         assert response.status_code == 200
-        assets = re.findall(r'(?:src|href)="([^"]+)"', response.text)
-        assert len(assets) == 3 and all(asset.startswith("/schema/assets/") for asset in assets), assets
+        assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", response.text)
+        assert len(assets) == 4 and all(asset.startswith("/schema/assets/") for asset in assets), assets
         for asset in assets:
             served = anonymous.get(asset)
             assert served.status_code == 200 and len(served.content) > 1000, asset
