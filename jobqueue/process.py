@@ -47,8 +47,14 @@ def load_app(path: str) -> JobQueue:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        if exc.name and exc.name != module_name and not module_name.startswith(exc.name + "."):
+            # the app was found; something it imports was not
+            raise ValueError(f"--app {path}: importing {module_name!r} failed: no module named {exc.name!r} "
+                             "(is it installed in this environment?)") from None
         raise ValueError(f"--app {path}: no module named {exc.name!r} (run from the folder that holds it, "
                          "or put it on PYTHONPATH)") from None
+    except SyntaxError as exc:
+        raise ValueError(f"--app {path}: {exc.filename}, line {exc.lineno}: {exc.msg}") from None
     try:
         app = getattr(module, attribute)
     except AttributeError:

@@ -78,7 +78,8 @@ def test_demo_command_shows_jobs_finishing(dsn):
 
 def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(dsn, tmp_path):
     """`jobqueue-worker --app myapp:queue` run from the folder that holds myapp.py (it failed with
-    ModuleNotFoundError); a missing module or attribute is one line, not a traceback."""
+    ModuleNotFoundError); a missing module or attribute, a missing package the app imports (once
+    reported as the app itself missing) or a syntax error in it is one line, not a traceback."""
     (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
     command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())"]
     worker = subprocess.Popen([*command, "--app", "myapp:queue", "--dsn", dsn], cwd=tmp_path,
@@ -92,7 +93,12 @@ def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(
     finally:
         worker.terminate()
         worker.wait(30)
-    for app, says in (("nosuch:queue", "no module named 'nosuch'"), ("myapp:nope", "has no attribute 'nope'")):
+    (tmp_path / "needs.py").write_text("import nosuch_dependency\n")
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    for app, says in (("nosuch:queue", "no module named 'nosuch' (run from the folder"),
+                      ("myapp:nope", "has no attribute 'nope'"),
+                      ("needs:queue", "importing 'needs' failed: no module named 'nosuch_dependency' (is it installed"),
+                      ("broken:queue", "broken.py, line 1: ")):
         result = subprocess.run([*command, "--app", app, "--dsn", dsn], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60)
         assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
