@@ -612,7 +612,11 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
         WHEN jobqueue.name_problem(queue, 255) IS NOT NULL THEN ARRAY['queue', jobqueue.name_problem(queue, 255)]
         WHEN max_attempts < 1 THEN ARRAY['max_attempts', format('must be at least 1 (got %s)', max_attempts)]
         WHEN delay < interval '0' THEN ARRAY['delay', format('must not be negative (got %s)', delay)]
+        WHEN delay > interval '3650 days'
+            THEN ARRAY['delay', format('must be at most %s (got %s)', interval '3650 days', delay)]
         WHEN delay IS NOT NULL AND run_at IS NOT NULL THEN ARRAY['run_at', 'give run_at or delay, not both']
+        WHEN run_at > now() + interval '3650 days'
+            THEN ARRAY['run_at', format('must be at most %s from now (got %s)', interval '3650 days', run_at)]
         WHEN idempotency_key = '' THEN ARRAY['idempotency_key', 'must not be empty when given']
         WHEN length(idempotency_key) > 255
             THEN ARRAY['idempotency_key', format('must be at most 255 characters (got %s)', length(idempotency_key))]
@@ -634,6 +638,9 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['priority', format('must be one of critical, high, normal, low (got %L)', priority)]
         WHEN expires_at <= coalesce(jobqueue.due_at(run_at), now() + delay, now())
             THEN ARRAY['expires_at', format('must be after run_at (%s; got %s)',
+                                            coalesce(jobqueue.due_at(run_at), now() + delay, now()), expires_at)]
+        WHEN expires_at > coalesce(jobqueue.due_at(run_at), now() + delay, now()) + interval '3650 days'
+            THEN ARRAY['expires_at', format('must be at most %s after run_at (%s; got %s)', interval '3650 days',
                                             coalesce(jobqueue.due_at(run_at), now() + delay, now()), expires_at)]
     END
 $$;

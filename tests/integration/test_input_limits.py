@@ -60,6 +60,38 @@ def test_names_over_their_limit_get_the_same_answer_from_sql_and_python(dsn, con
     assert nothing_written(conn)
 
 
+def test_times_more_than_ten_years_out_are_refused_on_every_path_and_listings_keep_working(dsn, conn):
+    """A run_at of 'infinity' or in year 9999 (10000 in UTC) was stored, and from then on every
+    listing that met the row failed: Python's datetime ends at year 9999 (migration 0022)."""
+    far = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(-timedelta(hours=14)))
+    for call, params, field in (
+            ("SELECT jobqueue.enqueue('x', run_at => 'infinity')", (), "run_at"),
+            ("SELECT jobqueue.enqueue('x', run_at => %s)", (far,), "run_at"),
+            ("SELECT jobqueue.enqueue('x', run_at => now() + interval '3651 days')", (), "run_at"),
+            ("SELECT jobqueue.enqueue('x', delay => interval '9000 years')", (), "delay"),
+            ("SELECT jobqueue.enqueue('x', expires_at => 'infinity')", (), "expires_at"),
+            ("SELECT jobqueue.enqueue('x', delay => '1 day', expires_at => now() + interval '3652 days')", (),
+             "expires_at"),
+            ("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps([{"job_type": "a"}, {"job_type": "b",
+                                                                    "run_at": "infinity"}]),), "jobs[1].run_at")):
+        found, message = sql_refusal(conn, call, *params)
+        assert found == field and "must be at most 3650 days" in message, (call, found, message)
+    now = datetime.now(timezone.utc)
+    with Client(dsn) as client:
+        for fields, field in (({"run_at": far}, "run_at"), ({"run_at": now + timedelta(days=3651)}, "run_at"),
+                              ({"expires_at": now + timedelta(days=3651)}, "expires_at"),
+                              ({"run_at": now + timedelta(days=10), "expires_at": now + timedelta(days=3661)},
+                               "expires_at")):
+            found, message = python_refusal(client, job_type="x", **fields)
+            assert found == field and message.startswith("must be at most 3650 days"), (fields, found, message)
+        assert python_refusal(client, jobs=[{"job_type": "a", "run_at": far}])[0] == "jobs[0].run_at"
+        assert nothing_written(conn)
+        # the longest allowed still enqueue, and a listing reads them
+        client.enqueue("x", run_at=now + timedelta(days=3649), expires_at=now + timedelta(days=7298))
+        conn.execute("SELECT jobqueue.enqueue('x', delay => interval '3650 days')")
+        assert len(client.list_jobs().jobs) == 2
+
+
 def test_names_at_the_limit_are_accepted_everywhere(dsn, conn):
     longest = "ü" * 255
     conn.execute("SELECT jobqueue.enqueue(%s, queue => %s, idempotency_key => %s, producer_id => %s)",

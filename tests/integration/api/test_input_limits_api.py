@@ -47,6 +47,11 @@ def test_run_at_in_1970_means_now_and_a_naive_one_is_refused(http, conn):
     naive = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "run_at": "2030-01-31T09:00:00"}]})
     assert (naive.status_code, naive.json()["field"]) == (422, "jobs[0].run_at")
     assert count_jobs(conn) == 1
+    # year 10000 in UTC was stored, and every listing meeting it answered 422 "timestamp too large"
+    beyond = alice.post("/jobs", json={"job_type": "x", "run_at": "9999-12-31T23:59:59-14:00"})
+    assert (beyond.status_code, beyond.json()["field"]) == (422, "run_at"), beyond.text
+    assert "must be at most 3650 days" in beyond.json()["message"]
+    assert count_jobs(conn) == 1 and alice.get("/jobs").status_code == 200
 
 
 def test_a_producer_flooding_invented_queue_names_is_stopped(start_api, keys, conn):
