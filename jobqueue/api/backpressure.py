@@ -42,7 +42,7 @@ from typing import Callable, Iterable
 
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
 from jobqueue.models import Priority, QueueSettings
 
 log = logging.getLogger("jobqueue.api.backpressure")
@@ -146,11 +146,18 @@ class Backpressure:
 
     async def run(self) -> None:
         """Refresh until cancelled; while the database is away, keep the last known depths."""
+        refused = False
         while True:
             try:
                 await self.refresh()
+                refused = False
             except (DatabaseUnavailable, NotMigrated) as exc:
                 log.debug("queue depth refresh failed: %s", exc)
+            except PermissionDenied as exc:  # the wrong role: said once, not a traceback every refresh
+                if not refused:
+                    log.error("queue depth refresh refused (%s); is the API's login granted jobqueue_api? "
+                              "(`jobqueue roles grant --role api LOGIN`)", exc)
+                refused = True
             except Exception:  # anything else too: a dead refresher would leave depths only growing
                 log.exception("queue depth refresh failed; retrying")
             await asyncio.sleep(self.settings.api_depth_refresh)

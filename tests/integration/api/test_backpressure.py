@@ -221,3 +221,39 @@ def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):
     with caplog.at_level("ERROR", logger="jobqueue.api.backpressure"):
         assert asyncio.run(scenario()) == 3
     assert "queue depth refresh failed" in caplog.text
+
+
+def test_a_refresher_refused_for_want_of_a_grant_says_so_once_and_recovers(dsn, conn, caplog):
+    """An API logged in under the wrong role logged a two-part traceback every second; now one line
+    that names the grant it needs, and none again while the refusals go on."""
+    from jobqueue.errors import PermissionDenied
+
+    settings = api_settings(dsn, api_depth_refresh=0.02)
+
+    async def scenario() -> int:
+        async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
+            counts, calls = client.runnable_counts, []
+
+            async def refused(*, cap: int) -> dict[str, int]:
+                calls.append(cap)
+                if len(calls) <= 5:
+                    raise PermissionDenied("permission denied for table queue_settings")
+                return await counts(cap=cap)
+
+            client.runnable_counts = refused
+            backpressure = Backpressure(client, settings)
+            refresher = asyncio.create_task(backpressure.run())
+            for _ in range(200):
+                if backpressure.depths.get("steady"):
+                    break
+                await asyncio.sleep(0.02)
+            refresher.cancel()
+            assert len(calls) > 5
+            return backpressure.depths.get("steady", 0)
+
+    fill(conn, "steady", 2)
+    with caplog.at_level("DEBUG", logger="jobqueue.api.backpressure"):
+        assert asyncio.run(scenario()) == 2
+    said = [record for record in caplog.records if "refresh refused" in record.getMessage()]
+    assert len(said) == 1 and said[0].exc_info is None and "jobqueue_api" in said[0].getMessage()
+    assert "Traceback" not in caplog.text
