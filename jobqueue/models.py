@@ -202,6 +202,7 @@ class JobSummary:
     seq: int
     last_error_type: str | None = None
     last_error: str | None = None
+    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,7 @@ class JobDetail(msgspec.Struct):
     links: JobLinks
     timeout_seconds: float | None
     expires_at: datetime | None
+    dead_reason: str | None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
 
     @classmethod
     def of(cls, info: JobInfo, *, tracebacks: bool = True) -> "JobDetail":
@@ -159,7 +160,8 @@ class JobDetail(msgspec.Struct):
                    info.max_attempts, redact(info.payload), info.run_at, info.created_at, info.updated_at,
                    info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
                    info.cancel_requested, redact(info.result), errors[-1] if errors else None, final_error,
-                   info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at)
+                   info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at,
+                   info.dead_reason)
 
 
 class JobResult(msgspec.Struct):
@@ -185,13 +187,14 @@ class JobListItem(msgspec.Struct):
     producer_id: str | None
     last_error_type: str | None
     last_error: str | None
+    dead_reason: str | None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
     links: JobLinks
 
     @classmethod
     def of(cls, job: JobSummary) -> "JobListItem":
         return cls(job.id, job.queue, job.job_type, job.priority.label, job.state.value, job.attempts,
                    job.max_attempts, job.run_at, job.created_at, job.updated_at, job.finished_at,
-                   job.producer_id, job.last_error_type, job.last_error, JobLinks.of(job.id))
+                   job.producer_id, job.last_error_type, job.last_error, job.dead_reason, JobLinks.of(job.id))
 
 
 class JobList(msgspec.Struct):

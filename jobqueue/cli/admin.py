@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import functools
 import json
 from datetime import datetime
@@ -30,7 +31,7 @@ from jobqueue.client import Client
 from jobqueue.config import Settings
 from jobqueue.errors import ValidationError
 from jobqueue.limits import Limit
-from jobqueue.models import JobState, RetryOutcome
+from jobqueue.models import JobState, Priority, RetryOutcome
 
 
 def format_table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
@@ -42,7 +43,23 @@ def format_table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)
+    """As the REST API writes it: ISO 8601 times, priorities and states by name."""
+    return json.dumps(_jsonable(value), indent=2, default=str)
+
+
+def _jsonable(value: Any) -> Any:
+    # walked before json.dumps: it writes an int enum (Priority) as its number without asking `default`
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, Priority):
+        return value.label
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
 
 
 def _when(value: datetime | None) -> str | None:
@@ -50,20 +67,22 @@ def _when(value: datetime | None) -> str | None:
 
 
 JOB_COLUMNS = ("id", "job_type", "queue", "priority", "state", "attempts", "created_at", "last_error")
+#: The dead-letter listing says why each job died instead of repeating its state.
+DEAD_COLUMNS = ("id", "job_type", "queue", "priority", "dead_reason", "attempts", "created_at", "last_error")
 
 
 def _job_rows(page) -> list[dict[str, Any]]:
     return [dict(id=j.id, job_type=j.job_type, queue=j.queue, priority=j.priority.label, state=j.state.value,
-                 attempts=f"{j.attempts}/{j.max_attempts}", created_at=_when(j.created_at),
+                 dead_reason=j.dead_reason, attempts=f"{j.attempts}/{j.max_attempts}", created_at=_when(j.created_at),
                  last_error=f"{j.last_error_type}: {j.last_error}"[:80] if j.last_error_type else None)
             for j in page.jobs]
 
 
-def _print_page(args: argparse.Namespace, page) -> int:
+def _print_page(args: argparse.Namespace, page, columns: tuple[str, ...] = JOB_COLUMNS) -> int:
     if args.json:
         print(_json({"jobs": [dataclasses.asdict(j) for j in page.jobs], "next_cursor": page.next_cursor}))
     else:
-        print(format_table(JOB_COLUMNS, _job_rows(page)))
+        print(format_table(columns, _job_rows(page)))
         if page.next_cursor:
             print(f"more: --cursor {page.next_cursor}")
     return 0
@@ -245,7 +264,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
     p = dlq.add_parser("list", help="dead jobs newest first, with their last error")
     _list_options(p, state=False)
     command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state="dead_letter",
-                                                       queue=a.queue, job_type=a.job_type)))
+                                                       queue=a.queue, job_type=a.job_type), DEAD_COLUMNS))
     p = dlq.add_parser("retry", help="one dead job back to pending")
     p.add_argument("job_id")
     command(p, _retry)

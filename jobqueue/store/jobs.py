@@ -223,7 +223,7 @@ def holds_nul(json_text: str) -> bool:
 
 
 def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
-    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:15]) for r in rows]
+    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:16]) for r in rows]
 
 
 #: States a job completing on its first attempt never enters: they have their own listing index

@@ -501,7 +501,7 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 'deleted'
 -- job_list_in_state is the same page for a state that has its own index.
 SELECT e.id, e.queue, e.job_type, e.priority, e.state, e.attempts, e.max_attempts, e.run_at,
        e.created_at, e.updated_at, e.finished_at, e.producer_id, e.seq, x.error_type, x.message,
-       e.matches, e.examined
+       e.dead_reason, e.matches, e.examined
 FROM (
     SELECT w.*, row_number() OVER (ORDER BY w.id DESC) AS examined,
            ((%(state)s::text IS NULL OR w.state = %(state)s::text)
@@ -511,7 +511,7 @@ FROM (
             AND (%(producer_id)s::text IS NULL OR w.producer_id = %(producer_id)s::text)
             AND (%(scheduled)s::boolean IS NULL OR (w.run_at > now()) = %(scheduled)s::boolean)) AS matches
     FROM (SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
-                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq
+                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, j.dead_reason
           FROM jobqueue.jobs j
           WHERE j.id < coalesce(%(before)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
           ORDER BY j.id DESC
@@ -534,7 +534,7 @@ LIMIT %(limit)s;
 -- of a state's rows from it and sorting them is what the planner picks when they are few.
 SELECT e.id, e.queue, e.job_type, e.priority, e.state, e.attempts, e.max_attempts, e.run_at,
        e.created_at, e.updated_at, e.finished_at, e.producer_id, e.seq, x.error_type, x.message,
-       e.matches, e.examined
+       e.dead_reason, e.matches, e.examined
 FROM (
     SELECT w.*, row_number() OVER (ORDER BY w.id DESC) AS examined,
            ((%(queue)s::text IS NULL OR w.queue = %(queue)s::text)
@@ -543,7 +543,7 @@ FROM (
             AND (%(producer_id)s::text IS NULL OR w.producer_id = %(producer_id)s::text)
             AND (%(scheduled)s::boolean IS NULL OR (w.run_at > now()) = %(scheduled)s::boolean)) AS matches
     FROM (SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.run_at,
-                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq
+                 j.created_at, j.updated_at, j.finished_at, j.producer_id, j.seq, j.dead_reason
           FROM jobqueue.jobs j
           WHERE j.state IN ('failed', 'dead_letter', 'cancelled') AND j.state = (SELECT %(state)s::text)
             AND j.id < coalesce(%(before)s::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from tests.acceptance.test_cli import jobqueue
 from tests.support.factories import job_row, make_job
@@ -21,7 +22,9 @@ def test_jobs_list_get_cancel_and_retry(dsn, conn):
     assert [job["id"] for job in as_json["jobs"]] == [str(other)] and as_json["next_cursor"] is None
     paged = jobqueue("jobs", "list", "--limit", "1", dsn=dsn).stdout
     assert "more: --cursor" in paged
-    assert json.loads(jobqueue("jobs", "get", str(pending), dsn=dsn).stdout)["priority"] == 1
+    got = json.loads(jobqueue("jobs", "get", str(pending), dsn=dsn).stdout)  # as REST writes it
+    assert (got["priority"], got["state"]) == ("high", "pending")
+    assert datetime.fromisoformat(got["created_at"]).tzinfo is not None and "T" in got["created_at"]
     assert jobqueue("jobs", "cancel", str(pending), dsn=dsn).stdout.strip() == "cancelled"
     retried = jobqueue("jobs", "retry", str(dead), dsn=dsn)
     assert (retried.returncode, retried.stdout.strip()) == (0, "retried")
@@ -33,8 +36,12 @@ def test_jobs_list_get_cancel_and_retry(dsn, conn):
 def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
     dead = [make_job(conn, job_type="mail", queue="q1", state="dead_letter") for _ in range(3)]
     make_job(conn, job_type="report", queue="q1", state="dead_letter")
+    conn.execute("UPDATE jobqueue.jobs SET dead_reason = 'shed' WHERE id = %s", (dead[0],))
     listed = jobqueue("dlq", "list", dsn=dsn).stdout.splitlines()
-    assert len(listed) == 1 + 4
+    assert len(listed) == 1 + 4 and listed[0].split()[4] == "DEAD_REASON"
+    assert next(line for line in listed if line.startswith(str(dead[0]))).split()[4] == "shed"
+    as_json = json.loads(jobqueue("dlq", "list", "--json", dsn=dsn).stdout)["jobs"]
+    assert {job["id"]: job["dead_reason"] for job in as_json}[str(dead[0])] == "shed"
     assert jobqueue("dlq", "retry-all", "--job-type", "mail", dsn=dsn).stdout.strip() == "3"
     assert {job_row(conn, j)["state"] for j in dead} == {"pending"}
     refused = jobqueue("dlq", "purge", dsn=dsn)

@@ -38,6 +38,10 @@ def test_dead_letter_listing_with_filters_and_pages(http, conn):
     assert page["jobs"][0]["last_error"] == "last words" and page["jobs"][0]["state"] == "dead_letter"
     mail_send = admin.get("/admin/dlq", params={"queue": "mail", "job_type": "send"}).json()["jobs"]
     assert [j["id"] for j in mail_send] == [str(ids[3]), str(ids[1])]
+    # why each died, in the listing and on the job itself (it was in neither)
+    conn.execute("UPDATE jobqueue.jobs SET dead_reason = 'permanent_error' WHERE id = %s", (ids[5],))
+    assert admin.get("/admin/dlq", params={"limit": 1}).json()["jobs"][0]["dead_reason"] == "permanent_error"
+    assert admin.get(f"/jobs/{ids[5]}").json()["dead_reason"] == "permanent_error"
 
 
 def test_retry_one_dead_job(http, conn):
