@@ -27,6 +27,7 @@ from jobqueue import db
 from jobqueue.app import JobQueue
 from jobqueue.background import watch
 from jobqueue.config import Settings
+from jobqueue.errors import NotMigrated, PermissionDenied
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
 from jobqueue.worker.metrics_server import METRICS_HOST
@@ -109,13 +110,23 @@ class WorkerProcess:
         if self.worker.settings.listen:
             background.append(watch(asyncio.create_task(self.notifier.run(), name="notifier"), self.request_stop))
         if self.maintenance is not None:
-            background.append(watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop))
+            background.append(watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop,
+                                    fatal=_FATAL))
         try:
             await self.worker.run()
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+        for task in background:  # the worker stopped because of it: the process fails with it (exit 2)
+            if not task.cancelled() and isinstance(task.exception(), _FATAL):
+                raise task.exception()  # type: ignore[misc]
+
+
+#: What ends a worker process rather than a background task being logged and the worker stopping
+#: with status 0: a role the database refuses (docs/security.md: one `error:` line, exit 2) or a
+#: missing schema. Retrying cannot help either.
+_FATAL = (PermissionDenied, NotMigrated)
 
 
 #: A worker process asking to be started afresh (EX_TEMPFAIL): its supervisor starts a new one

@@ -75,11 +75,39 @@ class Maintenance:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
+            await _to_the_end(self._stop(tasks))
+
+    async def _stop(self, tasks: list[asyncio.Task]) -> None:
+        for task in tasks:
+            task.cancel()
+        try:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.elector.resign()
+        finally:
             await self.pool.close()
+
+
+async def _to_the_end(cleanup) -> None:
+    """Run ``cleanup`` to its end even when the caller is cancelled meanwhile, then re-raise the cancel.
+
+    A service that fails (a role refused its table) ends `Maintenance.run` while the worker may be
+    failing too; the worker then cancels maintenance in the middle of this cleanup. Interrupted, the
+    pool was never closed: its connection workers outlived the loop, and `asyncio.run`'s final
+    cancel hit one while it was connecting — psycopg_pool swallows that cancel and waits on its
+    queue for ever, so the process hung at exit, deaf to SIGTERM. Every step here is bounded
+    (`db.SHUTDOWN_WAIT`, the pool's close timeout)."""
+    task = asyncio.ensure_future(cleanup)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            if task.done():  # the cleanup itself was cancelled, not us
+                raise
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    task.result()
 
 
 async def run_standalone(settings: Settings) -> None:

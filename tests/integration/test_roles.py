@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 import asyncio
+import signal
+import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -31,7 +33,7 @@ from tests.support import apps
 from tests.support.factories import claim_params, finish_job, job_row, make_job
 from tests.support.maintenance import insert_schedule, pools
 from tests.support.roles import login_as  # noqa: F401 (a fixture)
-from tests.support.workers import WorkerThread, test_settings
+from tests.support.workers import WorkerThread, spawn_worker, terminate, test_settings
 
 
 def connect(dsn: str) -> psycopg.Connection:
@@ -159,6 +161,24 @@ def test_the_workers_claim_plan_is_the_owners_row_level_security_adds_nothing(lo
     with connect(producer) as pc:  # a producer's reads are filtered by its id, once per statement
         plan = "\n".join(r[0] for r in pc.execute("EXPLAIN (COSTS OFF) SELECT id FROM jobqueue.jobs"))
     assert "Filter: (producer_id = $0)" in plan and "InitPlan" in plan
+
+
+@pytest.mark.parametrize("run", range(3))  # the hang was a race: most starts, not all
+def test_a_worker_logged_in_as_a_producer_stops_with_one_error_line_and_status_2(login_as, run):  # noqa: F811
+    """docs/security.md: a component under the wrong role stops with one `error:` line, exit 2.
+    The maintenance services fail first (leaders), the claim loop next (workers); cancelled in the
+    middle of its cleanup, maintenance left its pool open, and asyncio.run's final cancel, swallowed
+    by the pool's connecting worker, hung the process for ever, deaf to SIGTERM."""
+    worker = spawn_worker(login_as("producer", producer="billing"))
+    try:
+        output, _ = worker.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        output = terminate(worker, signal.SIGKILL, timeout=5)
+        pytest.fail(f"the worker did not exit within 30 s:\n{output}")
+    assert worker.returncode == 2, output
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the database refused this role: permission denied for table" in errors[0], output
 
 
 def test_roles_cli_creates_grants_lists_and_revokes(conn, dsn, capsys):
