@@ -18,7 +18,7 @@ import random
 from typing import Callable
 
 from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.errors import DatabaseUnavailable, PermissionDenied
 
 log = logging.getLogger("jobqueue.maintenance")
 
@@ -63,6 +63,9 @@ class Service(abc.ABC):
                     delay = self.next_delay()
                 except DatabaseUnavailable as exc:
                     log.warning("%s: database unavailable (%s)", self.name, exc)
+                    delay = self.retry_delay()
+                except PermissionDenied as exc:  # a role without the grant: what is missing, not a traceback
+                    log.error("%s: %s (docs/security.md, Roles)", self.name, exc)
                     delay = self.retry_delay()
                 except Exception:
                     log.exception("%s failed", self.name)
