@@ -192,34 +192,41 @@ def test_submissions_the_database_refused_or_that_existed_do_not_use_up_the_limi
     assert count_jobs(conn, "tight") == 3
 
 
-def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):
-    """A refresher that died would leave the depths only growing (every job admitted is added):
-    after enough submissions every POST /jobs would be a 503 until a restart."""
-    settings = api_settings(dsn, api_depth_refresh=0.05)
+def refreshed_depth(dsn: str, failure: Exception, failures: int, *, every: float = 0.02) -> int:
+    """Run the depth refresher while its first ``failures`` counts raise ``failure``; the depth of
+    queue "steady" once a count got through (0 if none did within ~4 s)."""
+    settings = api_settings(dsn, api_depth_refresh=every)
 
     async def scenario() -> int:
         async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
             counts, calls = client.runnable_counts, []
 
-            async def flaky(*, cap: int) -> dict[str, int]:
+            async def failing(*, cap: int) -> dict[str, int]:
                 calls.append(cap)
-                if len(calls) == 1:
-                    raise RuntimeError("a bug in a decoder")
+                if len(calls) <= failures:
+                    raise failure
                 return await counts(cap=cap)
 
-            client.runnable_counts = flaky
+            client.runnable_counts = failing
             backpressure = Backpressure(client, settings)
             refresher = asyncio.create_task(backpressure.run())
-            for _ in range(100):
+            for _ in range(200):
                 if backpressure.depths.get("steady"):
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(every)
             refresher.cancel()
+            assert len(calls) > failures
             return backpressure.depths.get("steady", 0)
 
+    return asyncio.run(scenario())
+
+
+def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):
+    """A refresher that died would leave the depths only growing (every job admitted is added):
+    after enough submissions every POST /jobs would be a 503 until a restart."""
     fill(conn, "steady", 3)
     with caplog.at_level("ERROR", logger="jobqueue.api.backpressure"):
-        assert asyncio.run(scenario()) == 3
+        assert refreshed_depth(dsn, RuntimeError("a bug in a decoder"), 1) == 3
     assert "queue depth refresh failed" in caplog.text
 
 
@@ -228,32 +235,9 @@ def test_a_refresher_refused_for_want_of_a_grant_says_so_once_and_recovers(dsn, 
     that names the grant it needs, and none again while the refusals go on."""
     from jobqueue.errors import PermissionDenied
 
-    settings = api_settings(dsn, api_depth_refresh=0.02)
-
-    async def scenario() -> int:
-        async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
-            counts, calls = client.runnable_counts, []
-
-            async def refused(*, cap: int) -> dict[str, int]:
-                calls.append(cap)
-                if len(calls) <= 5:
-                    raise PermissionDenied("permission denied for table queue_settings")
-                return await counts(cap=cap)
-
-            client.runnable_counts = refused
-            backpressure = Backpressure(client, settings)
-            refresher = asyncio.create_task(backpressure.run())
-            for _ in range(200):
-                if backpressure.depths.get("steady"):
-                    break
-                await asyncio.sleep(0.02)
-            refresher.cancel()
-            assert len(calls) > 5
-            return backpressure.depths.get("steady", 0)
-
     fill(conn, "steady", 2)
     with caplog.at_level("DEBUG", logger="jobqueue.api.backpressure"):
-        assert asyncio.run(scenario()) == 2
+        assert refreshed_depth(dsn, PermissionDenied("permission denied for table queue_settings"), 5) == 2
     said = [record for record in caplog.records if "refresh refused" in record.getMessage()]
     assert len(said) == 1 and said[0].exc_info is None and "jobqueue_api" in said[0].getMessage()
     assert "Traceback" not in caplog.text
