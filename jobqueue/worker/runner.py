@@ -80,6 +80,12 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+#: How long after a retry it scheduled falls due (by its estimate) an idle worker keeps claiming
+#: every RETRY_WAKE_POLL seconds, until the ack's run_at has surely passed (see `_idle_wait`).
+RETRY_WAKE_GRACE = 0.5
+RETRY_WAKE_POLL = 0.02
+
+
 class Worker:
     def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
                  notifier: Notifier) -> None:
@@ -371,9 +377,15 @@ class Worker:
                 timeout = min(timeout, remaining)
             elif self.acks.backlog:  # due, but its ack (which sets its run_at) is not written yet
                 timeout = min(timeout, 0.01)
-            else:  # due and written: one more claim, then next_run_at knows of it if still ahead
+            elif -remaining < RETRY_WAKE_GRACE:
+                # Due by this worker's estimate; its run_at counts from when the ack was written, a
+                # little later, so the claim just made may have come a few ms early. next_run_at cannot
+                # be trusted with it: its bound, "after the last claim began", is that claim's start on
+                # this host's clock carried to the server's, off by the queries' latency; a run_at that
+                # close to the claim was missed under load until the next poll (CI: 30 s).
+                timeout = min(timeout, RETRY_WAKE_POLL)
+            else:
                 self._next_wake_at = None
-                timeout = 0.0
         await self._sleep(timeout)
 
     async def _sleep(self, timeout: float) -> None:

@@ -116,6 +116,26 @@ def test_a_retry_woken_for_while_another_job_runs_is_not_missed(dsn, conn):
     assert job_row(conn, first)["started_at"] - failed_at <= timedelta(seconds=1.5)
 
 
+def test_a_retry_due_just_after_the_claim_is_found_when_the_next_run_lookup_runs_late(dsn, conn, monkeypatch):
+    """next_run_at's bound is "after the last claim began", that claim's start on this host carried
+    to the server's clock: a lookup that reaches the server late puts the bound late. A retry falls
+    due a few ms after the worker's own estimate (its run_at counts from the ack), so the claim at
+    the estimate comes just early, and a bound 50 ms late hid the retry until the next poll (30 s
+    here; it failed in CI under load)."""
+    late_lookup = job_store.next_run_at
+
+    def next_run_at(*, queues, since=0.0, now=None):
+        return late_lookup(queues=queues, since=since - 0.05, now=now)
+
+    monkeypatch.setattr(job_store, "next_run_at", next_run_at)
+    # acks written 30 ms after the failure, as a loaded box writes them: the run_at comes that late
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=30.0, concurrency=1, ack_flush_interval=0.03)):
+        first = conn.execute("SELECT jobqueue.enqueue('fails_fast')").fetchone()[0]
+        wait_until(lambda: job_row(conn, first)["state"] == "completed", timeout=10)
+    failed_at = conn.execute("SELECT failed_at FROM jobqueue.job_errors WHERE job_id = %s", (first,)).fetchone()[0]
+    assert job_row(conn, first)["started_at"] - failed_at <= timedelta(seconds=1.5)
+
+
 def test_a_result_above_the_size_limit_dead_letters_with_the_reason(dsn, conn):
     job_id = make_job(conn, job_type="big_result", payload={"bytes": 5000})
     small = make_job(conn, job_type="big_result", payload={"bytes": 10})
