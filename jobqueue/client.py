@@ -60,16 +60,6 @@ _ENQUEUE_FIELDS = frozenset({
 MISMATCH_MODES = ("return", "reject")
 #: The longest timeout, expiry or idempotency window (as jobqueue.job_problem enforces).
 LONGEST_SPAN = timedelta(days=3650)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _latest_time() -> datetime:
-    """The latest run_at a job may have: LONGEST_SPAN from now (Python's datetime, and so every
-    reader of the job, ends at year 9999)."""
-    return _now() + LONGEST_SPAN
 #: The priority names as the database takes them: the common case needs no parsing.
 _PRIORITY_LABELS = frozenset(level.label for level in Priority)
 #: A str as a JSON string, exactly as `json.dumps` writes it (the C encoder's own function).
@@ -153,7 +143,8 @@ class NewJob:
                 raise invalid("run_at", "must be a datetime")
             if run_at.tzinfo is None:
                 raise invalid("run_at", "must be timezone-aware")
-            if run_at > _latest_time():  # SQL's job_problem() has the same bound (0022)
+            # as SQL's job_problem() (0022): Python's datetime, so every reader of the job, ends at year 9999
+            if run_at - datetime.now(timezone.utc) > LONGEST_SPAN:
                 raise invalid("run_at", f"must be at most {LONGEST_SPAN.days} days from now (got {run_at.isoformat()})")
         if delay is not None:
             if isinstance(delay, (int, float)) and not isinstance(delay, bool):
@@ -195,7 +186,8 @@ class NewJob:
                 raise invalid("expire_after", "give expires_at or expire_after, not both")
             if run_at is not None and expires_at <= run_at:
                 raise invalid("expires_at", f"must be after run_at ({run_at.isoformat()})")
-            due = max(run_at, _now()) if run_at is not None else _now() + (delay or timedelta(0))
+            now = datetime.now(timezone.utc)
+            due = max(run_at, now) if run_at is not None else now + (delay or timedelta(0))
             if expires_at - due > LONGEST_SPAN:
                 raise invalid("expires_at", f"must be at most {LONGEST_SPAN.days} days after run_at "
                                             f"(got {expires_at.isoformat()})")

@@ -23,6 +23,7 @@ log = logging.getLogger("jobqueue.worker.metrics")
 #: Where a worker serves its own figures: every interface, as a scrape target must be reachable.
 METRICS_HOST = "0.0.0.0"
 
+
 class MetricsServer:
     def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int],
                  stuck_handlers: Callable[[], int] = lambda: 0, concurrency: int | None = None,

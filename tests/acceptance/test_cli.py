@@ -121,3 +121,16 @@ def test_a_worker_refuses_a_malformed_dsn_and_a_taken_metrics_port_in_one_line(d
             assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM jobqueue.workers").fetchone() == (0,)  # none registered
+
+
+def test_a_worker_on_a_database_without_the_schema_stops_with_one_error_line(empty_dsn, tmp_path):
+    """NotMigrated from the maintenance services or the claim loop, whichever meets it first, is
+    the one `error:` line and exit 2 (the maintenance side used to be logged as a background task
+    that 'ended unexpectedly', with its traceback, and the process exited 0)."""
+    (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
+    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+               "--app", "myapp:queue", "--dsn", empty_dsn]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert len(errors) == 1 and "migrate" in errors[0], result.stderr
