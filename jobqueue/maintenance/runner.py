@@ -81,7 +81,11 @@ class Maintenance:
         for task in tasks:
             task.cancel()
         try:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # bounded too: a service stuck in a cancel it swallowed must not hold the shielded cleanup
+            done, _ = await asyncio.wait(tasks, timeout=db.SHUTDOWN_WAIT)
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved: what it ended with was logged by the service loop
             await self.elector.resign()
         finally:
             await self.pool.close()
