@@ -547,6 +547,15 @@ BEGIN
     IF held = '{}' THEN
         RETURN QUERY SELECT i.ord, i.id, true FROM unnest(jobs) AS i ORDER BY i.ord;
     ELSE
+        -- Some jobs are answered with the id of the job holding their key: a row this node has,
+        -- maybe alone. One WAL record written under a transaction id makes this transaction's
+        -- commit write its commit record, flush it and wait for the synchronous standbys, as a
+        -- first write's does, so the answer is never given before the holder is as durable as a
+        -- new job would be. (A transaction id alone is not enough: a commit that wrote no WAL
+        -- before its commit record neither flushes nor waits. A transactional logical message
+        -- takes one and touches no table, no page and no lock; decoding plugins see it with the
+        -- prefix jobqueue.repeat.)
+        PERFORM pg_catalog.pg_logical_emit_message(true, 'jobqueue.repeat', '');
         RETURN QUERY
             SELECT i.ord, coalesce((held->>i.ord::text)::uuid, i.id), NOT held ? i.ord::text
             FROM unnest(jobs) AS i
