@@ -51,11 +51,12 @@ db: install
 db-stop:
 	$(BIN)/python -m jobqueue.cli.devdb stop
 
-# A pg_auto_failover stack in .pgdata-ha (docs/high-availability.md): a monitor, a primary and its
-# synchronous standby, migrated; prints the multi-host DSN, so `JOBQUEUE_DSN="$$(make -s ha)" make run`
-# runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor, default 54340) and the next two.
+# A pg_auto_failover stack in .pgdata-ha (docs/high-availability.md): a monitor, a primary and two
+# standbys, a commit waiting for one of them; migrated; prints the multi-host DSN, so
+# `JOBQUEUE_DSN="$$(make -s ha)" make run` runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor,
+# default 54340) and the next three. HA_ARGS=--two-nodes: the availability trade-off (see the docs).
 ha: install
-	@dsn="$$($(BIN)/python -m jobqueue.cli.hastack start)" && [ -n "$$dsn" ] \
+	@dsn="$$($(BIN)/python -m jobqueue.cli.hastack start $(HA_ARGS))" && [ -n "$$dsn" ] \
 		|| { echo "the HA stack did not start (logs: .pgdata-ha/*.log)" >&2; exit 1; }; \
 	JOBQUEUE_DSN="$$dsn" $(BIN)/jobqueue migrate >&2 && echo "$$dsn"
 

@@ -1,13 +1,18 @@
 """A pg_auto_failover stack on one machine: `make ha`, `make ha-stop` and the failover test.
 
-Three local PostgreSQL clusters under one folder (default ``.pgdata-ha``), each run by its own
+Local PostgreSQL clusters under one folder (default ``.pgdata-ha``), each run by its own
 ``pg_autoctl run`` supervisor: a *monitor* (port P) that holds the formation's state and decides
-failovers, and two *data nodes* (ports P+1, P+2), a primary and a synchronous standby. With two
-data nodes pg_auto_failover keeps ``number_sync_standbys`` at 0 and sets
-``synchronous_standby_names = 'ANY 1 (…)'``: a commit is acknowledged once the standby has it, so a
-failover to the standby loses no acknowledged commit; should the standby die, the primary goes on
-alone (``wait_primary``) rather than blocking writes. Clients find the primary themselves with the
-multi-host DSN (`HaStack.dsn`, ``target_session_attrs=read-write``).
+failovers, and the *data nodes* (ports P+1, P+2, P+3): a primary and two standbys. Clients find the
+primary themselves with the multi-host DSN (`HaStack.dsn`, ``target_session_attrs=read-write``).
+
+The default is the zero-loss topology: three data nodes and ``number_sync_standbys = 1``, so
+``synchronous_standby_names = 'ANY 1 (standby_2, standby_3)'`` and a commit is acknowledged once the
+primary and one standby have flushed it. One standby may be down or rejoining without that
+changing; with both down, writes wait until one is back. ``data_nodes=2`` (``--two-nodes``) is an
+opt-in trade of durability for availability: pg_auto_failover cannot ask for one standby out of
+one (``number_sync_standbys`` stays 0), so whenever that standby is away the primary goes on alone
+(``wait_primary``) and what it acknowledges then lives on it only until the standby catches up.
+docs/high-availability.md has the table of what "accepted" means in each state of each topology.
 
 pg_autoctl keeps its configuration, state and pid files under the folder too (the ``XDG_*``
 directories it honours), so nothing outside it is touched. As root, everything runs as the
@@ -15,14 +20,16 @@ unprivileged user `jobqueue.cli.devdb.server_user` names; everything listens on 
 TLS and with ``trust`` authentication (loopback only: docs/high-availability.md says what
 production uses instead). The settings in `NODE_SETTINGS` replace pg_auto_failover's own tuning,
 which sizes shared_buffers at a quarter of the machine's memory and keeps 8 GB of WAL per node —
-three such clusters on a development box would be too many.
+four such clusters on a development box would be too many. Each node's server log is kept outside
+its data directory, in ``<dir>/logs/<node>.postgres.log`` (`_keep_log_outside`): a rejoining node's
+pg_rewind replaces what the data directory holds with the new primary's files.
 
 ``fast_failover`` shortens the monitor's health checks and the demotion timeouts
 (`FAST_MONITOR`, `FAST_KEEPER`) so that a crashed primary is replaced in seconds instead of the
 default ~50 s; the failover test uses it, ``make ha`` keeps pg_auto_failover's defaults.
 
-    python -m jobqueue.cli.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover]   prints the DSN
-    python -m jobqueue.cli.hastack stop|state|failover [--dir .pgdata-ha]
+    python -m jobqueue.cli.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover] [--two-nodes]
+    python -m jobqueue.cli.hastack stop|state|events|failover [--dir .pgdata-ha]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,19 +54,38 @@ from jobqueue.cli.devdb import as_user, hand_over, pg_bindir, server_user
 
 DATABASE = "jobqueue"
 DEFAULT_PORT = 54340
+#: The zero-loss topology: a primary and two standbys, a commit waiting for one of them.
+DATA_NODES = 3
 #: What the data nodes run with instead of pg_auto_failover's machine-sized tuning (max_connections
-#: as the local cluster has it: workers, the API and producers of the failover test at once).
+#: as the local cluster has it: workers, the API and producers of the failover test at once). The
+#: log goes to the server's stderr, which pg_autoctl writes to ``startup.log``: see `_keep_log_outside`.
 NODE_SETTINGS = {"max_connections": "300", "shared_buffers": "'128MB'", "wal_keep_size": "'512MB'",
-                 "effective_cache_size": "'1GB'", "maintenance_work_mem": "'64MB'", "work_mem": "'4MB'"}
-MONITOR_SETTINGS = {"shared_buffers": "'32MB'", "effective_cache_size": "'256MB'",
-                    "maintenance_work_mem": "'16MB'", "work_mem": "'4MB'"}
-#: The monitor notices a dead primary in about 3 s and promotes the standby 5 s later (defaults:
-#: 20 s, then 30 s). The demote timeout must stay longer than the keepers' network partition
-#: timeout (`FAST_KEEPER`), after which a cut-off primary demotes itself: no two primaries. A
-#: postmaster that its keeper restarts within a few seconds may still be failed over.
-FAST_MONITOR = {"pgautofailover.health_check_period": "1000", "pgautofailover.health_check_timeout": "1000",
+                 "effective_cache_size": "'1GB'", "maintenance_work_mem": "'64MB'", "work_mem": "'4MB'",
+                 "logging_collector": "off", "log_line_prefix": "'%m [%p] %q%a '"}
+#: A standby rejoining (catchingup) counts as caught up, becomes a secondary and a candidate for
+#: promotion, once its WAL is within this many bytes of what the primary last reported (default
+#: 16 MB). With two data nodes, acknowledged WAL that far behind could be missing from it when the
+#: primary dies; while it is catching up the monitor promotes nothing. 4 MB, not less: the primary
+#: reports once a second, and the failover test writes up to ~5 MB of WAL a second, so a lower bar
+#: keeps a healthy standby catching up for many reports. The promotion bar
+#: (pgautofailover.promote_wal_log_threshold) keeps its 16 MB: the monitor compares the absolute
+#: difference with a dead primary's last report, which a standby that received the primary's last
+#: second of WAL is ahead of, and a lower bar would refuse such a failover for good.
+CATCHUP_WAL_BYTES = 4 * 1024 * 1024
+MONITOR_SETTINGS = {"logging_collector": "off", "shared_buffers": "'32MB'", "effective_cache_size": "'256MB'",
+                    "maintenance_work_mem": "'16MB'", "work_mem": "'4MB'",
+                    "pgautofailover.enable_sync_wal_log_threshold": str(CATCHUP_WAL_BYTES)}
+#: The monitor declares a primary dead once its keeper has been silent for 6 s and its health
+#: checks (2 s each) fail, and promotes a standby 5 s later (defaults: 20 s, then 30 s). Not
+#: shorter: on a machine kept busy (the failover test under four CPU-bound loops) a live keeper's
+#: report can take seconds, and a primary declared dead that is not is a needless switch. The
+#: demote timeout must stay longer than the keepers' network partition timeout (`FAST_KEEPER`),
+#: after which a cut-off primary demotes itself: no two primaries. A postmaster that dies is
+#: restarted in place by its keeper, which meanwhile reports it running (pg_autoctl's
+#: postgresql_restart_failure_timeout, 20 s): no failover.
+FAST_MONITOR = {"pgautofailover.health_check_period": "1000", "pgautofailover.health_check_timeout": "2000",
                 "pgautofailover.health_check_max_retries": "2", "pgautofailover.health_check_retry_delay": "1000",
-                "pgautofailover.node_considered_unhealthy_timeout": "3000",
+                "pgautofailover.node_considered_unhealthy_timeout": "6000",
                 "pgautofailover.primary_demote_timeout": "5000", "pgautofailover.startup_grace_period": "3000"}
 FAST_KEEPER = {"timeout.network_partition_timeout": "3"}
 INCLUDE = "jobqueue-ha.conf"
@@ -83,18 +110,38 @@ class Node:
 
 class HaStack:
     def __init__(self, root: Path | str, port: int = DEFAULT_PORT, *, fast_failover: bool = False,
-                 user: str | None = None) -> None:
+                 data_nodes: int | None = None, user: str | None = None) -> None:
         if not installed():
             raise HaStackError(MISSING)
         self.root = Path(root).resolve()
         self.fast_failover = fast_failover
         self.run_as = server_user(user)
         self.pg_ctl = pg_bindir() / "pg_ctl"
-        self.monitor = Node("monitor", self.root / "monitor", self._port("monitor", port))
-        self.data_nodes = [Node(name, self.root / name, self._port(name, port + i))
-                           for i, name in enumerate(("node1", "node2"), start=1)]
         self._env = dict(os.environ, XDG_CONFIG_HOME=str(self.root / "config"),
                          XDG_DATA_HOME=str(self.root / "share"), XDG_RUNTIME_DIR=str(self.root / "run"))
+        self.monitor = Node("monitor", self.root / "monitor", self._port("monitor", port))
+        count = self._data_node_count(data_nodes)
+        self.data_nodes = [Node(f"node{i}", self.root / f"node{i}", self._port(f"node{i}", port + i))
+                           for i in range(1, count + 1)]
+
+    def _data_node_count(self, wanted: int | None) -> int:
+        """``wanted`` data nodes, or (None) as many as the folder's stack has, else `DATA_NODES`. A
+        two-node stack can be given its third node; a stack is never shrunk."""
+        existing = sum(1 for i in range(1, 10) if self._xdg("config", f"node{i}", "pg_autoctl.cfg").exists())
+        if wanted is None:
+            return existing or DATA_NODES
+        if wanted not in (2, 3):
+            raise HaStackError(f"a stack has 2 or 3 data nodes, not {wanted}")
+        if existing > wanted:
+            raise HaStackError(f"{self.root} holds a stack of {existing} data nodes: stop it and remove the folder "
+                               f"to make one of {wanted}")
+        return wanted
+
+    @property
+    def number_sync_standbys(self) -> int:
+        """What the formation asks of a commit: 1 standby with three data nodes; 0 with two, where
+        pg_auto_failover lets the primary go on alone (wait_primary) whenever its standby is away."""
+        return 1 if len(self.data_nodes) >= 3 else 0
 
     @property
     def nodes(self) -> list[Node]:
@@ -180,12 +227,41 @@ class HaStack:
         if f"include_if_exists = '{INCLUDE}'" not in conf.read_text():
             with conf.open("a") as out:
                 out.write(f"\ninclude_if_exists = '{INCLUDE}'\n")
-        if self.run_as:
-            entry = pwd.getpwnam(self.run_as)
-            os.chown(include, entry.pw_uid, entry.pw_gid)
+        self._give(include)
+        self._keep_log_outside(node)
         if node is not self.monitor and self.fast_failover:
             for key, value in FAST_KEEPER.items():
                 self.autoctl("config", "set", "--pgdata", str(node.pgdata), key, value)
+
+    def _give(self, path: Path) -> None:
+        """Make ``path`` (a file or a symlink we created) the server user's."""
+        if self.run_as:
+            entry = pwd.getpwnam(self.run_as)
+            os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+    def server_log(self, node: Node) -> Path:
+        return self.root / "logs" / f"{node.name}.postgres.log"
+
+    def _keep_log_outside(self, node: Node) -> None:
+        """The server writes its log to stderr, which pg_autoctl sends to ``<pgdata>/startup.log``;
+        that name becomes a symlink to `server_log`, outside the data directory. pg_rewind copies
+        a rejoining node's data directory from the new primary but leaves a symlink that both
+        have alone, and pg_basebackup copies it as a symlink (to the source's log: corrected here
+        before the new node first runs). What a regular startup.log held is appended first."""
+        target = self.server_log(node)
+        hand_over(target.parent, self.run_as)
+        link = node.pgdata / "startup.log"
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            return
+        if link.exists() and not link.is_symlink():
+            with target.open("ab") as out:
+                out.write(link.read_bytes())
+        target.touch()
+        self._give(target)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+        self._give(link)
 
     def run(self, node: Node) -> None:
         """Start ``pg_autoctl run`` for ``node`` in a session of its own (it outlives us, and a
@@ -250,32 +326,64 @@ class HaStack:
 
     def start(self, timeout: float = 180.0) -> str:
         """Create what is missing, start what is stopped, wait until the formation has its primary
-        and synchronous standby; the multi-host DSN. Idempotent."""
+        and secondaries and asks for `number_sync_standbys`; the multi-host DSN. Idempotent (a
+        two-node stack started with three data nodes gets its third)."""
         for directory in (self.root, self.root / "run"):  # pg_autoctl falls back to /tmp without "run"
             hand_over(directory, self.run_as)
-        for node in self.nodes:
-            if not self.created(node):
-                self._create(node)
-            if not self.supervisor_pid(node):
-                self._configure(node)
-                self.run(node)
-            port, dbname = (node.port, "pg_auto_failover") if node is self.monitor else (node.port, "postgres")
-            self._wait(lambda: self._accepts(port, dbname), 60, f"{node.name} accepting connections")
-        self._wait(self.settled, timeout, "a primary and a secondary")
+        self._bring_up(self.monitor)
+        self._bring_up(self.data_nodes[0])
+        with ThreadPoolExecutor(len(self.data_nodes) - 1) as pool:  # the standbys clone it side by side
+            list(pool.map(self._bring_up, self.data_nodes[1:]))
+        self._wait(self.settled, timeout, "a primary and its secondaries")
+        self._ensure_sync_standbys()
+        self._wait(self.settled, timeout, "a primary and its secondaries")
         return self.dsn()
+
+    def _bring_up(self, node: Node) -> None:
+        """Create ``node`` if it is not, run it if it is not running, until it takes connections."""
+        if not self.created(node):
+            self._create(node)
+        if not self.supervisor_pid(node):
+            self._configure(node)
+            self.run(node)
+        port, dbname = (node.port, "pg_auto_failover") if node is self.monitor else (node.port, "postgres")
+        self._wait(lambda: self._accepts(port, dbname), 60, f"{node.name} accepting connections")
+
+    def _ensure_sync_standbys(self) -> None:
+        """pg_auto_failover sets the formation to 1 itself when a second standby joins; a stack
+        whose setting was changed by hand is set back (the primary applies it, then settles)."""
+        monitor = str(self.monitor.pgdata)
+        current = self.autoctl("get", "formation", "number-sync-standbys", "--pgdata", monitor, timeout=30)
+        if int(current.strip()) != self.number_sync_standbys:
+            self.autoctl("set", "formation", "number-sync-standbys", str(self.number_sync_standbys),
+                         "--pgdata", monitor, timeout=60)
+
+    def events(self, count: int = 1000) -> list[dict]:
+        """The monitor's last ``count`` events, oldest first (``pg_autoctl show events --json``):
+        every state a node was assigned or reported, with the monitor's reason."""
+        return json.loads(self.autoctl("show", "events", "--count", str(count), "--json", "--pgdata",
+                                       str(self.monitor.pgdata), timeout=30))
 
     def dsn(self) -> str:
         hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.data_nodes)
         return f"postgresql://{self.user}@{hosts}/{DATABASE}?target_session_attrs=read-write"
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """``pg_autoctl stop`` on every node — the standby, then the primary (stopped first, the
-        primary would be failed over), then the monitor; waits until each has exited."""
-        try:
-            primary = self.primary()
-        except HaStackError:  # the monitor is down or undecided: any order
-            primary = self.data_nodes[0]
-        for node in [*(n for n in self.data_nodes if n != primary), primary, self.monitor]:
+    def stop(self, timeout: float = 60.0, *, immediate: bool = False) -> None:
+        """``pg_autoctl stop`` on every node — the standbys, then the primary (stopped first, the
+        primary would be failed over), then the monitor; waits until each has exited.
+        ``immediate``: every data node at once, ``--immediate`` (a stack about to be removed)."""
+        if immediate:
+            for node in self.data_nodes:
+                if self.supervisor_pid(node):
+                    self.autoctl("stop", "--immediate", "--pgdata", str(node.pgdata), timeout=30)
+            order = [self.monitor]
+        else:
+            try:
+                primary = self.primary()
+            except HaStackError:  # the monitor is down or undecided: any order
+                primary = self.data_nodes[0]
+            order = [*(n for n in self.data_nodes if n != primary), primary, self.monitor]
+        for node in order:
             if self.supervisor_pid(node):
                 self.autoctl("stop", "--pgdata", str(node.pgdata), timeout=30)
         for node in self.nodes:
@@ -285,7 +393,7 @@ class HaStack:
     # --- faults --------------------------------------------------------------------------------
 
     def perform_failover(self) -> None:
-        """``pg_autoctl perform failover``: the standby is promoted, the primary demoted and
+        """``pg_autoctl perform failover``: a standby is promoted, the primary demoted and
         rejoined as standby; returns once the formation has settled again."""
         self.autoctl("perform", "failover", "--pgdata", str(self.monitor.pgdata), timeout=120)
 
@@ -311,27 +419,36 @@ class HaStack:
                 pass
 
     def wait_settled(self, timeout: float = 120.0) -> None:
-        self._wait(self.settled, timeout, "a primary and a secondary")
+        self._wait(self.settled, timeout, "a primary and its secondaries")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobqueue.cli.hastack", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["start", "stop", "state", "failover"])
+    parser.add_argument("action", choices=["start", "stop", "state", "events", "failover"])
     parser.add_argument("--dir", default=".pgdata-ha", help="the stack's folder (default .pgdata-ha)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),
-                        help=f"the monitor's port; the data nodes take the next two (JOBQUEUE_HA_PORT, "
+                        help=f"the monitor's port; the data nodes take the next ones (JOBQUEUE_HA_PORT, "
                              f"default {DEFAULT_PORT}; a created stack keeps its ports)")
     parser.add_argument("--fast-failover", action="store_true",
                         help="detect a dead primary in seconds (test settings; default: pg_auto_failover's)")
+    parser.add_argument("--two-nodes", action="store_true",
+                        help="create two data nodes instead of three: writes go on while the one standby is "
+                             "away, acknowledged by the primary alone (docs/high-availability.md)")
     args = parser.parse_args(argv)
     try:
-        stack = HaStack(args.dir, args.port, fast_failover=args.fast_failover)
+        stack = HaStack(args.dir, args.port, fast_failover=args.fast_failover, data_nodes=2 if args.two_nodes else None)
         if args.action == "start":
             print(stack.start())
+            if len(stack.data_nodes) == 2:
+                print(f"hastack: {stack.root} has two data nodes: while its standby is away the primary acknowledges "
+                      "writes alone (docs/high-availability.md); remove the folder for the three-node stack",
+                      file=sys.stderr)
         elif args.action == "stop":
             stack.stop()
         elif args.action == "state":
             print(stack.autoctl("show", "state", "--pgdata", str(stack.monitor.pgdata)), end="")
+        elif args.action == "events":
+            print(stack.autoctl("show", "events", "--count", "50", "--pgdata", str(stack.monitor.pgdata)), end="")
         else:
             stack.perform_failover()
             print(f"primary: {stack.primary().name}")
@@ -339,7 +456,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hastack: {exc}", file=sys.stderr)
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,15 +1,21 @@
-"""jobqueue on a real HA stack (pg_auto_failover: monitor, primary, synchronous standby): a drain of
-more than 10,000 jobs by 2 `jobqueue-worker` processes, with Python and REST producers enqueueing
-and a cron schedule firing every second, through a `pg_autoctl perform failover`, a SIGKILL of the
-new primary's postmaster (its keeper restarts it in place) and a crash of that node (keeper and
-postmaster SIGKILLed: the monitor fails back to the first node). Everything uses the multi-host DSN
-and has to find the primary by itself.
+"""jobqueue on a real HA stack (pg_auto_failover, the zero-loss topology: a monitor and three data
+nodes, a commit waiting for one of two standbys): a drain of more than 10,000 jobs by 2
+`jobqueue-worker` processes, with Python and REST producers enqueueing (each retrying a failed call
+with the same idempotency key) and a cron schedule firing every second, through a `pg_autoctl
+perform failover`, a crash of the new primary (keeper and postmaster SIGKILLed: the monitor
+promotes one of the others) and a SIGKILL of the next primary's postmaster (its keeper restarts it
+in place: no switch). Everything uses the multi-host DSN and has to find the primary by itself.
 
 It reuses the fault campaign's parts (jobqueue.cli.faults: the recording app and its worker fleet, the
 API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
-campaign's table says (docs/high-availability.md "Fault campaign"). The measured figures are printed and written to
-``figures.json`` beside the worker, API and pg_autoctl logs in test-artifacts/ha-failover/ (kept
-after the run; docs/high-availability.md quotes the figures).
+campaign's table says (docs/high-availability.md "Fault campaign"). The monitor must have promoted
+a node exactly once per switch the faults ask for: a node declared dead that was not (a busy
+machine) fails the run. The measured figures are printed and written to ``figures.json`` beside
+the worker and API logs in test-artifacts/ha-failover/, with the monitor's events
+(``monitor-events.json``), the nodes' states (``node-states.json``), the pg_autoctl logs and each
+node's server log (kept outside its data directory, which pg_rewind replaces); a failed run's are
+also copied to ``test-artifacts/ha-failover-failed/<time>/``, which later runs do not overwrite.
+docs/high-availability.md quotes the figures.
 """
 
 from __future__ import annotations
@@ -37,14 +43,16 @@ from jobqueue.cli.faults.cluster import now, prepare_database
 from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
 from jobqueue.cli.faults.report import Fault
 from jobqueue.cli.faults.scenarios import Config, Stage, mark_service_back, record_producers
+from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import faults as faults_store
 
 pytestmark = pytest.mark.slow
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ha-failover"
+FAILED_ARTIFACTS = ARTIFACTS.parent / "ha-failover-failed"
 
 WORKERS, CONCURRENCY = 2, 10
-LEASE = 15.0  # longer than a crash failover's outage: a job is run twice only if its worker died
+LEASE = 30.0  # longer than a crash failover's outage: a job is run twice only if its worker died
 LEADER_TTL = 3.0
 SEEDED = 10_000
 TOP_UP = 3_000  # more jobs whenever fewer than this are pending, so the drain outlasts the faults
@@ -95,6 +103,15 @@ class Paced:
         self.submitter.reset()
 
 
+class Outcome:
+    """What the fixture keeps of a run: its figures, and whether every assertion held."""
+
+    def __init__(self) -> None:
+        self.passed = False
+        self.figures: dict = {}
+        self.started = time.monotonic()
+
+
 @pytest.fixture
 def stack():
     # `make test` installs pg_auto_failover (system-deps): missing, this test fails rather than skip.
@@ -103,15 +120,74 @@ def stack():
     base = Path(os.environ.get("JOBQUEUE_TEST_TMP", tempfile.gettempdir()))
     root = Path(tempfile.mkdtemp(prefix="jobqueue-ha-", dir=base))
     os.chmod(root, 0o755)
-    ha = hastack.HaStack(root / "stack", _free_run(3), fast_failover=True)
+    ha = hastack.HaStack(root / "stack", _free_run(1 + hastack.DATA_NODES), fast_failover=True)
+    outcome = Outcome()
     try:
-        yield ha, ha.start(), root
+        yield ha, ha.start(), outcome
     finally:
-        ha.stop()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        try:
+            _keep_artifacts(ha, outcome)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _keep_artifacts(ha: hastack.HaStack, outcome: Outcome) -> None:
+    """The figures, the monitor's events and the nodes' states (read before the stack stops),
+    then the pg_autoctl and server logs, beside the worker and API logs; a failed run's all copied
+    apart. Each run's outcome is appended to ``ha-failover-runs.jsonl`` (when, the load, passed)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "figures.json").write_text(json.dumps(outcome.figures, indent=1, default=str))
+    with (ARTIFACTS.parent / "ha-failover-runs.jsonl").open("a") as runs:
+        runs.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "passed": outcome.passed,
+                               "seconds": round(time.monotonic() - outcome.started),
+                               "load": [round(x, 1) for x in os.getloadavg()],
+                               **{key: outcome.figures.get(key) for key in (
+                                   "jobs", "lost", "primaries", "promotions", "switches", "crash_switched_after_s",
+                                   "jobs_per_s_before", "jobs_per_s_after", "top_up_retries", "producers")}},
+                              default=str) + "\n")
+    for name, read in (("monitor-events.json", ha.events), ("node-states.json", ha.state)):
+        try:
+            (ARTIFACTS / name).write_text(json.dumps(read(), indent=1))
+        except (hastack.HaStackError, ValueError) as exc:
+            (ARTIFACTS / name).write_text(json.dumps({"unavailable": str(exc)}))
+    try:
+        ha.stop(immediate=True)
+    finally:
         for log in ha.root.glob("*.log"):
             shutil.copy(log, ARTIFACTS / f"pg_autoctl-{log.name}")
-        shutil.rmtree(root, ignore_errors=True)
+        for log in (ha.root / "logs").glob("*.log"):
+            shutil.copy(log, ARTIFACTS / log.name)
+        if not outcome.passed:
+            shutil.copytree(ARTIFACTS, FAILED_ARTIFACTS / time.strftime("%Y%m%d-%H%M%S"))
+
+
+def _promotions(ha: hastack.HaStack, after: int) -> list[dict]:
+    """The nodes the monitor promoted since event ``after`` (each promotion, whatever triggered
+    it, has its node report prepare_promotion once), and for each how long the new primary ran as
+    wait_primary — with synchronous_standby_names empty, until a standby was a secondary again."""
+    events = [e for e in ha.events() if e["eventid"] > after and e["description"].startswith("New state is reported")]
+    promotions = []
+    for i, event in enumerate(events):
+        if event["reportedstate"] != "prepare_promotion":
+            continue
+        later = [(e["reportedstate"], _instant(e["eventtime"])) for e in events[i:] if e["nodeid"] == event["nodeid"]]
+        waiting = next((at for state, at in later if state == "wait_primary"), None)
+        primary = next((at for state, at in later if state == "primary" and waiting and at >= waiting), None)
+        promotions.append({"node": event["nodename"], "at": event["eventtime"],
+                           "wait_primary_s": round((primary - waiting).total_seconds(), 1) if primary else None})
+    return promotions
+
+
+def _switches_per_fault(fault_times: list[str], promotions: list[dict]) -> list[int]:
+    """Promotions before the first fault, then in each fault's window (until the next fault)."""
+    counts = [0] * (len(fault_times) + 1)
+    for promotion in promotions:
+        counts[sum(1 for at in fault_times if _instant(at) <= _instant(promotion["at"]))] += 1
+    return counts
+
+
+def _instant(iso: str) -> datetime:
+    return datetime.fromisoformat(iso)
 
 
 def _longest_gap(times: list[float], since: float, until: float) -> tuple[float, float]:
@@ -141,9 +217,21 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
     batches = itertools.count()
 
     async def top_up() -> None:
+        """More jobs whenever fewer than `TOP_UP` are pending. Each batch's jobs carry idempotency
+        keys, so a batch whose call failed through a switch (`DatabaseUnavailable`: maybe stored,
+        maybe not) goes again as it is until it is accepted, and is stored once."""
+        batch: list[dict] | None = None
         while True:
-            if await stage.pending() < TOP_UP:
-                await stage.seed(stage.record_jobs(TOP_UP, 2, 3, prefix=f"t{next(batches)}-"))
+            try:
+                if batch is None and await stage.pending() < TOP_UP:
+                    batch = [{**job, "idempotency_key": job["payload"]["k"]}
+                             for job in stage.record_jobs(TOP_UP, 2, 3, prefix=f"t{next(batches)}-")]
+                if batch is not None:
+                    await stage.seed(batch)
+                    figures["top_up_batches"] = figures.get("top_up_batches", 0) + 1
+                    batch = None
+            except DatabaseUnavailable:
+                figures["top_up_retries"] = figures.get("top_up_retries", 0) + 1
             await asyncio.sleep(0.5)
 
     async with stage.client(producer_id="ha-python", pool_size=PRODUCERS, pool_timeout=2.0,
@@ -169,8 +257,10 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             await stage.under_way(0.02)
             await asyncio.sleep(WINDOW)
 
-            async def inject(what: str, action) -> Fault:
+            async def inject(what: str, action, switches: tuple[int, int]) -> Fault:
+                """``switches``: the fewest and most promotions the fault may cause."""
                 fault = Fault(what, now())
+                figures.setdefault("expected_switches", []).append(list(switches))
                 before = await stage.processing()
                 await asyncio.to_thread(action)
                 await stage.pending()  # the harness reaches the primary again
@@ -184,16 +274,17 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)):
                     await asyncio.sleep(0.1)
 
+            figures["events_before"] = max((e["eventid"] for e in stack.events()), default=0)
             first = stack.primary()
             _step("under way")
-            await inject(f"pg_autoctl perform failover ({first.name} -> standby)", stack.perform_failover)
+            await inject(f"pg_autoctl perform failover ({first.name} -> a standby)", stack.perform_failover, (1, 1))
             second = stack.primary()
             _step("failed over")
             await flowing()
             await asyncio.sleep(2)
             crash = await inject(f"crash of {second.name} (keeper and postmaster SIGKILLed)",
-                                 lambda: stack.crash(second))
-            # the monitor promotes the standby; the crashed node comes back and rejoins as standby
+                                 lambda: stack.crash(second), (1, 1))
+            # the monitor promotes one of the others; the crashed node comes back and rejoins as standby
             while await asyncio.to_thread(_primary_name, stack) in (second.name, None):
                 await asyncio.sleep(0.2)
             figures["crash_switched_after_s"] = round((now() - crash.at).total_seconds(), 1)
@@ -205,9 +296,12 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             await flowing()
             await asyncio.sleep(2)
             _step("settled after crash")
-            # the keeper restarts it in place, unless the monitor fails it over first: either way
-            killed = await inject(f"SIGKILL the postmaster of {third.name}", lambda: stack.kill_postmaster(third))
-            await asyncio.sleep(3)  # the monitor's health checks notice it (or its restart) meanwhile
+            # its keeper restarts it in place; should the keeper find it down first, it says so and the
+            # monitor promotes another node (pg_auto_failover reports a dead postmaster at once): one
+            # switch at most
+            killed = await inject(f"SIGKILL the postmaster of {third.name}", lambda: stack.kill_postmaster(third),
+                                  (0, 1))
+            await asyncio.sleep(3)  # the monitor's health checks notice it (and its restart) meanwhile
             await asyncio.to_thread(stack.wait_settled)
             await flowing()
             figures["primaries"].append(stack.primary().name)
@@ -223,6 +317,7 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             _step("window after done")
         finally:
             stopping.set()
+            topped_up = not topping.done()  # alive until now, or it says why it died
             topping.cancel()
             _, pending = await asyncio.wait([*producing, topping], timeout=30)
             for task in pending:
@@ -230,6 +325,8 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             assert not pending, f"{len(pending)} producers still in a call 30 s after being asked to stop"
             for task in producing:
                 task.result()  # a producer that crashed says why
+            if not topped_up:
+                topping.result()
     _step("producers stopped")
     for fault in stage.run.faults:
         mark_service_back(fault, [python, rest])
@@ -275,12 +372,12 @@ async def _leader_renewed(dsn: str, since: datetime) -> bool:
 
 @pytest.mark.timeout(400)
 def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
-    ha, dsn, root = stack
+    ha, dsn, outcome = stack
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the harness's own reconnects during switches
     config = Config(jobs=SEEDED, workers=WORKERS, concurrency=CONCURRENCY, lease=LEASE, leader_ttl=LEADER_TTL,
                     timeout=240, logdir=ARTIFACTS.parent)
     stage = Stage("ha-failover", HaCluster(ha, dsn), config)
-    figures: dict = {}
+    figures = outcome.figures
     try:
         tallies = asyncio.run(_scenario(ha, stage, figures))
         row = asyncio.run(stage.finish())
@@ -288,13 +385,23 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
         stage.fleet.stop()
         if stage.api is not None:
             stage.api.stop()
+        figures["promotions"] = _promotions(ha, after=figures.get("events_before", 0))
+    figures["jobs"], figures["lost"], figures["notes"] = row.jobs, row.lost, row.notes
+    figures["producers"] = [t.summary() for t in tallies]
 
     # every id a producer got back exists and completed; reruns only of jobs a fault held
     assert row.jobs >= 10_000
     assert row.lost == 0 and row.wrong == 0 and row.duplicates <= row.allowed, row.notes
     assert row.status == "ok", row.notes
     assert all(len(t.accepted) > 100 and not t.unclean for t in tallies), [t.summary() for t in tallies]
-    assert figures["primaries"][0] == figures["primaries"][2] != figures["primaries"][1], figures["primaries"]
+    # each fault caused the promotions it may cause, and nothing else did: a node declared dead that
+    # was not (a busy machine) is a switch no fault asked for
+    switches = _switches_per_fault([f.at.isoformat() for f in stage.run.faults], figures["promotions"])
+    figures["switches"] = switches
+    assert switches[0] == 0 and all(low <= n <= high for n, (low, high) in
+                                    zip(switches[1:], figures["expected_switches"])), figures["promotions"]
+    first, second, third, fourth = figures["primaries"]
+    assert second != first and third != second and (fourth == third) == (switches[3] == 0), figures["primaries"]
 
     with psycopg.connect(dsn) as conn:
         ticks = [t for t, in conn.execute(
@@ -328,8 +435,6 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
     first = faults[0].at.timestamp()
     figures["jobs_per_s_before"] = round(_rate(run_times, first - WINDOW, first))
     figures["jobs_per_s_after"] = round(_rate(run_times, figures["after_from"], figures["after_from"] + WINDOW))
-    figures["jobs"] = row.jobs
-    figures["producers"] = [t.summary() for t in tallies]
-    (stage.logdir / "figures.json").write_text(json.dumps(figures, indent=1, default=str))
     print(json.dumps(figures, indent=1, default=str))
     assert figures["jobs_per_s_after"] > 0.5 * figures["jobs_per_s_before"], figures
+    outcome.passed = True
