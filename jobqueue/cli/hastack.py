@@ -30,6 +30,7 @@ default ~50 s; the failover test uses it, ``make ha`` keeps pg_auto_failover's d
 
     python -m jobqueue.cli.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover] [--two-nodes]
     python -m jobqueue.cli.hastack stop|state|events|failover [--dir .pgdata-ha]
+    python -m jobqueue.cli.hastack replace --node NAME [--dir .pgdata-ha]   drop a node, create it anew
 """
 
 from __future__ import annotations
@@ -148,7 +149,10 @@ class HaStack:
         return [self.monitor, *self.data_nodes]
 
     def node(self, name: str) -> Node:
-        return next(n for n in self.nodes if n.name == name)
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise HaStackError(f"no node {name!r} (the stack has {', '.join(n.name for n in self.nodes)})")
 
     # --- where pg_autoctl keeps things ---------------------------------------------------------
 
@@ -418,19 +422,39 @@ class HaStack:
             except ProcessLookupError:
                 pass
 
+    def replace(self, node: Node) -> None:
+        """Drop ``node`` from the formation and create it anew as a standby (a fresh copy of the
+        primary). The way out when a failover hangs with ``node`` — an old primary whose keeper
+        lived — assigned ``fast_forward`` from itself (pg_auto_failover 2.0, upstream issue 1060,
+        fixed in PR 1143): dropped, it stops being the candidate, the monitor promotes one of the
+        others, and the new copy rejoins. What only ``node`` had is gone with it: WAL no standby
+        confirmed, so no acknowledged commit."""
+        if node is self.monitor:
+            raise HaStackError("the monitor cannot be replaced this way")
+        if self.supervisor_pid(node):
+            self.autoctl("stop", "--immediate", "--pgdata", str(node.pgdata), timeout=30)
+            self._wait(lambda: self.supervisor_pid(node) is None, 30, f"stopping {node.name}")
+        if any(n["nodename"] == node.name for n in self.state()):
+            self.autoctl("drop", "node", "--monitor", self.monitor_uri(), "--name", node.name, "--force", timeout=90)
+        for path in [node.pgdata, *(self._xdg(kind, node.name, "pg_autoctl.cfg").parent
+                                    for kind in ("config", "share", "run"))]:
+            shutil.rmtree(path, ignore_errors=True)
+        self.start()
+
     def wait_settled(self, timeout: float = 120.0) -> None:
         self._wait(self.settled, timeout, "a primary and its secondaries")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobqueue.cli.hastack", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["start", "stop", "state", "events", "failover"])
+    parser.add_argument("action", choices=["start", "stop", "state", "events", "failover", "replace"])
     parser.add_argument("--dir", default=".pgdata-ha", help="the stack's folder (default .pgdata-ha)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),
                         help=f"the monitor's port; the data nodes take the next ones (JOBQUEUE_HA_PORT, "
                              f"default {DEFAULT_PORT}; a created stack keeps its ports)")
     parser.add_argument("--fast-failover", action="store_true",
                         help="detect a dead primary in seconds (test settings; default: pg_auto_failover's)")
+    parser.add_argument("--node", help="replace: the data node to drop and create anew (node1, node2, node3)")
     parser.add_argument("--two-nodes", action="store_true",
                         help="create two data nodes instead of three: writes go on while the one standby is "
                              "away, acknowledged by the primary alone (docs/high-availability.md)")
@@ -447,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
             stack.stop()
         elif args.action == "state":
             print(stack.autoctl("show", "state", "--pgdata", str(stack.monitor.pgdata)), end="")
+        elif args.action == "replace":
+            if not args.node:
+                parser.error("replace needs --node")
+            stack.replace(stack.node(args.node))
+            print(f"primary: {stack.primary().name}")
         elif args.action == "events":
             print(stack.autoctl("show", "events", "--count", "50", "--pgdata", str(stack.monitor.pgdata)), end="")
         else:

@@ -63,5 +63,6 @@ def terminate_backends() -> Call[int]:
     return Call("faults_terminate_backends", {}, scalar)
 
 
-def run_times() -> Call[list[datetime]]:
-    return Call("faults_run_times", {}, column)
+def runs() -> Call[list[tuple[datetime, int]]]:
+    """(when, worker pid) of every handler run, in order."""
+    return Call("faults_runs", {}, lambda rows: [(at, pid) for at, pid in rows])

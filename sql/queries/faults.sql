@@ -62,7 +62,8 @@ LEFT JOIN (SELECT job_id, count(*) AS runs, count(*) FILTER (WHERE fails) AS fai
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend';
 
--- name: faults_run_times
--- When each handler run was recorded, in order: the workers' writes over time, from which the HA
--- test reads its jobs/s and the longest stretch without a write across a failover.
-SELECT at FROM jobqueue_faults.executions ORDER BY at;
+-- name: faults_runs
+-- When each handler run was recorded and by which worker process, in order: the workers' writes
+-- over time, from which the HA test reads its jobs/s, each worker's share and the longest stretch
+-- without a write across a failover.
+SELECT at, pid FROM jobqueue_faults.executions ORDER BY at;

