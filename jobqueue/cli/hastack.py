@@ -89,6 +89,8 @@ FAST_MONITOR = {"pgautofailover.health_check_period": "1000", "pgautofailover.he
                 "pgautofailover.node_considered_unhealthy_timeout": "6000",
                 "pgautofailover.primary_demote_timeout": "5000", "pgautofailover.startup_grace_period": "3000"}
 FAST_KEEPER = {"timeout.network_partition_timeout": "3"}
+#: The states of a node that takes writes (pg_auto_failover's primary states).
+WRITABLE = ("primary", "wait_primary", "join_primary", "apply_settings")
 INCLUDE = "jobqueue-ha.conf"
 MISSING = ("pg_autoctl is not installed: `make install` installs Debian's pg-auto-failover-cli and "
            "postgresql-15-auto-failover (Makefile target system-deps)")
@@ -319,11 +321,11 @@ class HaStack:
 
     def primary(self) -> Node:
         """The node taking writes as the monitor sees it: ``primary``, or ``wait_primary`` (a
-        primary whose standby is not there yet), and the monitor wants it so — a crashed primary
-        keeps reporting ``primary`` until it is back, but is assigned ``demoted``."""
+        primary whose standby is not there yet), and the monitor keeps it one (a wait_primary
+        assigned primary, a primary assigned apply_settings or join_primary) — a crashed primary
+        keeps reporting ``primary`` until it is back, but is assigned ``draining`` or ``demoted``."""
         names = [n["nodename"] for n in self.state()
-                 if n["current_group_state"] in ("primary", "wait_primary")
-                 and n["assigned_group_state"] == n["current_group_state"]]
+                 if n["current_group_state"] in WRITABLE and n["assigned_group_state"] in WRITABLE]
         if len(names) != 1:
             raise HaStackError(f"expected one primary, the monitor reports {names or 'none'}")
         return self.node(names[0])
@@ -380,6 +382,12 @@ class HaStack:
             for node in self.data_nodes:
                 if self.supervisor_pid(node):
                     self.autoctl("stop", "--immediate", "--pgdata", str(node.pgdata), timeout=30)
+            for node in self.data_nodes:  # one busy with a rewind or a copy may not listen: killed
+                try:
+                    self._wait(lambda: self.supervisor_pid(node) is None, 20, f"stopping {node.name}")
+                except HaStackError:
+                    if self.supervisor_pid(node):
+                        self.crash(node)
             order = [self.monitor]
         else:
             try:
@@ -391,8 +399,21 @@ class HaStack:
             if self.supervisor_pid(node):
                 self.autoctl("stop", "--pgdata", str(node.pgdata), timeout=30)
         for node in self.nodes:
-            self._wait(lambda: self.supervisor_pid(node) is None and not (node.pgdata / "postmaster.pid").exists(),
+            self._wait(lambda: self.supervisor_pid(node) is None and not self._postmaster_alive(node),
                        timeout, f"stopping {node.name}")
+
+    def _postmaster_alive(self, node: Node) -> bool:
+        """A postmaster runs for ``node`` (a pid file a killed one left behind does not count)."""
+        pid = self.postmaster_pid(node)
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # alive, as another user
+            pass
+        return True
 
     # --- faults --------------------------------------------------------------------------------
 

@@ -305,10 +305,10 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             crash = await inject(f"crash of {second.name} (keeper and postmaster SIGKILLed)",
                                  lambda: stack.crash(second), (1, 1))
             # the monitor promotes one of the others; the crashed node comes back and rejoins as standby
-            while await asyncio.to_thread(_primary_name, stack) in (second.name, None):
+            while (name := await asyncio.to_thread(_primary_name, stack)) in (second.name, None):
                 await asyncio.sleep(0.2)
             figures["crash_switched_after_s"] = round((now() - crash.at).total_seconds(), 1)
-            third = stack.primary()
+            third = stack.node(name)
             _step("crash switched")
             figures["primaries"] = [first.name, second.name, third.name]
             await asyncio.to_thread(stack.run, second)

@@ -21,6 +21,8 @@ from jobqueue.api.serve import wait_ready
 
 #: Seconds past the shutdown grace a stopping process may take before it counts as ignoring SIGTERM.
 STOP_MARGIN = 10.0
+#: How long the API process may take to answer /readyz (imports and a first pool on a loaded box).
+API_READY_TIMEOUT = 60.0
 
 
 def _jobqueue_command(entry: str, *args: str) -> list[str]:
@@ -138,7 +140,7 @@ class ApiProcess:
 
     async def start(self) -> None:
         self.process.start()
-        if not await asyncio.to_thread(wait_ready, self.url, 30.0):
+        if not await asyncio.to_thread(wait_ready, self.url, API_READY_TIMEOUT):
             raise RuntimeError(f"jobqueue api did not become ready at {self.url} (log: {self.process.log_path})")
 
     def kill(self) -> int:
