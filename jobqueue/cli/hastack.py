@@ -40,8 +40,10 @@ import getpass
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,6 +96,30 @@ WRITABLE = ("primary", "wait_primary", "join_primary", "apply_settings")
 INCLUDE = "jobqueue-ha.conf"
 MISSING = ("pg_autoctl is not installed: `make install` installs Debian's pg-auto-failover-cli and "
            "postgresql-15-auto-failover (Makefile target system-deps)")
+
+
+def free_ports(count: int, *, lowest: int = 20000) -> int:
+    """A port P with P..P+count-1 all free, below the kernel's ephemeral range. A stack binds its
+    ports one node at a time, tens of seconds apart on a busy machine, and a port of the ephemeral
+    range that was free when chosen may meanwhile be any client connection's local port: Linux
+    then refuses to listen on it (EADDRINUSE, even with SO_REUSEADDR), and the node's PostgreSQL
+    cannot start (seen: a create that failed after 60 s, a standby cloned over and over). Ports
+    below the range are never handed out to clients."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    rng = random.Random()
+    for _ in range(1000):
+        base = rng.randrange(lowest, ephemeral - count)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise HaStackError(f"no {count} consecutive free ports between {lowest} and {ephemeral}")
 
 
 class HaStackError(RuntimeError):
@@ -201,8 +227,13 @@ class HaStack:
         except subprocess.TimeoutExpired:
             raise HaStackError(f"pg_autoctl {' '.join(args)}: no answer within {timeout:.0f} s") from None
         if done.returncode != 0:
+            failures = self.root / "pg_autoctl-failures.log"  # the whole story, beside the nodes' logs
+            if self.root.is_dir():
+                with failures.open("a") as out:
+                    out.write(f"--- {time.strftime('%H:%M:%S')} pg_autoctl {' '.join(args)} -> {done.returncode}\n"
+                              f"{done.stdout}{done.stderr}\n")
             tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-            raise HaStackError(f"pg_autoctl {' '.join(args)} failed ({done.returncode}): {tail}")
+            raise HaStackError(f"pg_autoctl {' '.join(args)} failed ({done.returncode}): {tail} (all of it: {failures})")
         return done.stdout
 
     def _common(self, node: Node) -> list[str]:
@@ -252,8 +283,9 @@ class HaStack:
         """The server writes its log to stderr, which pg_autoctl sends to ``<pgdata>/startup.log``;
         that name becomes a symlink to `server_log`, outside the data directory. pg_rewind copies
         a rejoining node's data directory from the new primary but leaves a symlink that both
-        have alone, and pg_basebackup copies it as a symlink (to the source's log: corrected here
-        before the new node first runs). What a regular startup.log held is appended first."""
+        have alone, and pg_basebackup skips it (a special file: the new node starts with a
+        startup.log of its own, made a symlink here before it first runs under `run`). What a
+        regular startup.log held is appended first."""
         target = self.server_log(node)
         hand_over(target.parent, self.run_as)
         link = node.pgdata / "startup.log"

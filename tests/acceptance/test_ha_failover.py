@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
 import time
 from collections import Counter
@@ -41,7 +40,6 @@ import pytest
 
 from jobqueue import db
 from jobqueue.cli import hastack
-from jobqueue.cli.devdb import free_port
 from jobqueue.cli.faults.cluster import now, prepare_database
 from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
 from jobqueue.cli.faults.report import Fault
@@ -67,19 +65,6 @@ MIN_BACKLOG = 1_000
 WINDOW = 6.0  # seconds of drain measured before the first fault and after the last recovery
 PRODUCERS = 2  # per path (Python, REST)
 PACE = 0.02  # seconds between one producer's submissions
-
-
-def _free_run(count: int) -> int:
-    """A port P with P..P+count-1 all free (the stack takes consecutive ports)."""
-    while True:
-        base = free_port()
-        try:
-            for offset in range(1, count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
 
 
 class HaCluster:
@@ -128,7 +113,7 @@ def stack():
     base = Path(os.environ.get("JOBQUEUE_TEST_TMP", tempfile.gettempdir()))
     root = Path(tempfile.mkdtemp(prefix="jobqueue-ha-", dir=base))
     os.chmod(root, 0o755)
-    ha = hastack.HaStack(root / "stack", _free_run(1 + hastack.DATA_NODES), fast_failover=True)
+    ha = hastack.HaStack(root / "stack", hastack.free_ports(1 + hastack.DATA_NODES), fast_failover=True)
     outcome = Outcome()
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # nothing of an earlier run is mistaken for this one's
     try:

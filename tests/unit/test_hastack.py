@@ -73,3 +73,11 @@ def test_a_created_stack_keeps_its_data_nodes_and_is_never_shrunk(tmp_path):
         hastack.HaStack(tmp_path / "ha", 54390, data_nodes=2)
     with pytest.raises(hastack.HaStackError, match="2 or 3 data nodes"):
         hastack.HaStack(tmp_path / "other", 54390, data_nodes=4)
+
+
+def test_the_ports_of_a_stack_are_free_and_below_the_ephemeral_range():
+    """Ports a client connection may take as its local port meanwhile cannot be listened on."""
+    lowest = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(20):
+        base = hastack.free_ports(4)
+        assert 20000 <= base and base + 4 <= lowest
