@@ -40,7 +40,9 @@ from typing import Any, Callable
 
 from jobqueue.limits import LimitSpec
 from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
+from jobqueue.durations import duration_problem
 from jobqueue.encryption import check_paths
+from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
 from jobqueue.retry import Backoff
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
@@ -121,8 +123,8 @@ class JobQueue:
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        if timeout is not None and timeout <= 0:
-            raise ValueError("timeout must be positive")
+        if timeout is not None and (problem := duration_problem(timeout)):
+            raise ValidationError("timeout", problem)  # it becomes every claim's JSON and the job's deadline
         if circuit is not None and circuit not in self.circuits:
             raise ValueError(f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
                              "the tasks that use it")

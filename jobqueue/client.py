@@ -29,6 +29,7 @@ from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
 from jobqueue.limits import SCOPES, Limit, LimitSpec
 from jobqueue.encryption import Sealer, open_payload
+from jobqueue.durations import LONGEST, duration_problem
 from jobqueue.errors import (CircuitNotFound, EncryptionError, JobFailed, JobNotFound, LimitNotFound, ValidationError,
                              WaitTimeout)
 from jobqueue.job_events import EventHub, EventsUnavailable
@@ -59,7 +60,7 @@ _ENQUEUE_FIELDS = frozenset({
 #: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
 MISMATCH_MODES = ("return", "reject")
 #: The longest timeout, expiry or idempotency window (as jobqueue.job_problem enforces).
-LONGEST_SPAN = timedelta(days=3650)
+LONGEST_SPAN = LONGEST
 #: The priority names as the database takes them: the common case needs no parsing.
 _PRIORITY_LABELS = frozenset(level.label for level in Priority)
 #: A str as a JSON string, exactly as `json.dumps` writes it (the C encoder's own function).
@@ -67,20 +68,12 @@ _json_string = json.encoder.encode_basestring_ascii
 
 
 def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
-    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN."""
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.durations`)."""
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            value = timedelta(seconds=value)
-        except (OverflowError, ValueError):
-            raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days (got {value!r})") from None
-    if not isinstance(value, timedelta):
-        raise invalid(name, "must be seconds or a timedelta")
-    if not timedelta(0) < value <= LONGEST_SPAN:
-        raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days "
-                            f"(got {value.total_seconds():g} s)")
-    return value
+    if problem := duration_problem(value):
+        raise invalid(name, problem)
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
 def _interval_text(value: timedelta) -> str:
@@ -147,15 +140,10 @@ class NewJob:
             if run_at - datetime.now(timezone.utc) > LONGEST_SPAN:
                 raise invalid("run_at", f"must be at most {LONGEST_SPAN.days} days from now (got {run_at.isoformat()})")
         if delay is not None:
-            if isinstance(delay, (int, float)) and not isinstance(delay, bool):
-                try:
-                    delay = timedelta(seconds=delay)
-                except (OverflowError, ValueError):  # beyond timedelta's range, or NaN
-                    raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days in seconds (got {delay!r})") from None
+            if problem := duration_problem(delay, zero=True):
+                raise invalid("delay", problem)
             if not isinstance(delay, timedelta):
-                raise invalid("delay", "must be seconds or a timedelta")
-            if not timedelta(0) <= delay <= LONGEST_SPAN:
-                raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days (got {delay.total_seconds():g} s)")
+                delay = timedelta(seconds=delay)
             if run_at is not None:
                 raise invalid("run_at", "give run_at or delay, not both")
         if max_attempts is not None and (
