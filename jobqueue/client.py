@@ -50,6 +50,7 @@ from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.history import ThroughputMinute
+from jobqueue.store.queues import Unserved
 from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
@@ -335,6 +336,10 @@ def _defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call
     return queue_store.set_enqueue_defaults(_queue_name(queue), job_ttl=_span(job_ttl, ValidationError, "job_ttl"),
                                             idempotency_window=_span(idempotency_window, ValidationError,
                                                                      "idempotency_window"))
+
+
+def _unserved_call(settings: Settings, cap: int) -> db.Call[list[Unserved]]:
+    return queue_store.unserved(cap=cap, stale_seconds=settings.worker_stale_seconds)
 
 
 def _shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
@@ -651,6 +656,12 @@ class AsyncClient:
     async def queue_stats(self) -> list[QueueStats]:
         return await self._run(queue_store.stats(), None)
 
+    async def unserved_jobs(self, *, cap: int = 1_000_000) -> list[Unserved]:
+        """Runnable jobs whose type no live worker of their queue has a handler for, per queue and
+        job type (counts stop at ``cap`` per priority level): no worker claims them until one whose
+        app can run them starts."""
+        return await self._run(_unserved_call(self.settings, cap), None)
+
     async def circuits(self) -> list[Circuit]:
         """Every circuit breaker workers declared, with its state and job types."""
         return await self._run(circuit_store.list_all(), None)
@@ -860,6 +871,9 @@ class Client:
 
     def queue_stats(self) -> list[QueueStats]:
         return self._run(queue_store.stats(), None)
+
+    def unserved_jobs(self, *, cap: int = 1_000_000) -> list[Unserved]:
+        return self._run(_unserved_call(self.settings, cap), None)
 
     def circuits(self) -> list[Circuit]:
         return self._run(circuit_store.list_all(), None)

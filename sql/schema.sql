@@ -1499,6 +1499,10 @@ CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btre
 
 CREATE INDEX jobs_claim_idx ON jobqueue.jobs USING btree (queue, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
 
+CREATE INDEX jobs_claim_type_idx ON jobqueue.jobs USING btree (queue, job_type, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
+
+COMMENT ON INDEX jobqueue.jobs_claim_type_idx IS 'The runnable jobs of each (queue, job type) in claim order: claims by type past other apps'' jobs, and the job types waiting in a queue.';
+
 CREATE INDEX jobs_dead_letter_idx ON jobqueue.jobs USING btree (queue, job_type, finished_at) WHERE (state = 'dead_letter'::text);
 
 CREATE INDEX jobs_expiry_idx ON jobqueue.jobs USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'failed'::text])));

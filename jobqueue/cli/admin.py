@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import functools
 import json
+import sys
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -86,6 +87,21 @@ def _print_page(args: argparse.Namespace, page, columns: tuple[str, ...] = JOB_C
         if page.next_cursor:
             print(f"more: --cursor {page.next_cursor}")
     return 0
+
+
+def _jobs_list(client: Client, args: argparse.Namespace) -> int:
+    """One page of jobs, and on stderr (so --json stays JSON) a line naming the runnable jobs nobody
+    serves, if there are any among the queues and type asked for: they would wait unnoticed."""
+    status = _print_page(args, client.list_jobs(limit=args.limit, cursor=args.cursor, state=args.state,
+                                                queue=args.queue, job_type=args.job_type, priority=args.priority,
+                                                producer_id=args.producer))
+    unserved = [u for u in client.unserved_jobs()
+                if args.queue in (None, u.queue) and args.job_type in (None, u.job_type)]
+    if unserved:
+        listed = ", ".join(f"{u.job_type} in {u.queue} ({u.runnable})" for u in unserved)
+        print(f"note: {sum(u.runnable for u in unserved)} runnable jobs wait for a worker with a handler for "
+              f"their type (no live worker of their queue has one): {listed}", file=sys.stderr)
+    return status
 
 
 def _list_options(parser: argparse.ArgumentParser, *, state: bool) -> None:
@@ -249,9 +265,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
                                                                                               required=True)
     p = jobs.add_parser("list", help="jobs newest first, with filters")
     _list_options(p, state=True)
-    command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state=a.state, queue=a.queue,
-                                                       job_type=a.job_type, priority=a.priority,
-                                                       producer_id=a.producer)))
+    command(p, _jobs_list)
     p = jobs.add_parser("get", help="a job with its result and every attempt's error (JSON)")
     p.add_argument("job_id")
     command(p, lambda c, a: print(_json(dataclasses.asdict(c.get(a.job_id)))) or 0)

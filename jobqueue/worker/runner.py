@@ -114,7 +114,8 @@ class Worker:
         self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
-            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits)
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
+            served=list(app.tasks))
         self.breakers = Breakers(self.pool, app, interval=self.heartbeat.interval,
                                  retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set)
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
@@ -128,7 +129,6 @@ class Worker:
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
-        self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
@@ -395,12 +395,7 @@ class Worker:
             pass
 
     def _start(self, job: Job) -> None:
-        handler = self.app.tasks.get(job.job_type)
-        if handler is None and (job.queue, job.job_type) not in self._unknown_types:
-            self._unknown_types.add((job.queue, job.job_type))
-            log.warning("queue %r has jobs of type %r, which this worker has no handler for: they fail and are "
-                        "retried, then dead-lettered (every worker of a queue should know all its job types)",
-                        job.queue, job.job_type)
+        handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
         task = asyncio.create_task(self._run_job(job, handler))
         self.deadline_watch.watch(task, attempt_timeout(job, handler))
         self.running[job.key] = (job, task)

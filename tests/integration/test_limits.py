@@ -33,7 +33,8 @@ def claims(dsn: str, rounds: list[tuple[list[str], int]], app: JobQueue | None =
         await pool.open(wait=True)
         try:
             watch = LimitWatch(pool, app or JobQueue(), rounds[0][0], interval=10)
-            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), limits=watch)
+            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), limits=watch,
+                              served=None if app is None else list(app.tasks))
             await watch.refresh()
             taken = []
             for queues, free in rounds:

@@ -118,6 +118,7 @@ def test_collection_never_scans_the_job_table(dsn):
     job_scans = {(kind, index) for kind, relation, index in counts | dead if relation == "jobs"}
     assert ("Seq Scan", "") not in job_scans, job_scans
     # Partial indexes over live states, or over dead letters (jobs_finished_idx leads with state).
-    assert {index for _, index in job_scans} - {""} <= {"jobs_claim_idx", "jobs_lease_idx", "jobs_retry_wait_idx",
-                                                        "jobs_dead_letter_idx", "jobs_finished_idx"}, job_scans
+    assert {index for _, index in job_scans} - {""} <= {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_lease_idx",
+                                                        "jobs_retry_wait_idx", "jobs_dead_letter_idx",
+                                                        "jobs_finished_idx"}, job_scans
     assert {"jobs_claim_idx", "jobs_retry_wait_idx"} <= {index for _, index in job_scans}
