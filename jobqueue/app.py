@@ -35,6 +35,7 @@ just before the handler runs, and encrypts the handler's result too with ``encry
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,6 +45,7 @@ from jobqueue.durations import duration_problem
 from jobqueue.encryption import check_paths
 from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
+from jobqueue.names import name_problem
 from jobqueue.retry import Backoff
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
 
@@ -65,7 +67,15 @@ class TaskDef:
 
 
 class JobQueue:
-    def __init__(self, name: str = "jobqueue") -> None:
+    def __init__(self, name: str | None = None) -> None:
+        """``name`` says which app this is (default: the module that creates it, e.g. ``myapp``):
+        the breakers and limits it declares are its own, so another app sharing the database, with
+        tasks of the same names, neither redefines nor removes them. Give each app its own name when
+        two apps live in modules of the same name."""
+        if name is None:
+            name = sys._getframe(1).f_globals.get("__name__") or "jobqueue"
+        if problem := name_problem(name):
+            raise ValidationError("name", problem)
         self.name = name
         self.tasks: dict[str, TaskDef] = {}
         self.schedules: dict[str, ScheduleSpec] = {}

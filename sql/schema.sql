@@ -1043,10 +1043,11 @@ COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer ke
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
     circuit text NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL
 );
 
-COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breaker each job type belongs to (@queue.task(circuit=...)), synced at worker start.';
+COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breakers each job type belongs to, by the app that declared it (@queue.task(circuit=...)), synced at worker start: the type is blocked while any of them is not closed.';
 
 CREATE TABLE jobqueue.circuits (
     name text NOT NULL,
@@ -1060,6 +1061,7 @@ CREATE TABLE jobqueue.circuits (
     window_seconds double precision NOT NULL,
     reset_after_seconds double precision NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT circuits_name_not_blank CHECK ((btrim(name) <> ''::text)),
     CONSTRAINT circuits_open_has_opened_at CHECK (((state = 'closed'::text) OR (opened_at IS NOT NULL))),
     CONSTRAINT circuits_reset_positive CHECK ((reset_after_seconds > (0)::double precision)),
@@ -1075,6 +1077,8 @@ COMMENT ON COLUMN jobqueue.circuits.failures IS 'Counted failures in the window 
 COMMENT ON COLUMN jobqueue.circuits.probe_job_id IS 'half_open: the one job let through to probe the dependency.';
 
 COMMENT ON COLUMN jobqueue.circuits.forced_by_admin IS 'Opened by an operator: stays open, without probes, until an operator closes it.';
+
+COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0023.';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,
@@ -1198,6 +1202,7 @@ CREATE TABLE jobqueue.job_limits (
     set_by text DEFAULT 'code'::text NOT NULL,
     recent_starts timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT job_limits_concurrency_positive CHECK ((concurrency >= 1)),
     CONSTRAINT job_limits_name_present CHECK ((length(name) > 0)),
     CONSTRAINT job_limits_period_positive CHECK (((period_seconds > (0)::double precision) AND (period_seconds <= (86400)::double precision))),
@@ -1210,9 +1215,11 @@ CREATE TABLE jobqueue.job_limits (
 
 COMMENT ON TABLE jobqueue.job_limits IS 'Global limits enforced by the claim: at most concurrency jobs of the job type (or queue) processing at once, at most rate starts in any period_seconds.';
 
-COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in the app, rewritten at worker start; admin: set by an operator, kept until cleared.';
+COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in an app (declared_by), rewritten when a worker of that app starts; admin: set by an operator, kept until cleared.';
 
 COMMENT ON COLUMN jobqueue.job_limits.recent_starts IS 'Claim times of the starts within the last period, ascending (the sliding window the rate is checked against).';
+
+COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0023.';
 
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
@@ -1414,6 +1421,7 @@ CREATE TABLE jobqueue.workers (
     concurrency_min integer,
     concurrency_target integer,
     job_types text[] DEFAULT '{}'::text[] NOT NULL,
+    app text,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
@@ -1430,6 +1438,8 @@ COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: th
 
 COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has handlers for (its app''s tasks), written at registration.';
 
+COMMENT ON COLUMN jobqueue.workers.app IS 'The app (its JobQueue''s name) whose tasks this worker runs, written at registration.';
+
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
 
@@ -1437,7 +1447,7 @@ ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY jobqueue.circuit_job_types
-    ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type);
+    ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type, circuit, declared_by);
 
 ALTER TABLE ONLY jobqueue.circuits
     ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);

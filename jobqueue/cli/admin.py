@@ -164,7 +164,7 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
 
 
 WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat",
-                  "job_types")
+                  "app", "job_types")
 
 
 def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
@@ -189,18 +189,20 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
                                                           else w.concurrency),
                                              target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
                                              failed=w.jobs_failed, stuck=w.stuck_handlers,
-                                             last_heartbeat=_when(w.last_heartbeat),
+                                             last_heartbeat=_when(w.last_heartbeat), app=w.app,
                                              job_types=",".join(w.job_types)) for w in workers]))
     return 0
 
 
-CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types")
+CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types",
+                   "declared_by")
 
 
 def _circuit_row(c: Circuit) -> dict[str, Any]:
     state = f"{c.state} (held by an operator)" if c.forced_by_admin else c.state
     return dict(name=c.name, state=state, failures=c.failures, threshold=c.threshold, window_s=f"{c.window_seconds:g}",
-                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types))
+                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types),
+                declared_by=c.declared_by or None)
 
 
 def _circuits(client: Client, args: argparse.Namespace) -> int:
@@ -217,12 +219,13 @@ def _force_circuit(method: str, client: Client, args: argparse.Namespace) -> int
     return 0
 
 
-LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_starts", "set_by")
+LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_starts", "set_by", "declared_by")
 
 
 def _limit_row(lim: Limit) -> dict[str, Any]:
     return dict(scope=lim.scope, name=lim.name, concurrency=lim.concurrency, running=lim.running, rate=lim.rate_text,
-                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by)
+                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by,
+                declared_by=lim.declared_by or None)
 
 
 def _limits(client: Client, args: argparse.Namespace) -> int:

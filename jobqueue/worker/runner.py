@@ -285,12 +285,12 @@ class Worker:
                 worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
                 queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
                 concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None,
-                job_types=list(self.app.tasks)))
+                job_types=list(self.app.tasks), app=self.app.name))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(
                     self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
-                await db.run(conn, self.breakers.sync())
-            await db.run(conn, self.limits.sync())
+                await self.breakers.declare(conn, self.app.name)
+            await self.limits.declare(conn, self.app.name)
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
                 await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
                                                        now=datetime.now(timezone.utc)))

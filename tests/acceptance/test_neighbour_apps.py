@@ -69,3 +69,43 @@ def test_a_worker_claims_only_its_own_job_types_and_leaves_the_neighbours_pendin
             output = terminate(billing)
         assert all(client.get(job_id).result == {"greeted_by": "shop"} for job_id in greets)
     assert "no handler registered" not in output, output
+
+
+def _declarations(conn) -> dict:
+    members = conn.execute("SELECT job_type, circuit FROM jobqueue.circuit_job_types ORDER BY 1, 2").fetchall()
+    breakers = conn.execute("SELECT name, threshold, window_seconds, reset_after_seconds, state, forced_by_admin "
+                            "FROM jobqueue.circuits ORDER BY name").fetchall()
+    limits = conn.execute("SELECT scope, name, concurrency, rate, period_seconds, set_by FROM jobqueue.job_limits "
+                          "ORDER BY scope, name").fetchall()
+    return {"members": members, "breakers": breakers, "limits": limits}
+
+
+def test_another_apps_worker_with_same_named_tasks_leaves_this_apps_breakers_and_limits_alone(dsn, conn):
+    """Before: starting billing's worker (charge and send_sms without breaker or limit) took charge
+    out of the shop's payments-api breaker and deleted the shop's send_sms 100/m limit. An
+    operator's changes (a limit set, a breaker held open) survive every restart, as before."""
+    def start(app: str):
+        worker = spawn_worker(dsn, app)
+        _started(worker)
+        return worker
+
+    shop = start(SHOP)
+    try:
+        declared = _declarations(conn)
+        assert declared["members"] == [("charge", "payments-api")]
+        assert declared["limits"] == [("job_type", "send_sms", None, 100, 60.0, "code"),
+                                      ("queue", "exports", 2, None, None, "code")]
+        for command in (("limits", "set", "--queue", "exports", "--concurrency", "1"),
+                        ("circuits", "open", "payments-api")):
+            assert jobqueue_cli(*command, dsn=dsn).returncode == 0
+        expected = _declarations(conn)
+        billing = start(BILLING)  # the shop's worker runs: billing's start must change nothing of it
+        terminate(billing)
+    finally:
+        terminate(shop)
+    assert _declarations(conn) == expected
+    for app in (BILLING, SHOP, BILLING):  # either alone, in turn: still nothing of the shop's changes
+        terminate(start(app))
+        assert _declarations(conn) == expected, app
+    assert expected["limits"][1] == ("queue", "exports", 1, None, None, "admin")
+    assert expected["breakers"][0][4:] == ("open", True)
