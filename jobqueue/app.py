@@ -21,7 +21,9 @@ elected scheduler enqueues one ``cleanup`` job per tick.
     async def charge(job): ...
 
 declares a circuit breaker shared by every worker (`jobqueue.circuits`): workers write it and the
-job types behind it to ``jobqueue.circuits`` when they start.
+job types behind it to ``jobqueue.circuits`` when they start. Breakers and limits are the declaring
+app's (``JobQueue(name)``, by default its module): another app sharing the database, with tasks of
+the same names, neither redefines nor removes them. A worker claims only its app's job types.
 
     @queue.task("charge", encrypted=["card.number", "ssn"], encrypt_result=True)
     async def charge(job): ...

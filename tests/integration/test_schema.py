@@ -142,10 +142,15 @@ def test_a_long_run_of_jobs_the_worker_does_not_serve_in_front_of_its_own_costs_
         reads = {}
         for name, params in (("one queue", CLAIM | {"queues": ["default"], "limit": 10}),
                              ("two queues", CLAIM | {"queues": ["default", "other"], "limit": 10}),
-                             ("a served type blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["b"]})):
-            rows, reads[name] = _claim_reads(conn, params | {"served": ["a", "b"]})
+                             ("a served type blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["b"]}),
+                             # an open breaker's backlog in front, or a limited type claimed on its own
+                             ("the head blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["theirs"],
+                                                           "served": ["theirs", "a", "b"]}),
+                             ("only a and b", CLAIM | {"queues": ["default"], "limit": 10, "only": ["a", "b"],
+                                                       "served": ["theirs", "a", "b"]})):
+            rows, reads[name] = _claim_reads(conn, params | {"served": params["served"] or ["a", "b"]})
             assert {row[2] for row in rows} <= {"a", "b"} and len(rows) == 10, name
-            if name == "one queue":
+            if name in ("one queue", "the head blocked", "only a and b"):
                 assert [row[0] for row in rows] == first  # still in submission order across the types
             if name == "a served type blocked":
                 assert {row[2] for row in rows} == {"a"}
