@@ -173,6 +173,8 @@ class NewJob:
                 raise invalid("producer_id", "must be a non-empty string when given")
             if len(producer_id) > MAX_PRODUCER_ID_LENGTH:
                 raise invalid("producer_id", too_long(producer_id, MAX_PRODUCER_ID_LENGTH) or "")
+        if traceparent is not None and (problem := tracing.traceparent_problem(traceparent)) is not None:
+            raise invalid("traceparent", problem)
         if timeout is not None or expire_after is not None or idempotency_window is not None:
             timeout = _span(timeout, invalid, "timeout")
             expire_after = _span(expire_after, invalid, "expire_after")

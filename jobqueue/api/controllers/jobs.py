@@ -27,6 +27,7 @@ from jobqueue.client import NewJob
 from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
+from jobqueue.tracing import check_traceparent
 
 
 _CANCEL_REFUSED = {
@@ -46,7 +47,7 @@ def visible(info: JobInfo, user: Principal) -> JobInfo:
 async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSubmission],
                   batch: bool) -> list[SubmittedJob]:
     user = request.user
-    traceparent = request.headers.get("traceparent")
+    traceparent = _traceparent(request)
     for index, item in enumerate(items):
         if json_depth_exceeds(item.payload):
             raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
@@ -77,6 +78,18 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
                 for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
     return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+
+
+def _traceparent(request: AnyRequest) -> str | None:
+    """The request's ``traceparent`` header, checked once for the whole request (a batch copies it
+    into every job): a W3C trace context or none, else 422 naming the header."""
+    found = request.headers.getall("traceparent", None)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValidationError("traceparent", "must be given once (the request has several traceparent headers)")
+    check_traceparent(found[0])
+    return found[0]
 
 
 def _where(index: int, batch: bool) -> str:
