@@ -114,3 +114,47 @@ def test_another_producers_job_costs_what_a_missing_one_costs(http, conn, dsn):
     assert [a.json()["message"].replace(str(j), "ID") for a, j in zip(answers, (foreign, missing))] == \
         [answers[1].json()["message"].replace(str(missing), "ID")] * 2
     assert http("alice").get(f"/jobs/{foreign}").json()["payload"] == payload
+
+
+BOBS = ("payroll", "pay_salaries", "bank-api", "payroll-host-7")
+
+
+@pytest.fixture
+def others_system(conn):
+    """Bob's queue with a job, a worker serving it, a circuit and a limit on his job type."""
+    make_job(conn, producer_id="bob", queue="payroll", job_type="pay_salaries")
+    make_job(conn, producer_id="alice", queue="mine", job_type="mine_job")
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, job_types) "
+                 "VALUES ('w1', 'payroll-host-7', 4242, '{payroll}', 4, '{pay_salaries}')")
+    conn.execute("INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
+                 "VALUES ('bank-api', 5, 60, 30)")
+    conn.execute("INSERT INTO jobqueue.circuit_job_types (job_type, circuit) VALUES ('pay_salaries', 'bank-api')")
+    conn.execute("INSERT INTO jobqueue.job_limits (scope, name, concurrency) VALUES ('job_type', 'pay_salaries', 2)")
+
+
+@pytest.mark.parametrize("path", ["/workers", "/circuits", "/limits", "/queues"])
+def test_a_producer_key_reads_no_other_producers_workers_queues_circuits_or_limits(http, others_system, path):
+    """A producer key read /workers (hosts, PIDs, job types), every queue and its depth, the
+    breakers and limits: what /metrics is locked for. Admin keys only (/queues: see below)."""
+    refused = http("alice").get(path)
+    assert refused.status_code == 403, refused.text
+    assert not any(name in refused.text for name in BOBS)
+    assert "admin" in refused.json()["message"]
+    allowed = http("admin").get(path)
+    assert allowed.status_code == 200 and any(name in allowed.text for name in BOBS), allowed.text
+
+
+def test_a_producer_key_with_a_queue_allow_list_sees_those_queues_only(dsn, api, others_system):
+    import httpx
+
+    from jobqueue.client import Client
+
+    with Client(dsn, pool_size=1) as client:
+        key = client.create_api_key("alice", queues=["mine", "spare"])[0]
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as alice:
+        listing = alice.get("/queues")
+        assert listing.status_code == 200, listing.text
+        assert [q["queue"] for q in listing.json()["queues"]] == ["mine"]
+        assert "payroll" not in listing.text
+        for path in ("/workers", "/circuits", "/limits"):
+            assert alice.get(path).status_code == 403
