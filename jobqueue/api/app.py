@@ -59,6 +59,7 @@ from jobqueue.api.controllers.workers import WorkersController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
 from jobqueue.api.request_checks import refuse_ambiguous_query
+from jobqueue.api.security import add_security_headers
 from jobqueue.api.services import Services
 from jobqueue.config import Settings
 
@@ -118,11 +119,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         return services
 
     return Litestar(
-        route_handlers=[*ROUTE_HANDLERS, openapi_ui.assets_router()],
+        route_handlers=[*ROUTE_HANDLERS, *openapi_ui.routes()],
         dependencies={"services": Provide(provide_services, use_cache=True)},
         middleware=[auth_middleware()],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=before_each_request,
+        before_send=[add_security_headers],
         lifespan=[lifespan],
         request_max_body_size=settings.api_max_body_bytes,
         openapi_config=OpenAPIConfig(
