@@ -42,7 +42,7 @@ async def add_security_headers(message: Message, _scope: Scope) -> None:
         return
     headers = message.get("headers")
     if not isinstance(headers, list):
-        headers = message["headers"] = list(headers or ())  # type: ignore[typeddict-unknown-key]
+        headers = message["headers"] = list(headers or ())
     present = {bytes(name).lower(): value for name, value in headers}
     if _CSP not in present:
         page = bytes(present.get(b"content-type", b"")).startswith(b"text/html")
