@@ -50,8 +50,13 @@ def test_any_login_reads_the_job_tables_size_and_write_counters(conn, dsn, bobs_
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     try:
         with psycopg.connect(make_conninfo(dsn, user=role), autocommit=True) as session:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                session.execute("SELECT count(*) FROM jobqueue.jobs")
+            for statement in ("SELECT count(*) FROM jobqueue.jobs", "SELECT jobqueue.enqueue('x')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    session.execute(statement)
+            assert session.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'jobqueue_producer'").fetchone()[0] == 1
+            assert session.execute("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                                   "WHERE n.nspname = 'jobqueue' AND p.proname = 'enqueue_many_unchecked' "
+                                   "AND p.prosrc LIKE '%%job_problem%%'").fetchone()[0] == 1
             assert session.execute("SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                                    "WHERE n.nspname = 'jobqueue' AND c.relname = 'jobs'").fetchone()[0] == 2020
             wait_until(lambda: session.execute("SELECT n_live_tup FROM pg_stat_all_tables WHERE schemaname = 'jobqueue' "
