@@ -179,6 +179,24 @@ def test_jobs_of_types_the_worker_serves_interleaved_with_others_are_claimed_in_
         conn.rollback()
 
 
+def test_with_a_served_head_the_claim_walks_the_claim_index_in_order_never_sorting_a_types_backlog(dsn):
+    """1,000 served jobs at the head, 50,000 of another type behind: the ordered scan takes the
+    first ten. Were the served types an index condition, the planner (knowing them rare) would sort
+    every runnable job of those types out of jobs_claim_type_idx instead — a cost that grows with
+    the worker's own backlog (it did, until the filter was written not to be one)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT CASE WHEN g <= 1000 THEN 'mine' ELSE 'theirs' END "
+                     "FROM generate_series(1, 51000) AS g")
+        conn.execute("ANALYZE jobqueue.jobs")
+        params = CLAIM | {"queues": ["default"], "limit": 10, "served": ["mine"]}
+        conn.execute("SAVEPOINT probe")
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + queries()["job_claim"], params).fetchone()[0]
+        conn.rollback()
+    ran = [node for node in _nodes(plan[0]["Plan"], "jobs_claim_type_idx") if node.get("Actual Loops")]
+    walked = [node for node in _nodes(plan[0]["Plan"], "jobs_claim_idx") if node.get("Actual Rows")]
+    assert ran == [] and walked, plan
+
+
 def test_a_one_queue_claim_locks_only_the_rows_it_takes(dsn):
     """Workers woken together skip each other's locked rows: a claim must not hold rows it does
     not take (another worker would pass over them for lower-priority ones meanwhile)."""
