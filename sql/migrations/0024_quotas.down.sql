@@ -1,4 +1,4 @@
--- 0023_quotas undone: the enqueue functions as 0022 left them (job_problem without the payload),
+-- 0024_quotas undone: the enqueue functions as 0023_untrusted_input left them (job_problem without the payload),
 -- no gates, no payload bound on schedules, no login timeouts function.
 DROP TRIGGER schedules_payload_bound ON jobqueue.schedules;
 DROP FUNCTION jobqueue.schedules_payload_bound();
@@ -10,7 +10,7 @@ CREATE OR REPLACE FUNCTION jobqueue.make_job_input(ord integer, job_type text, p
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent);
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(CASE WHEN ord IS NULL THEN '' ELSE format('jobs[%s].', ord - 1) END || problem[1],
@@ -29,7 +29,7 @@ CREATE OR REPLACE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jso
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent);
     job_id uuid;
     wanted boolean;
 BEGIN
@@ -99,7 +99,7 @@ BEGIN
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
-                                                f.producer_id),
+                                                f.producer_id, f.traceparent),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text)) AS problem
                 FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id,
@@ -137,10 +137,10 @@ END $$;
 DROP FUNCTION jobqueue.refuse_gated_queues(text[], uuid[]);
 DROP TABLE jobqueue.queue_gates;
 DROP FUNCTION jobqueue.job_problem(text, text, timestamptz, interval, text, integer, text, interval, timestamptz,
-                                   interval, interval, text, text, jsonb);
+                                   interval, interval, text, text, text, jsonb);
 DROP FUNCTION jobqueue.payload_problem(jsonb);
 
-CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) RETURNS text[]
+CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text, traceparent text) RETURNS text[]
     LANGUAGE sql STABLE
     AS $$
     -- expires_at is compared with the run_at the job will have: one in the past means now.
@@ -160,6 +160,13 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['idempotency_key', format('must be at most 255 characters (got %s)', length(idempotency_key))]
         WHEN length(producer_id) > 200
             THEN ARRAY['producer_id', format('must be at most 200 characters (got %s)', length(producer_id))]
+        WHEN length(traceparent) <> 55
+            THEN ARRAY['traceparent', format('must be a W3C traceparent of 55 characters (got %s)', length(traceparent))]
+        WHEN traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' OR left(traceparent, 2) = 'ff'
+             OR substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16)
+            THEN ARRAY['traceparent', 'must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex '
+                                      '(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other '
+                                      'than ff, ids not all zeros']
         WHEN timeout <= interval '0' OR timeout > interval '3650 days'
             THEN ARRAY['timeout', format('must be more than 0 and at most %s (got %s)', interval '3650 days', timeout)]
         WHEN expire_after <= interval '0' OR expire_after > interval '3650 days'
@@ -183,4 +190,4 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
     END
 $$;
 
-COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
+COMMENT ON FUNCTION jobqueue.job_problem(text, text, timestamp with time zone, interval, text, integer, text, interval, timestamp with time zone, interval, interval, text, text, text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';

@@ -3,23 +3,23 @@
 too many undeclared queues) refusing SQL producers too, and the login timeouts `jobqueue roles
 login` sets.
 
-Revision ID: 0023_quotas
-Revises: 0022_time_bounds
+Revision ID: 0024_quotas
+Revises: 0023_untrusted_input
 """
 
 from alembic import op
 
 from jobqueue.sql import run_migration_script
 
-revision = "0023_quotas"
-down_revision = "0022_time_bounds"
+revision = "0024_quotas"
+down_revision = "0023_untrusted_input"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_migration_script(op, "0023_quotas.up.sql")
+    run_migration_script(op, "0024_quotas.up.sql")
 
 
 def downgrade() -> None:
-    run_migration_script(op, "0023_quotas.down.sql")
+    run_migration_script(op, "0024_quotas.down.sql")
