@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from jobqueue.encryption import redact
-from jobqueue.metrics import Snapshot
+from jobqueue.metrics import OTHER, Snapshot
 from jobqueue.models import JobInfo, JobSummary, Priority, QueueSettings
 
 INT32 = 2**31 - 1
@@ -247,6 +247,18 @@ class QueueOut(msgspec.Struct):
                    sum((unserved or {}).values()), unserved or {})
 
 
+class OtherQueues(msgspec.Struct):
+    """What the queues not listed by name hold together (``queues`` of them): the figures of
+    `QueueOut`, summed."""
+
+    queues: int
+    depth: int
+    scheduled: int
+    retrying: int
+    processing: int
+    dead: int
+
+
 class QueueList(msgspec.Struct):
     """Every queue with jobs waiting, running or dead, served by a live worker, or configured by an
     admin — read from the metrics snapshot /metrics serves (`jobqueue.metrics`), not counted per
@@ -256,12 +268,15 @@ class QueueList(msgspec.Struct):
     waiting for a retry (state failed, counted in depth or scheduled too), ``processing``,
     ``dead`` dead-lettered; ``unserved`` runnable jobs whose job type no live worker of the queue has
     a handler for (``unserved_job_types``: how many of each) — no worker claims them, they wait; each
-    count stops at ``count_cap``."""
+    count stops at ``count_cap``. Listed by name: every queue a
+    live worker serves or an admin configured, and the ``JOBQUEUE_METRICS_MAX_QUEUES`` largest
+    others; ``other`` sums up the rest (null when there is none)."""
 
     queues: list[QueueOut]
     measured_at: datetime
     max_age_seconds: float
     count_cap: int
+    other: OtherQueues | None = None
 
     @classmethod
     def of(cls, snapshot: Snapshot, max_age_seconds: float) -> "QueueList":
@@ -277,10 +292,15 @@ class QueueList(msgspec.Struct):
         unserved: dict[str, dict[str, int]] = {}
         for u in snapshot.unserved:
             unserved.setdefault(u.queue, {})[u.job_type] = u.runnable
-        names = sorted(set(levels) | set(dead) | set(snapshot.settings))
-        return cls([QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
-                                dead.get(name, 0), unserved.get(name)) for name in names],
-                   snapshot.measured_at, max_age_seconds, snapshot.cap)
+        names = sorted((set(levels) | set(dead) | set(snapshot.settings)) - {OTHER})
+        listed = [QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
+                              dead.get(name, 0), unserved.get(name)) for name in names]
+        other = None
+        if snapshot.other_queues:
+            rest = QueueOut.of(OTHER, QueueSettings(OTHER), levels.get(OTHER, []), dead.get(OTHER, 0))
+            other = OtherQueues(snapshot.other_queues, rest.depth, rest.scheduled, rest.retrying, rest.processing,
+                                rest.dead)
+        return cls(listed, snapshot.measured_at, max_age_seconds, snapshot.cap, other)
 
 
 class QueueSettingsOut(msgspec.Struct):

@@ -23,11 +23,11 @@ def _worker(conn, worker_id: str, queues: list[str], job_types: list[str], *, st
                  (worker_id, queues, status, heartbeat_age, job_types))
 
 
-def _collect(dsn: str) -> metrics.Snapshot:
+def _collect(dsn: str, max_queues: int | None = None) -> metrics.Snapshot:
     async def main():
         conn = await db.connect(dsn)
         try:
-            return await metrics.collect(conn, cap=1000, stale_seconds=60)
+            return await metrics.collect(conn, cap=1000, stale_seconds=60, max_queues=max_queues)
         finally:
             await conn.close()
     return asyncio.run(main())
@@ -83,3 +83,15 @@ def test_the_count_reads_only_the_type_index_and_stops_at_its_caps(conn):
     assert _reads(plan) == {"jobs_claim_type_idx"}, _reads(plan)
     capped = db.run_sync(conn, queue_store.unserved(cap=10, stale_seconds=60, max_pairs=5))
     assert len(capped) == 5 and all(u.runnable == 10 for u in capped)  # 5 pairs, each up to 10 per level
+
+
+def test_unserved_jobs_of_queues_folded_into_other_are_counted_there(dsn, conn):
+    """A producer inventing queue names makes no series per name here either (`metrics.fold`)."""
+    for n in range(5):
+        for _ in range(n + 1):
+            make_job(conn, job_type="nobody", queue=f"q{n}")
+    snapshot = _collect(dsn, max_queues=2)
+    figures = parse(metrics.render(snapshot))
+    assert {queue: value(figures, "jobqueue_jobs_unserved", queue=queue) for queue in ("q4", "q3", metrics.OTHER)} \
+        == {"q4": 5, "q3": 4, metrics.OTHER: 6}
+    assert value(figures, "jobqueue_jobs_unserved", queue="q0") is None
