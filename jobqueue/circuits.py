@@ -94,7 +94,7 @@ class Circuit:
     probe_job_id: uuid.UUID | None
     updated_at: datetime
     job_types: list[str]
-    declared_by: str = ""  # the app whose workers write its settings ('': declared before 0025)
+    declared_by: str = ""  # the app whose workers write its settings ('': declared before 0027)
 
     @property
     def state_value(self) -> int:

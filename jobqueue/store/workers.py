@@ -29,7 +29,7 @@ class WorkerInfo:
     concurrency_min: int | None = None  # autoscaling (--concurrency MIN:MAX): MIN; concurrency is MAX
     concurrency_target: int | None = None  # autoscaling: the slots it runs now (None: fixed concurrency)
     job_types: list[str] = field(default_factory=list)  # the types its app has handlers for
-    app: str | None = None  # its app's name (JobQueue.name; None: registered before 0025)
+    app: str | None = None  # its app's name (JobQueue.name; None: registered before 0027)
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,

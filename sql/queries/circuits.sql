@@ -15,7 +15,7 @@
 -- * memberships are rows per (job type, breaker, app): this app adds its own and removes those it
 --   made and makes no more (%(all_types)s, its job types: a task moved out of a breaker leaves it);
 --   another app's stay, so a same-named task of another app that declares no breaker takes
---   nothing out of this one's. A membership stored before 0025 (app '') becomes this app's when it
+--   nothing out of this one's. A membership stored before 0027 (app '') becomes this app's when it
 --   declares the same one.
 WITH live_apps AS (
     SELECT DISTINCT w.app FROM jobqueue.workers w

@@ -35,7 +35,7 @@ SELECT EXISTS (SELECT FROM jobqueue.job_limits l
 -- app declared it, and returned (the worker logs it). %(undeclared_scopes)s/%(undeclared_names)s
 -- — the app's job types and the worker's queues that it declares no limit for — lose the code
 -- limit this app had declared for them (the code no longer asks for it); another app's limit on a
--- same-named task stays (one stored before 0025, declared_by '', stays until an app declares it
+-- same-named task stays (one stored before 0027, declared_by '', stays until an app declares it
 -- again or an operator clears it).
 WITH live_apps AS (
     SELECT DISTINCT w.app FROM jobqueue.workers w

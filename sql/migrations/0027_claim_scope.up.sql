@@ -1,4 +1,4 @@
--- 0025_claim_scope: a worker claims only the job types it has handlers for, and another app's
+-- 0027_claim_scope: a worker claims only the job types it has handlers for, and another app's
 -- jobs in front of its own cost its claims nothing (issue 17, §5).
 -- jobs_claim_type_idx: the runnable jobs of each (queue, job type), in claim order. job_claim
 -- reads the head of each (queue, level) in jobs_claim_idx; when it is not a type the worker may
@@ -20,7 +20,7 @@ ALTER TABLE jobqueue.workers ADD COLUMN app text;
 COMMENT ON COLUMN jobqueue.workers.app IS 'The app (its JobQueue''s name) whose tasks this worker runs, written at registration.';
 
 ALTER TABLE jobqueue.circuits ADD COLUMN declared_by text NOT NULL DEFAULT '';
-COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0025.';
+COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0027.';
 
 -- A job type may belong to breakers of several apps (of the same name or not): it is blocked while
 -- any of them is not closed. One row per (job type, breaker, declaring app).
@@ -30,5 +30,5 @@ ALTER TABLE jobqueue.circuit_job_types ADD CONSTRAINT circuit_job_types_pkey PRI
 COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breakers each job type belongs to, by the app that declared it (@queue.task(circuit=...)), synced at worker start: the type is blocked while any of them is not closed.';
 
 ALTER TABLE jobqueue.job_limits ADD COLUMN declared_by text NOT NULL DEFAULT '';
-COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0025.';
+COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0027.';
 COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in an app (declared_by), rewritten when a worker of that app starts; admin: set by an operator, kept until cleared.';

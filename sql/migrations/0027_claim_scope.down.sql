@@ -1,4 +1,4 @@
--- 0025_claim_scope undone: one breaker per job type again (of several, the first by name is kept),
+-- 0027_claim_scope undone: one breaker per job type again (of several, the first by name is kept),
 -- declarations without their app, and no type-ordered claim index.
 ALTER TABLE jobqueue.job_limits DROP COLUMN declared_by;
 COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in the app, rewritten at worker start; admin: set by an operator, kept until cleared.';
