@@ -1414,6 +1414,7 @@ CREATE TABLE jobqueue.workers (
     concurrency_min integer,
     concurrency_target integer,
     job_types text[] DEFAULT '{}'::text[] NOT NULL,
+    leases_blocked uuid[] DEFAULT '{}'::uuid[] NOT NULL,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
@@ -1429,6 +1430,8 @@ COMMENT ON COLUMN jobqueue.workers.concurrency_min IS 'Autoscaling worker (--con
 COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: the slots its autoscaler grants now (between concurrency_min and concurrency). NULL: a fixed concurrency.';
 
 COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has handlers for (its app''s tasks), written at registration.';
+
+COMMENT ON COLUMN jobqueue.workers.leases_blocked IS 'Jobs this worker holds whose lease its last renewal could not extend because another transaction held their row locked; the sweeper leaves them to it while it heartbeats.';
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);

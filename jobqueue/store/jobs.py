@@ -7,11 +7,13 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db import Call, column, scalar_or_none
+from jobqueue.db import Call, column, no_result, scalar_or_none
 from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobPage, JobState,
                              JobSummary, Priority, RetryOutcome, RunningJob)
+
+T = TypeVar("T")
 
 
 def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
@@ -98,17 +100,36 @@ def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lea
     }, _decode_jobs)
 
 
+@dataclass(frozen=True, slots=True)
+class Acked(Generic[T]):
+    """What an ack or lease statement did: ``written``, its answer for the rows it changed (as the
+    statement always answered), and ``busy``, the jobs it passed over because another transaction
+    holds their row locked although this attempt could still have written them — try those again
+    (job_complete_many: `mine`)."""
+
+    written: T
+    busy: frozenset[uuid.UUID] = frozenset()
+
+
+def _acked(written: Callable[[list[tuple]], T]) -> Callable[[list[tuple]], Acked[T]]:
+    """Decodes rows whose last column says busy: the others, as ``written`` decodes them."""
+    def decode(rows: list[tuple]) -> Acked[T]:
+        return Acked(written([r[:-1] for r in rows if not r[-1]]), frozenset(r[0] for r in rows if r[-1]))
+    return decode
+
+
 def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
-                  results: list[str | None], durations: list[float]) -> Call[list[uuid.UUID]]:
+                  results: list[str | None], durations: list[float]) -> Call[Acked[list[uuid.UUID]]]:
     return Call("job_complete_many", {
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results,
         "durations": durations,
-    }, column)
+    }, _acked(column))
 
 
 def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
               retry_in: list[float], error_types: list[str], messages: list[str],
-              tracebacks: list[str | None], default_limits: tuple[int, int]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
+              tracebacks: list[str | None],
+              default_limits: tuple[int, int]) -> Call[Acked[list[tuple[uuid.UUID, str, datetime]]]]:
     """actions[i]: 'retry' (dead-lettered anyway when out of attempts, or shed), 'dead' or 'cancel'.
     ``default_limits``: the (soft, hard) depth limits of queues without their own (the API's
     JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT), against which load shedding measures a queue."""
@@ -116,7 +137,12 @@ def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], acti
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "actions": actions,
         "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
         "default_soft_limit": default_limits[0], "default_hard_limit": default_limits[1],
-    }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
+    }, _acked(lambda rows: [(r[0], r[1], r[2]) for r in rows]))
+
+
+def ack_lock_wait(seconds: float) -> Call[None]:
+    """The rest of the caller's transaction waits at most ``seconds`` for a lock."""
+    return Call("job_ack_lock_wait", {"lock_timeout": f"{max(1, round(seconds * 1000))}ms"}, no_result)
 
 
 #: One attempt of a job: what a worker holds, heartbeats, acks and releases (a job reclaimed from
@@ -125,15 +151,18 @@ Attempt = tuple[uuid.UUID, int]
 
 
 def release_many(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[int]:
-    """Back to pending, the attempt not counted (cancelled instead when a cancel was requested)."""
+    """Back to pending, the attempt not counted (cancelled instead when a cancel was requested);
+    how many. One whose row another transaction holds locked is not released (see release_each)."""
     return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
                                      "attempts": [a[1] for a in attempts]}, scalar_or_none)
 
 
-def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[set[uuid.UUID]]:
-    """`release_many`, answering which jobs it released (acks of attempts a handler gave back)."""
+def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[Acked[set[uuid.UUID]]]:
+    """`release_many`, answering which jobs it released and which it passed over as locked (acks
+    of attempts a handler gave back)."""
     return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
-                                     "attempts": [a[1] for a in attempts]}, lambda rows: set(rows[0][2] or ()))
+                                     "attempts": [a[1] for a in attempts]},
+                lambda rows: Acked(set(rows[0][2] or ()), frozenset(rows[0][3] or ())))
 
 
 def held_by(worker_id: str) -> Call[set[Attempt]]:
@@ -142,12 +171,13 @@ def held_by(worker_id: str) -> Call[set[Attempt]]:
 
 
 def extend_leases(*, worker_id: str, attempts: Sequence[Attempt], lease_seconds: float, deadline_grace: float,
-                  now: datetime | None = None) -> Call[dict[Attempt, bool]]:
-    """Extends the leases of the attempts still held; returns them with their cancel flags."""
+                  now: datetime | None = None) -> Call[Acked[dict[Attempt, bool]]]:
+    """Extends the leases of the attempts still held; ``written`` maps them to their cancel flags,
+    ``busy`` names the jobs whose row another transaction holds locked (still held, not renewed)."""
     return Call("job_extend_leases", {
         "worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts],
         "lease_seconds": lease_seconds, "deadline_grace": deadline_grace, "now": now,
-    }, lambda rows: {(r[0], r[1]): r[2] for r in rows})
+    }, _acked(lambda rows: {(r[0], r[1]): r[2] for r in rows}))
 
 
 def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[list[tuple[uuid.UUID, str, str]]]:

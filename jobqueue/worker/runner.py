@@ -375,7 +375,7 @@ class Worker:
             remaining = self._next_wake_at - time.monotonic()
             if remaining > 0:
                 timeout = min(timeout, remaining)
-            elif self.acks.backlog:  # due, but its ack (which sets its run_at) is not written yet
+            elif self.acks.queued:  # due, but its ack (which sets its run_at) is not written yet
                 timeout = min(timeout, 0.01)
             elif -remaining < RETRY_WAKE_GRACE:
                 # Due by this worker's estimate; its run_at counts from when the ack was written, a

@@ -67,7 +67,7 @@ def test_the_heartbeat_never_extends_a_lease_past_the_deadline(dsn, conn):
     later = datetime.now(timezone.utc) + timedelta(seconds=20)
     held = db.run_sync(conn, job_store.extend_leases(worker_id="w", attempts=[job.key], lease_seconds=30,
                                                      deadline_grace=2.0, now=later))
-    assert held == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
+    assert held.written == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
     row = job_row(conn, job_id)
     assert row["locked_until"] == row["deadline_at"] + timedelta(seconds=2.0)  # not later + 30 s
 

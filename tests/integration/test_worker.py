@@ -296,17 +296,17 @@ def test_late_ack_after_reclaim_is_refused(dsn, conn):
         assert again[0].attempt == 2
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
                                                      results=['{"from": "A"}'], durations=[1.0]))
-        assert late == []
+        assert late.written == [] and late.busy == set()
         row = job_row(conn, job_id)
         assert row["state"] == "processing" and row["locked_by"] == "B"
         late_failure = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
             error_types=["X"], messages=["late"], tracebacks=[None], default_limits=(50_000, 100_000)))
-        assert late_failure == []
+        assert late_failure.written == [] and late_failure.busy == set()
         assert job_row(conn, job_id)["state"] == "processing"
         done = db.run_sync(a, job_store.complete_many(worker_id="B", ids=[job_id], attempts=[2],
                                                      results=['{"from": "B"}'], durations=[1.0]))
-        assert done == [job_id]
+        assert done.written == [job_id]
     errors = conn.execute("SELECT attempt, error_type FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchall()
     assert errors == [(1, "LeaseExpired")]
 
@@ -324,7 +324,7 @@ def test_a_late_success_completes_its_job_while_no_newer_attempt_has_started(dsn
         assert job_row(conn, job_id)["state"] == "pending"
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
                                                      results=['{"computed_on_attempt": 1}'], durations=[1.0]))
-        assert late == [job_id]
+        assert late.written == [job_id]
     with WorkerThread(apps.queue, test_settings(dsn)):
         time.sleep(0.3)
     assert [run for run in apps.runs if run[0] == job_id] == []  # never run again
@@ -350,7 +350,7 @@ def test_a_late_success_after_a_dead_letter_or_a_newer_attempt_writes_nothing(ds
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[held_again, last], attempts=[1, 1],
                                                      results=['{"from": "A"}', '{"from": "A"}'],
                                                      durations=[1.0, 1.0]))
-        assert late == []
+        assert late.written == [] and late.busy == set()
     assert job_row(conn, held_again)["state"] == "processing" and job_row(conn, held_again)["locked_by"] == "B"
     assert job_row(conn, last)["state"] == "dead_letter"
     results = dict(conn.execute("SELECT job_id, error FROM jobqueue.job_results").fetchall())
@@ -524,12 +524,12 @@ def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, c
         assert (first.id, first.attempt, second.attempt) == (job_id, 1, 2)
         held = db.run_sync(a, job_store.extend_leases(worker_id="A", attempts=[first.key, second.key],
                                                      lease_seconds=30, deadline_grace=5))
-        assert held == {second.key: False}
+        assert held.written == {second.key: False} and held.busy == set()
         stale = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
             error_types=["X"], messages=["stale"], tracebacks=[None], default_limits=(50_000, 100_000)))
-        assert stale == []
+        assert stale.written == []
         assert db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[2],
-                                                     results=['{"attempt": 2}'], durations=[1.0])) == [job_id]
+                                                     results=['{"attempt": 2}'], durations=[1.0])).written == [job_id]
     assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
         {"attempt": 2},)

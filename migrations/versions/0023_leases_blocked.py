@@ -1,0 +1,23 @@
+"""The registry lists the jobs whose lease renewal another transaction's row lock held up, so that
+the sweeper leaves them to their live worker (workers.leases_blocked).
+
+Revision ID: 0023_leases_blocked
+Revises: 0022_time_bounds
+"""
+
+from alembic import op
+
+from jobqueue.sql import run_migration_script
+
+revision = "0023_leases_blocked"
+down_revision = "0022_time_bounds"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_migration_script(op, "0023_leases_blocked.up.sql")
+
+
+def downgrade() -> None:
+    run_migration_script(op, "0023_leases_blocked.down.sql")
