@@ -190,8 +190,9 @@ def expire_waiting(*, limit: int = 1000, now: datetime | None = None) -> Call[li
     return Call("job_expire_waiting", {"limit": limit, "now": now}, column)
 
 
-def next_run_at(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[datetime | None]:
-    """The earliest run_at after ``since`` seconds ago (when the caller's last claim began)."""
+def next_run_in(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[float | None]:
+    """Seconds until the earliest run_at after ``since`` seconds ago (when the caller's last claim
+    began), by the server's clock; None when no job is waiting."""
     return Call("job_next_run_at", {"queues": list(queues), "since": since, "now": now}, scalar_or_none)
 
 

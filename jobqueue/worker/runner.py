@@ -357,15 +357,15 @@ class Worker:
             await self.limits.refresh()  # nor a jobqueue_limits one
         try:
             async with db.connection(self.pool) as conn:
-                next_run = await db.run(conn, job_store.next_run_at(
+                next_run_in = await db.run(conn, job_store.next_run_in(
                     queues=self._claimable(), since=time.monotonic() - self.claimer.last_claim_at + 0.001))
         except DatabaseUnavailable:
-            next_run = None
+            next_run_in = None
         except Exception:
             log.exception("looking up the next scheduled job failed; polling instead")
-            next_run = None
-        if next_run is not None:
-            timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
+            next_run_in = None
+        if next_run_in is not None:  # the server's clock says: this host's may be off
+            timeout = min(timeout, max(next_run_in, 0.0) + 0.001)
         if self.claimer.recheck_in is not None:  # a spent limit may have room by then
             timeout = min(timeout, self.claimer.recheck_in)
         probe_in = self.breakers.next_probe_in()

@@ -433,15 +433,16 @@ WHERE (SELECT count(*) FROM mine) < cardinality(%(ids)s::uuid[])
 -- A row someone holds locked is skipped (SKIP LOCKED) while the lock lasts. When it is released,
 -- its lease may have run out long ago only because that lock kept its worker from renewing it:
 -- such a lease is left alone while its worker is alive — it beat its registry row within a lease
--- (three of its heartbeat intervals) — and lists the job in leases_blocked (what its last renewal
--- passed over as locked); the worker's next renewal extends it. Everything else expired is
--- reclaimed as before, a live worker's forgotten attempts included.
+-- (three of its heartbeat intervals, by this server's clock; a worker that stopped holds nothing)
+-- — and lists the job in leases_blocked (what its last renewal passed over as locked); the
+-- worker's next renewal extends it. Everything else expired is reclaimed as before, a live
+-- worker's forgotten attempts included.
 WITH expired AS (
     SELECT j.id, j.locked_by, j.locked_until >= j.deadline_at AS overran FROM jobqueue.jobs j
     WHERE j.state = 'processing' AND j.locked_until < coalesce(%(now)s::timestamptz, now())
       AND NOT EXISTS (SELECT FROM jobqueue.workers w
                       WHERE w.id = j.locked_by AND j.id = ANY(w.leases_blocked)
-                        AND w.status IN ('running', 'stopping')
+                        AND w.status <> 'stopped'
                         AND w.last_heartbeat > coalesce(%(now)s::timestamptz, now())
                                                - make_interval(secs => 3 * w.heartbeat_interval))
     ORDER BY j.locked_until
@@ -505,11 +506,14 @@ WITH expired AS (
 SELECT d.id FROM dead d;
 
 -- name: job_next_run_at
--- The earliest run_at among the given queues after the last claim began (%(since)s seconds ago):
--- an idle worker sleeps until then (or a NOTIFY). A job that fell due after that claim read the
--- queue is included (the worker claims again at once); one due before it, which the claim skipped
--- because someone holds it locked, is not (the worker would spin on it).
-SELECT min(n.run_at) AS run_at
+-- The earliest run_at among the given queues after the last claim began (%(since)s seconds ago),
+-- as the seconds from now until then (negative: due already): an idle worker sleeps that long (or
+-- until a NOTIFY). Counted on the server, whose clock set run_at: a worker host whose clock is off
+-- spun on claims (ahead) or started jobs late (behind) when it compared run_at with its own. A job
+-- that fell due after that claim read the queue is included (the worker claims again at once); one
+-- due before it, which the claim skipped because someone holds it locked, is not (the worker
+-- would spin on it).
+SELECT extract(epoch FROM min(n.run_at) - coalesce(%(now)s::timestamptz, now()))::float8 AS due_in
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN generate_series(0, 3) AS p(level)
 CROSS JOIN LATERAL (
