@@ -147,6 +147,16 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
     return _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
 
 
+def overdue_outcome(job: Job, task: TaskDef | None, grace: float) -> Outcome:
+    """The attempt's JobTimeout when its async handler swallowed the cancellation of its deadline
+    and is still running ``grace`` seconds later: the worker fails the attempt without it."""
+    timeout = attempt_timeout(job, task) or 0.0
+    exc = JobTimeout(f"handler ran past its deadline ({timeout:g} s) and ignored its cancellation")
+    outcome = error_outcome(job, RETRY, time.perf_counter() - timeout - grace, exc, _backoff_for(task, job))
+    outcome.counts_failure = task is not None and task.circuit is not None and task.circuit.counts(exc)
+    return outcome
+
+
 async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
     future = threads.submit(task.handler, job)
     try:

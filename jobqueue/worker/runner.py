@@ -31,8 +31,10 @@ What it guards against:
   reconciled before the next one: attempts the database says it holds but it never saw are
   released without counting the attempt. Any other claim error is logged and retried with
   backoff; only a missing schema ends the worker.
-- Sync handlers past their deadline keep their thread; when `HandlerThreads.starving`, the worker
-  stops claiming and stops with `restart_requested` set, so its process is started afresh.
+- Sync handlers past their deadline keep their thread; an async handler still running past its
+  deadline and half the lease's grace swallowed its cancellation and is treated the same (its slot
+  freed, its attempt failed as a timeout, counted stuck). When `HandlerThreads.starving`, the
+  worker stops claiming and stops with `restart_requested` set, so its process is started afresh.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ from jobqueue.worker.circuits import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.limits import LimitWatch
-from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
+from jobqueue.worker.executor import (CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute,
+                                      overdue_outcome)
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.scaling import SlotScaler
@@ -104,13 +107,15 @@ class Worker:
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
                               default_limits=(settings.api_soft_limit, settings.api_hard_limit))
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
-        self.deadline_watch = DeadlineWatch()
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
             held=self._held, on_cancel_requested=self._mark_cancel_requested,
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running",
             stuck_handlers=lambda: self.threads.stuck)
+        # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
+        # handler that swallowed its cancellation is written before the sweeper's would be.
+        self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
         self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
@@ -132,6 +137,8 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
+        self._abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
+        self._overdue_acks: set[asyncio.Task] = set()
         self._next_wake_at: float | None = None
         self._paused: set[str] = set()
         self._paused_refresh: asyncio.Task | None = None
@@ -417,12 +424,37 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
-            entry = self.running.pop(job.key, None)
-            if entry is not None:
-                self.deadline_watch.forget(entry[1])
+            self.running.pop(job.key, None)
+            self.deadline_watch.forget(asyncio.current_task())  # type: ignore[arg-type]  # this task
             self._slot_freed.set()
-        if job.key in self._released:
+            overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
+            self._abandoned.discard(job.key)
+        if job.key in self._released or overdue:
             return
+        await self._finish(job, task, outcome)
+
+    def _overdue(self, running: asyncio.Task) -> None:
+        """An async handler still runs past its deadline and the grace: it swallowed its
+        cancellation. Treated like a sync handler's stuck thread: its slot is free, its attempt
+        fails as a JobTimeout now (not when the sweeper finds its lease run out), it is cancelled
+        once more and counted stuck until it returns, and a worker whose stuck handlers reach the
+        bound restarts."""
+        attempt = next((key for key, (_, task) in self.running.items() if task is running), None)
+        if attempt is None:
+            return
+        job, _ = self.running.pop(attempt)
+        self._abandoned.add(attempt)
+        self._slot_freed.set()
+        running.cancel()
+        self.threads.mark_stuck(running)
+        log.error("job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
+                  "attempt fails as a timeout and the handler counts as stuck", *attempt)
+        task = self.app.tasks.get(job.job_type)
+        ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
+        self._overdue_acks.add(ack)
+        ack.add_done_callback(self._overdue_acks.discard)
+
+    async def _finish(self, job: Job, task: TaskDef | None, outcome: Outcome) -> None:
         await self.breakers.report(job, task, outcome)
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
@@ -437,8 +469,9 @@ class Worker:
         self.stats.record(outcome)
         self.acks.add(outcome)
         if self.threads.starving and not self.restart_requested:
-            log.error("%d sync handlers are stuck past their deadline (limit %d): this worker stops claiming "
-                      "and restarts its process to get its threads back", self.threads.stuck, self.threads.max_stuck)
+            log.error("%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
+                      "(limit %d): this worker stops claiming and restarts its process to get them back",
+                      self.threads.stuck, self.threads.max_stuck)
             self.request_restart()
 
     # --- shutdown -------------------------------------------------------------------------------

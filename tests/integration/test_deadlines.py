@@ -267,3 +267,26 @@ def test_a_scheduled_job_starts_on_the_servers_time_whatever_the_workers_clock(d
     assert timedelta(0) <= row["started_at"] - row["run_at"] < timedelta(seconds=0.5)
     waiting = [at for at in claims if enqueued < at < enqueued + 1.4]
     assert len(waiting) <= 5, len(waiting)  # the NOTIFY's claim, then a sleep until it is due
+
+
+def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_slot_back(dsn, conn):
+    """An async handler that catches the CancelledError of its deadline kept its slot for ever and
+    was never counted as stuck (its lease ran out at the deadline's cap, and the sweeper failed the
+    attempt; every new attempt took another slot). Past its deadline and half the lease's grace it
+    is now treated like a stuck sync thread: its attempt is failed by its worker as a JobTimeout,
+    it is cancelled again and counted stuck, its slot is free, and when the stuck ones reach
+    JOBQUEUE_MAX_STUCK_HANDLERS the worker restarts."""
+    first = make_job(conn, job_type="swallows_cancel", max_attempts=1)
+    settings = test_settings(dsn, concurrency=1, max_stuck_handlers=2, lease_seconds=1.5, sweep_interval=0.2)
+    with WorkerThread(apps.queue, settings) as worker:
+        wait_until(lambda: job_row(conn, first)["state"] == "dead_letter", timeout=10)
+        wait_until(lambda: worker.worker.threads.stuck == 1, timeout=5, message="the handler counted stuck")
+        other = make_job(conn, job_type="record")
+        wait_until(lambda: job_row(conn, other)["state"] == "completed", timeout=5, message="the slot back")
+        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+                   timeout=5, message="the heartbeat to report the stuck handler")
+        assert not worker.worker.restart_requested
+        make_job(conn, job_type="swallows_cancel", max_attempts=1)
+        wait_until(lambda: worker.worker.restart_requested, timeout=10, message="a restart for the second one")
+    [(error_type, message)] = errors_of(conn, first)
+    assert error_type == "JobTimeout" and "deadline (0.3 s)" in message  # its worker's verdict, not the sweeper's

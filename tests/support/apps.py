@@ -168,3 +168,14 @@ async def gated_flaky(job: Job):
     while not os.path.exists(job.payload["gate"]):
         await asyncio.sleep(0.02)
     raise TimeoutError("the upstream timed out")
+
+
+@queue.task("swallows_cancel", timeout=0.3, max_attempts=1)
+async def swallows_cancel(job: Job):
+    """Catches every cancellation and carries on: it never ends by itself, whatever the deadline."""
+    _record(job)
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass
