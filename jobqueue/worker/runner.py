@@ -7,8 +7,9 @@ How a worker spends its time:
 - Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
   `AckBuffer`; the slot is free as soon as the handler returns.
 - It never claims from a paused queue (`jobqueue.queue_settings`): the paused set is read at
-  start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed) and before
-  each idle sleep.
+  start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed), every
+  heartbeat interval, and — while no NOTIFY can reach it (poll-only mode, LISTEN down) — before
+  each idle sleep and every ``PAUSED_POLL`` seconds.
 - It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
   ``jobqueue_circuits`` NOTIFY); when a breaker's probe is due it claims that one job first, and it
   reports each breaker job's outcome to the breaker before the job's ack.
@@ -82,6 +83,10 @@ log = logging.getLogger("jobqueue.worker")
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
+
+#: Seconds between re-reads of the paused queues while no NOTIFY can tell of a pause (poll-only
+#: mode, or LISTEN down): a busy worker never idles, where it also re-reads them.
+PAUSED_POLL = 0.5
 
 #: How long after a retry it scheduled falls due (by its estimate) an idle worker keeps claiming
 #: every RETRY_WAKE_POLL seconds, until the ack's run_at has surely passed (see `_idle_wait`).
@@ -209,6 +214,16 @@ class Worker:
             if resumed:
                 self._wake.set()
 
+    async def _reread_paused(self) -> None:
+        """The paused set, re-read on a timer as well (as the breakers and limits are): every
+        heartbeat interval while LISTEN is up, to correct a notification whose read failed, and
+        every PAUSED_POLL seconds while it is not — a busy poll-only worker never idles, and kept
+        claiming a paused queue until its backlog was gone."""
+        while True:
+            listening = self.settings.listen and self.notifier.connected.is_set()
+            await asyncio.sleep(self.heartbeat.interval if listening else PAUSED_POLL)
+            await self._refresh_paused()
+
     def _claimable(self) -> list[str]:
         return [queue for queue in self.queues if queue not in self._paused] if self._paused else self.queues
 
@@ -249,7 +264,7 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
                 (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
-                (self.limits.run(), "limits")]
+                (self.limits.run(), "limits"), (self._reread_paused(), "paused")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:

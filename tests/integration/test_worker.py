@@ -533,3 +533,50 @@ def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, c
                                                      results=['{"attempt": 2}'], durations=[1.0])).written == [job_id]
     assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
         {"attempt": 2},)
+
+
+def test_a_busy_poll_only_worker_stops_claiming_a_paused_queue_within_a_second(dsn, conn):
+    """With JOBQUEUE_LISTEN=0 (behind PgBouncer) a worker re-read the paused queues only before an
+    idle sleep: one with a backlog never idles, and kept claiming a paused queue until its backlog
+    was gone (202 jobs taken 1.5–4.5 s after a pause, in the issue)."""
+    conn.execute("INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.05}' "
+                 "FROM generate_series(1, 3000)")
+    with WorkerThread(apps.queue, test_settings(dsn, listen=False, poll_interval=30.0, concurrency=10)):
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] >= 50, timeout=20)
+        with Client(dsn) as client:
+            client.pause_queue("default")
+        paused_at = conn.execute("SELECT now()").fetchone()[0]
+        time.sleep(2.5)
+        late, waiting = conn.execute(
+            "SELECT count(*) FILTER (WHERE started_at > %s + interval '1.2 seconds'), "
+            "       count(*) FILTER (WHERE state = 'pending') FROM jobqueue.jobs", (paused_at,)).fetchone()
+    assert waiting > 0  # the backlog was not gone: the worker had more to claim
+    assert late == 0, f"{late} jobs started more than 1.2 s after the pause"
+
+
+def test_a_pause_whose_notification_came_to_nothing_is_seen_at_the_next_periodic_read(dsn, conn, monkeypatch):
+    """In LISTEN mode the paused set was re-read only on a jobqueue_control NOTIFY: a read that
+    failed then (the database busy for a moment) kept the old set until the next change."""
+    from jobqueue.errors import DatabaseUnavailable
+    from jobqueue.store import queues as queue_store
+
+    read = queue_store.paused_among
+    failing = {"left": 0}
+
+    def paused_among(queues):
+        if failing["left"]:
+            failing["left"] -= 1
+            raise DatabaseUnavailable("database unavailable: injected")
+        return read(queues)
+
+    monkeypatch.setattr(queue_store, "paused_among", paused_among)
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=60.0, lease_seconds=1.5)) as worker:
+        failing["left"] = 1  # the read the pause's NOTIFY starts fails
+        with Client(dsn) as client:
+            client.pause_queue("default")
+        wait_until(lambda: failing["left"] == 0, timeout=5, message="the notification's read")
+        wait_until(lambda: worker.worker._paused == {"default"}, timeout=3, message="the periodic read")
+        job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        time.sleep(0.5)
+        assert job_row(conn, job_id)["state"] == "pending"
