@@ -88,6 +88,9 @@ def new_worker_id() -> str:
 #: mode, or LISTEN down): a busy worker never idles, where it also re-reads them.
 PAUSED_POLL = 0.5
 
+#: Seconds a claim whose reply was lost may still commit, when no statement timeout bounds it.
+LATE_COMMIT_WINDOW = 300.0
+
 #: How long after a retry it scheduled falls due (by its estimate) an idle worker keeps claiming
 #: every RETRY_WAKE_POLL seconds, until the ack's run_at has surely passed (see `_idle_wait`).
 RETRY_WAKE_GRACE = 0.5
@@ -138,6 +141,9 @@ class Worker:
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
+        self._late_commits_until = 0.0  # a lost claim may commit until then: reconcile every heartbeat interval
+        self._claiming = asyncio.Lock()  # a claim and the start of its jobs, or a reconcile: never both at once
+        self._finishing: set[Attempt] = set()  # out of the running set, not in the acks yet
         self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -244,7 +250,8 @@ class Worker:
                         "no newer attempt has started by then", *attempt)
 
     def _held(self) -> list[Attempt]:
-        return list(self.running) + list(self.breakers.reporting) + self.acks.pending_attempts()
+        return (list(self.running) + list(self._finishing) + list(self.breakers.reporting)
+                + self.acks.pending_attempts())
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
         limited = self.claimer.limited_attempts
@@ -264,7 +271,8 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
                 (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
-                (self.limits.run(), "limits"), (self._reread_paused(), "paused")]
+                (self.limits.run(), "limits"), (self._reread_paused(), "paused"),
+                (self._reconcile_late_claims(), "reconcile")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:
@@ -330,17 +338,21 @@ class Worker:
                 continue
             self._wake.clear()
             try:
-                if self._claim_uncertain:
-                    await self.claimer.reconcile(self._held)
-                    self._claim_uncertain = False
-                jobs = await self.breakers.probe(self._claimable(), free, self.claimer.claim_probe)
-                if len(jobs) < free:
-                    jobs += await self.claimer.claim(self._claimable(), free - len(jobs), self.breakers.blocked)
+                async with self._claiming:
+                    if self._claim_uncertain:
+                        await self.claimer.reconcile(self._held)
+                        self._claim_uncertain = False
+                    jobs = await self.breakers.probe(self._claimable(), free, self.claimer.claim_probe)
+                    if len(jobs) < free:
+                        jobs += await self.claimer.claim(self._claimable(), free - len(jobs), self.breakers.blocked)
+                    for job in jobs:
+                        self._start(job)
                 backoff = 0.1
             except NotMigrated:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
             except Exception as exc:  # an outage, a statement the server refused, a lost reply
                 self._claim_uncertain = True
+                self._late_commits_until = time.monotonic() + (self.settings.statement_timeout or LATE_COMMIT_WINDOW)
                 if isinstance(exc, DatabaseUnavailable):
                     log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
                 else:
@@ -348,10 +360,25 @@ class Worker:
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.settings.poll_interval)
                 continue
-            for job in jobs:
-                self._start(job)
             if len(jobs) < free:
                 await self._idle_wait()
+
+    async def _reconcile_late_claims(self) -> None:
+        """A claim whose reply was lost may commit after the reconcile that followed it (through
+        PgBouncer, the statement runs on while the client's connection is gone): for as long as it
+        could still be running (the statement timeout), reconcile again every heartbeat interval,
+        so that its rows go back uncounted before their lease (three intervals) runs out."""
+        while True:
+            await asyncio.sleep(self.heartbeat.interval)
+            if time.monotonic() >= self._late_commits_until:
+                continue
+            try:
+                async with self._claiming:
+                    await self.claimer.reconcile(self._held)
+            except (DatabaseUnavailable, NotMigrated) as exc:
+                log.warning("reconciling after a lost claim reply failed (%s); trying again", exc)
+            except Exception:
+                log.exception("reconciling after a lost claim reply failed; trying again")
 
     async def _wait_for_acks(self) -> None:
         """Too many finished outcomes are not written yet: claim again once some are. A fast
@@ -446,6 +473,7 @@ class Worker:
             self._abandoned.discard(job.key)
         if job.key in self._released or overdue:
             return
+        self._finishing.add(job.key)
         await self._finish(job, task, outcome)
 
     def _overdue(self, running: asyncio.Task) -> None:
@@ -465,12 +493,19 @@ class Worker:
         log.error("job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
                   "attempt fails as a timeout and the handler counts as stuck", *attempt)
         task = self.app.tasks.get(job.job_type)
+        self._finishing.add(attempt)
         ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
         self._overdue_acks.add(ack)
         ack.add_done_callback(self._overdue_acks.discard)
 
     async def _finish(self, job: Job, task: TaskDef | None, outcome: Outcome) -> None:
-        await self.breakers.report(job, task, outcome)
+        """Report the outcome to the breakers, count it, hand it to the acks; the attempt is in
+        ``_finishing`` until then (still held: heartbeats renew it, a reconcile keeps it)."""
+        try:
+            await self.breakers.report(job, task, outcome)
+        except BaseException:
+            self._finishing.discard(job.key)
+            raise
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
         self.processed += 1
@@ -483,6 +518,7 @@ class Worker:
                     self._wake.set()
         self.stats.record(outcome)
         self.acks.add(outcome)
+        self._finishing.discard(job.key)
         if self.threads.starving and not self.restart_requested:
             log.error("%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
                       "(limit %d): this worker stops claiming and restarts its process to get them back",
