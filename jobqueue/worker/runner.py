@@ -26,8 +26,9 @@ How a worker spends its time:
 What it guards against:
 - Each attempt is tracked as (job id, attempt): a job reclaimed from this worker and claimed by it
   again is two attempts, in the running table, the heartbeat and the acks alike.
-- It stops claiming while more finished outcomes than ``max_unacked`` wait to be written (acks
-  failing must not pile finished jobs up in memory, all to be run again after a crash).
+- It stops claiming while more finished outcomes than ``max_unacked``, or more than
+  ``max_unacked_bytes`` of their results and errors, wait to be written (acks failing must not pile
+  finished jobs up in memory, all to be run again after a crash).
 - A claim that fails in an unknown way (the connection dropped, maybe after the commit) is
   reconciled before the next one: attempts the database says it holds but it never saw are
   released without counting the attempt. Any other claim error is logged and retried with
@@ -333,7 +334,7 @@ class Worker:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
-            if self.acks.backlog >= self.settings.unacked_bound:
+            if self._acks_full():
                 await self._wait_for_acks()
                 continue
             self._wake.clear()
@@ -386,16 +387,21 @@ class Worker:
         flight), which is the bound doing its job; only a wait of seconds means the acks fail."""
         waiting_since = time.monotonic()
         warned = False
-        while self.acks.backlog >= self.settings.unacked_bound and not self.stopping:
+        while self._acks_full() and not self.stopping:
             self.acks.flushed.clear()
             try:
                 await asyncio.wait_for(self.acks.flushed.wait(), timeout=1.0)
             except asyncio.TimeoutError:
                 pass
             if not warned and time.monotonic() - waiting_since > 2.0:
-                log.warning("%d finished jobs wait for their acks to be written; not claiming until they are",
-                            self.acks.backlog)
+                log.warning("%d finished jobs (%d bytes of results and errors) wait for their acks to be written; "
+                            "not claiming until they are", self.acks.backlog, self.acks.backlog_bytes)
                 warned = True
+
+    def _acks_full(self) -> bool:
+        """Too many outcomes, or too many bytes of them, wait to be written (max_unacked, _bytes)."""
+        return (self.acks.backlog >= self.settings.unacked_bound
+                or self.acks.backlog_bytes >= self.settings.max_unacked_bytes)
 
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""

@@ -171,3 +171,23 @@ def test_an_outcome_on_its_way_to_the_acks_is_not_released_as_a_lost_reply(dsn, 
         os.unlink(down.name)
     assert "whose reply was lost" not in caplog.text  # the reconcile found nothing to release
     assert sorted(r[0] for r in conn.execute(first_attempts).fetchall()) == sorted(ids)
+
+
+def test_the_worker_stops_claiming_while_the_results_waiting_for_their_acks_are_too_big(dsn, conn):
+    """The bound counted outcomes only: 400 results of 64 MB each fitted under it. It is sized too
+    (JOBQUEUE_MAX_UNACKED_BYTES): with acks held up, results of 1 MB and a 3 MB bound, the worker
+    stops claiming after about three, although the count bound would allow a thousand."""
+    ids = [make_job(conn, job_type="big_result", payload={"bytes": 1_000_000}) for _ in range(40)]
+    settings = test_settings(dsn, concurrency=2, max_unacked=1000, max_unacked_bytes=3_000_000, ack_batch_size=10)
+    with WorkerThread(apps.queue, settings) as worker:
+        with psycopg.connect(dsn) as blocker:
+            blocker.execute("LOCK TABLE jobqueue.job_results IN EXCLUSIVE MODE")
+            time.sleep(1.5)
+            held = worker.worker.acks.backlog_bytes
+            taken = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state <> 'pending'").fetchone()[0]
+            blocker.rollback()
+        assert 3_000_000 <= held <= 3_000_000 + 2 * 1_000_100  # the bound, and what the two slots finished meanwhile
+        assert taken <= 3 + 2 + 2  # the bound, the slots, the claims that filled them
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] == len(ids), timeout=30)
+    assert worker.worker.acks.backlog_bytes == 0
