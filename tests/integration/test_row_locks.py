@@ -21,7 +21,7 @@ from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.executor import COMPLETED, Outcome
 from tests.support import apps
-from tests.support.factories import job_row, make_job
+from tests.support.factories import job_row, make_job, states
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
@@ -31,10 +31,6 @@ def _clear_runs():
     apps.runs.clear()
     yield
     apps.runs.clear()
-
-
-def states(conn, ids) -> dict:
-    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
 
 
 def errors(conn) -> list[tuple]:

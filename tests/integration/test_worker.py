@@ -17,7 +17,7 @@ from psycopg.conninfo import make_conninfo
 from jobqueue import Client
 from jobqueue.models import CancelOutcome, JobState
 from tests.support import apps
-from tests.support.factories import job_row, make_job
+from tests.support.factories import job_row, make_job, states
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
@@ -27,10 +27,6 @@ def _clear_runs():
     apps.runs.clear()
     yield
     apps.runs.clear()
-
-
-def states(conn, ids) -> dict:
-    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
 
 
 def all_in(conn, ids, state: str) -> bool:
