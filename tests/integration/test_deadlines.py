@@ -278,6 +278,7 @@ def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_
     JOBQUEUE_MAX_STUCK_HANDLERS the worker restarts."""
     first = make_job(conn, job_type="swallows_cancel", max_attempts=1)
     settings = test_settings(dsn, concurrency=1, max_stuck_handlers=2, lease_seconds=1.5, sweep_interval=0.2)
+    apps.swallowers_released.clear()
     with WorkerThread(apps.queue, settings) as worker:
         wait_until(lambda: job_row(conn, first)["state"] == "dead_letter", timeout=10)
         wait_until(lambda: worker.worker.threads.stuck == 1, timeout=5, message="the handler counted stuck")
@@ -288,5 +289,7 @@ def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_
         assert not worker.worker.restart_requested
         make_job(conn, job_type="swallows_cancel", max_attempts=1)
         wait_until(lambda: worker.worker.restart_requested, timeout=10, message="a restart for the second one")
+        apps.swallowers_released.set()  # they end before the worker's loop closes
+        wait_until(lambda: worker.worker.threads.stuck == 0, timeout=5, message="the stuck ones to end")
     [(error_type, message)] = errors_of(conn, first)
     assert error_type == "JobTimeout" and "deadline (0.3 s)" in message  # its worker's verdict, not the sweeper's
