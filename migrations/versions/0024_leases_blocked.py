@@ -1,23 +1,23 @@
 """The registry lists the jobs whose lease renewal another transaction's row lock held up, so that
 the sweeper leaves them to their live worker (workers.leases_blocked).
 
-Revision ID: 0023_leases_blocked
-Revises: 0022_time_bounds
+Revision ID: 0024_leases_blocked
+Revises: 0023_untrusted_input
 """
 
 from alembic import op
 
 from jobqueue.sql import run_migration_script
 
-revision = "0023_leases_blocked"
-down_revision = "0022_time_bounds"
+revision = "0024_leases_blocked"
+down_revision = "0023_untrusted_input"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_migration_script(op, "0023_leases_blocked.up.sql")
+    run_migration_script(op, "0024_leases_blocked.up.sql")
 
 
 def downgrade() -> None:
-    run_migration_script(op, "0023_leases_blocked.down.sql")
+    run_migration_script(op, "0024_leases_blocked.down.sql")
