@@ -31,8 +31,11 @@ What it guards against:
   finished jobs up in memory, all to be run again after a crash).
 - A claim that fails in an unknown way (the connection dropped, maybe after the commit) is
   reconciled before the next one: attempts the database says it holds but it never saw are
-  released without counting the attempt. Any other claim error is logged and retried with
-  backoff; only a missing schema ends the worker.
+  released without counting the attempt. As the lost statement may commit later still (through
+  PgBouncer), the reconcile is repeated every heartbeat interval while it could be running (the
+  statement timeout). A reconcile never overlaps a claim and the start of its jobs (``_claiming``),
+  and an attempt on its way from the running set to the acks is held (``_finishing``). Any other
+  claim error is logged and retried with backoff; only a missing schema ends the worker.
 - Sync handlers past their deadline keep their thread; an async handler still running past its
   deadline and half the lease's grace swallowed its cancellation and is treated the same (its slot
   freed, its attempt failed as a timeout, counted stuck). When `HandlerThreads.starving`, the
