@@ -289,7 +289,6 @@ def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_
         assert not worker.worker.restart_requested
         make_job(conn, job_type="swallows_cancel", max_attempts=1)
         wait_until(lambda: worker.worker.restart_requested, timeout=10, message="a restart for the second one")
-        apps.swallowers_released.set()  # they end before the worker's loop closes
-        wait_until(lambda: worker.worker.threads.stuck == 0, timeout=5, message="the stuck ones to end")
+        apps.swallowers_released.set()  # they may end before the worker's loop closes (else it drops them)
     [(error_type, message)] = errors_of(conn, first)
     assert error_type == "JobTimeout" and "deadline (0.3 s)" in message  # its worker's verdict, not the sweeper's
