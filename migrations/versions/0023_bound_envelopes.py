@@ -1,0 +1,24 @@
+"""Payload encryption binds each value to its job: enqueue_many takes the id a sealing producer
+made for the job (a version-7 UUID within the hour), and jobqueue.encryption_keys records the key
+ids `jobqueue keys rotate` has held.
+
+Revision ID: 0023_bound_envelopes
+Revises: 0022_time_bounds
+"""
+
+from alembic import op
+
+from jobqueue.sql import run_migration_script
+
+revision = "0023_bound_envelopes"
+down_revision = "0022_time_bounds"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_migration_script(op, "0023_bound_envelopes.up.sql")
+
+
+def downgrade() -> None:
+    run_migration_script(op, "0023_bound_envelopes.down.sql")
