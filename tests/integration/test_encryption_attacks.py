@@ -1,29 +1,37 @@
 """Attacks on payload encryption, each performed for real (issue 18): a reader of the table who
 also holds a producer credential copies ciphertext into a job of its own and has a real worker
 open it; one producer request with tens of thousands of ``encrypt`` paths; a heavy but legal
-sealing request beside `/healthz`; values under key ids no ring ever had, beside a rotation."""
+sealing request beside `/healthz`; and the migration of values sealed before the binding existed,
+whose copies must not be bound to the jobs they were copied into."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import threading
 import time
+import uuid
 
 import httpx
 import psycopg
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
 from jobqueue.keyring import KeyRing, new_key_line
+from jobqueue.rotation import rotate
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)
 from tests.support import crypt_app
+from tests.support.factories import finish_job
 from tests.support.roles import login_as  # noqa: F401  (the fixture)
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
 SSN = "078-05-1120"
 CARD = "4111-1111-1111-1111"
-K1 = new_key_line("k1")
+K1, K2 = new_key_line("k1"), new_key_line("k2")
 FINAL = ("completed", "dead_letter", "cancelled")
 
 
@@ -171,3 +179,75 @@ def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, 
     assert len(waits) >= 3 and slowest < min(1.0, answer["seconds"] / 4), (
         f"the slowest /healthz took {slowest:.2f} s while a {answer['seconds']:.2f} s sealing request ran",
         sorted(waits)[-5:])
+
+
+def unbound_envelope(key_line: str, value) -> dict:
+    """A field as producers sealed it before migration 0023: format 1, no associated data."""
+    kid, encoded = key_line.split(":")
+    data_key, nonce = os.urandom(32), os.urandom(12)
+    return {"$jobqueue_enc": 1, "kid": kid,
+            "dek": base64.b64encode(aes_key_wrap(base64.b64decode(encoded), data_key)).decode(),
+            "nonce": base64.b64encode(nonce).decode(),
+            "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), None)).decode()}
+
+
+def test_rotation_binds_values_sealed_before_0023_to_their_jobs_but_never_a_copy(dsn, conn):
+    """The migration path. A worker of this version dead-letters jobs holding values of the old
+    format (it cannot tell an original from a copy); `keys rotate` binds each to the job it is in
+    and re-queues the jobs that died for it, except a copy planted in another job before the
+    upgrade (it shares its data key with the earlier job it came from), a value inside a list, and
+    a copy planted later from an old dump (the original, bound by then, still holds that key)."""
+    def enqueue(payload: dict, producer: str) -> uuid.UUID:
+        return conn.execute("SELECT jobqueue.enqueue('mirror', %s::jsonb, producer_id => %s)",
+                            (json.dumps(payload), producer)).fetchone()[0]
+
+    def payload_of(job_id) -> dict:
+        return conn.execute("SELECT payload FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()[0]
+
+    old_ssn = unbound_envelope(K1, SSN)
+    original = enqueue({"ssn": old_ssn}, "alice")
+    copy = enqueue({"ssn": old_ssn}, "mallory")
+    in_list = enqueue({"items": [unbound_envelope(K1, CARD)]}, "alice")
+    done = enqueue({"n": 1}, "alice")
+    finish_job(conn, done, "completed", result=unbound_envelope(K1, {"receipt": 7}))
+    with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K1))) as client:
+        assert client.get(done).result == {"receipt": 7}  # results are written by workers only: read as before
+    settings = test_settings(dsn, encryption_keys=keys(K2, K1))
+    with WorkerThread(crypt_app.queue, settings):
+        assert {final_state(conn, job) for job in (original, copy, in_list)} == {"dead_letter"}
+        assert {row[0] for row in conn.execute("SELECT error_type FROM jobqueue.job_errors")} == {"EncryptionUnbound"}
+        report = rotate(conn, keys(K2, K1), batch_size=2)
+        assert (report.bound, report.requeued, report.unbindable, report.missing) == (2, 1, 2, {}), report.line()
+        assert str(copy) in report.line() and str(in_list) in report.line()
+        assert final_state(conn, original) == "completed"
+        assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
+                            (original,)).fetchone()[0] == {"ssn": SSN}
+        assert payload_of(original)["ssn"]["$jobqueue_enc"] == 2 and payload_of(copy)["ssn"]["$jobqueue_enc"] == 1
+        assert payload_of(copy)["ssn"]["kid"] == "k2"  # re-wrapped all the same: k1 can go
+        replayed = enqueue({"ssn": old_ssn}, "mallory")  # from a dump taken before the upgrade
+        assert final_state(conn, replayed) == "dead_letter"
+        again = rotate(conn, keys(K2, K1))
+        assert (again.bound, again.requeued, again.unbindable, again.missing) == (0, 0, 3, {}), again.line()
+    assert payload_of(replayed)["ssn"]["$jobqueue_enc"] == 1
+    assert {state for (state,) in conn.execute("SELECT state FROM jobqueue.jobs WHERE id = ANY(%s)",
+                                               ([copy, in_list, replayed],))} == {"dead_letter"}
+    with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K2))) as client:
+        assert client.get(done).result == {"receipt": 7}  # bound to its job's result, under k2
+    assert [payload for _, payload in crypt_app.seen] == [{"ssn": SSN}]
+
+
+def test_a_python_producer_logged_in_as_a_producer_role_seals_for_the_producer_its_rows_carry(dsn, conn, login_as):  # noqa: F811
+    """A login mapped to producer billing names no producer_id: the database fills it in, and the
+    client binds the fields to billing (it asks the database whom its login is held to)."""
+    producer = login_as("producer", producer="billing")
+    with WorkerThread(crypt_app.queue, test_settings(dsn, encryption_keys=keys(K1))), \
+            Client(producer, settings=test_settings(producer, encryption_keys=keys(K1)), pool_size=1) as client:
+        one = client.enqueue("mirror", {"ssn": SSN}, encrypt=["ssn"])
+        many = client.enqueue_many([{"job_type": "mirror", "payload": {"ssn": SSN}, "encrypt": ["ssn"]}])
+        with psycopg.connect(producer, autocommit=True) as own:
+            with own.transaction():
+                inside = client.enqueue("mirror", {"ssn": SSN}, encrypt=["ssn"], connection=own)
+        jobs = [one, *many, inside]
+        assert [final_state(conn, job) for job in jobs] == ["completed"] * 3
+    assert {row[0] for row in conn.execute("SELECT producer_id FROM jobqueue.jobs")} == {"billing"}
+    assert [payload for _, payload in crypt_app.seen] == [{"ssn": SSN}] * 3
