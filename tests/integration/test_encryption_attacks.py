@@ -144,8 +144,9 @@ def test_thirty_thousand_encrypt_paths_are_refused_at_once_naming_the_cap(dsn, c
 
 def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, start_api):  # noqa: F811
     """A legal but heavy batch: 600 jobs of 100 encrypted fields each (60,000 values to seal, under
-    1 MB). Sealing runs off the event loop, so /healthz from another client keeps answering."""
-    api = start_api(encryption_keys=keys(K1))
+    1 MB). Sealing runs off the event loop, so /healthz from another client keeps answering. (A
+    pool wait of 10 s, not the tests' usual 1 s: a busy shared box must not pass for an outage.)"""
+    api = start_api(encryption_keys=keys(K1), api_db_timeout=10.0)
     with Client(dsn, settings=test_settings(dsn)) as admin:
         key, _ = admin.create_api_key("shop")
     fields = [f"a{i}" for i in range(100)]
@@ -173,10 +174,11 @@ def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, 
     assert answer["status"] == 201, answer
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 600
     # On the event loop, sealing held every other request for about as long as the whole heavy
-    # request took (1.2 s of CPU, more on a loaded machine): a probe waited through it. Off the
-    # loop, a probe waits for the loop's share of the interpreter's lock, and the machine's load.
+    # request took (1.2 s of CPU, more on a loaded machine): a probe waited through it, 0.4 to 0.6
+    # of the request's time. Off the loop, a probe waits for the loop's share of the interpreter's
+    # lock, and the machine's load: at most 0.13 of it, seen under a load average of 15.
     slowest = max(waits)
-    assert len(waits) >= 3 and slowest < min(1.0, answer["seconds"] / 4), (
+    assert len(waits) >= 3 and slowest < answer["seconds"] / 4, (
         f"the slowest /healthz took {slowest:.2f} s while a {answer['seconds']:.2f} s sealing request ran",
         sorted(waits)[-5:])
 
