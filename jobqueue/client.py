@@ -181,6 +181,8 @@ class NewJob:
                 raise invalid("producer_id", "must be a non-empty string when given")
             if len(producer_id) > MAX_PRODUCER_ID_LENGTH:
                 raise invalid("producer_id", too_long(producer_id, MAX_PRODUCER_ID_LENGTH) or "")
+        if traceparent is not None and (problem := tracing.traceparent_problem(traceparent)) is not None:
+            raise invalid("traceparent", problem)
         if timeout is not None or expire_after is not None or idempotency_window is not None:
             timeout = _span(timeout, invalid, "timeout")
             expire_after = _span(expire_after, invalid, "expire_after")
@@ -629,9 +631,12 @@ class AsyncClient:
             self._held = (await self._run(job_store.session_producer(), None),)
         return self._held[0]
 
-    async def get(self, job_id: uuid.UUID | str, *, connection: psycopg.AsyncConnection | None = None) -> JobInfo:
+    async def get(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
+                  connection: psycopg.AsyncConnection | None = None) -> JobInfo:
+        """``producer_id``: as that producer (another producer's job is `JobNotFound`, and costs
+        the database what a missing one does)."""
         job_id = _job_id(job_id)
-        info = _found(job_id, await self._run(job_store.get(job_id), connection))
+        info = _found(job_id, await self._run(job_store.get(job_id, producer_id), connection))
         return _readable(info, self.settings.encryption_keys, self.decrypt_results)
 
     async def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
@@ -830,6 +835,11 @@ class AsyncClient:
     async def api_keys(self) -> list[ApiKey]:
         return await self._run(key_store.list_all(), None)
 
+    async def api_secret(self, name: str) -> bytes | None:
+        """A secret the REST API's processes share (``jobqueue.api_secrets``; ``cursor`` seals
+        listing cursors), or None. Readable by the API and admin roles only."""
+        return await self._run(key_store.secret(name), None)
+
     async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
         return await self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)
 
@@ -928,9 +938,11 @@ class Client:
             self._held = (self._run(job_store.session_producer(), None),)
         return self._held[0]
 
-    def get(self, job_id: uuid.UUID | str, *, connection: psycopg.Connection | None = None) -> JobInfo:
+    def get(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
+            connection: psycopg.Connection | None = None) -> JobInfo:
         job_id = _job_id(job_id)
-        return _readable(_found(job_id, self._run(job_store.get(job_id), connection)), self.settings.encryption_keys, True)
+        return _readable(_found(job_id, self._run(job_store.get(job_id, producer_id), connection)),
+                         self.settings.encryption_keys, True)
 
     def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                connection: psycopg.Connection | None = None) -> CancelOutcome:

@@ -300,7 +300,7 @@ BEGIN
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
-    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0023): a
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0024): a
     -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
@@ -316,7 +316,7 @@ BEGIN
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
-                                                f.producer_id),
+                                                f.producer_id, f.traceparent),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text),
                            jobqueue.given_id_problem(f.id_text)) AS problem
@@ -358,7 +358,7 @@ CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT 
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent);
     job_id uuid;
     wanted boolean;
 BEGIN
@@ -625,9 +625,9 @@ CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload json
     SELECT hashtextextended(job_type, hashtextextended(queue, jsonb_hash_extended(payload, 0)))
 $$;
 
-CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) RETURNS text[]
+CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text, traceparent text) RETURNS text[]
     LANGUAGE sql STABLE
-    AS $$
+    AS $_$
     -- expires_at is compared with the run_at the job will have: one in the past means now.
     SELECT CASE
         WHEN jobqueue.name_problem(job_type, 255) IS NOT NULL
@@ -645,6 +645,13 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['idempotency_key', format('must be at most 255 characters (got %s)', length(idempotency_key))]
         WHEN length(producer_id) > 200
             THEN ARRAY['producer_id', format('must be at most 200 characters (got %s)', length(producer_id))]
+        WHEN length(traceparent) <> 55
+            THEN ARRAY['traceparent', format('must be a W3C traceparent of 55 characters (got %s)', length(traceparent))]
+        WHEN traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' OR left(traceparent, 2) = 'ff'
+             OR substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16)
+            THEN ARRAY['traceparent', 'must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex '
+                                      '(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other '
+                                      'than ff, ids not all zeros']
         WHEN timeout <= interval '0' OR timeout > interval '3650 days'
             THEN ARRAY['timeout', format('must be more than 0 and at most %s (got %s)', interval '3650 days', timeout)]
         WHEN expire_after <= interval '0' OR expire_after > interval '3650 days'
@@ -666,9 +673,9 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['expires_at', format('must be at most %s after run_at (%s; got %s)', interval '3650 days',
                                             coalesce(jobqueue.due_at(run_at), now() + delay, now()), expires_at)]
     END
-$$;
+$_$;
 
-COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
+COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text, traceparent text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
 
 CREATE FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(limit_scope text, limit_name text, allowance integer, free_in double precision)
     LANGUAGE plpgsql
@@ -725,7 +732,7 @@ CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload json
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent);
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(CASE WHEN ord IS NULL THEN '' ELSE format('jobs[%s].', ord - 1) END || problem[1],
@@ -1062,6 +1069,15 @@ COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the pr
 COMMENT ON COLUMN jobqueue.api_keys.queues IS 'The queues this producer key may submit to (NULL: any).';
 
 COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer key may submit (NULL: any).';
+
+CREATE TABLE jobqueue.api_secrets (
+    name text NOT NULL,
+    secret bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT api_secrets_secret_check CHECK ((octet_length(secret) >= 32))
+);
+
+COMMENT ON TABLE jobqueue.api_secrets IS 'Keys the REST API shares across its processes: ''cursor'' seals listing cursors (AES-GCM). Rotate with UPDATE … SET secret = sha256(gen_random_uuid()::text::bytea || gen_random_uuid()::text::bytea); outstanding cursors then fail as malformed.';
 
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
@@ -1465,6 +1481,9 @@ ALTER TABLE ONLY jobqueue.api_keys
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY jobqueue.api_secrets
+    ADD CONSTRAINT api_secrets_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY jobqueue.circuit_job_types
     ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type);

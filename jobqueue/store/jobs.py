@@ -187,8 +187,9 @@ def _decode_info(rows: list[tuple]) -> JobInfo | None:
     return JobInfo(**values)
 
 
-def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
-    return Call("job_get", {"id": job_id}, _decode_info)
+def get(job_id: uuid.UUID, producer_id: str | None = None) -> Call[JobInfo | None]:
+    """The job; with ``producer_id``, None for another producer's job (checked in the query)."""
+    return Call("job_get", {"id": job_id, "producer_id": producer_id}, _decode_info)
 
 
 def outcomes(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobOutcome]]:

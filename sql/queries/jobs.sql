@@ -439,6 +439,9 @@ CROSS JOIN LATERAL (
 
 -- name: job_get
 -- One round trip: the job, its stored result, and every attempt's error as a JSON array.
+-- %(producer_id)s (NULL: any): another producer's job is no row, decided on the job's row alone,
+-- so its payload, result and errors are never read and it costs what a missing id costs (a 1 MB
+-- foreign job once took 12 ms against 3 ms for a missing one: its answer told it existed).
 SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempts, j.payload,
        j.run_at, j.created_at, j.updated_at, j.started_at, j.finished_at, j.idempotency_key,
        j.producer_id, j.traceparent, j.cancel_requested, j.locked_by, j.locked_until,
@@ -451,7 +454,7 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
        j.timeout, j.expires_at, j.deadline_at, j.dead_reason
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
-WHERE j.id = %(id)s;
+WHERE j.id = %(id)s AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text);
 
 -- name: job_outcomes
 -- The state of each given job and its result once completed (missing ids are left out): what a

@@ -22,7 +22,8 @@
   const HISTORY_MINUTES = 60;  // the hour chart's span
   const HISTORY_POLL_MS = 20000;
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const ROUTES = window.JOBQUEUE_ROUTES || {};
+  // The REST routes, from the page's JSON data block (no inline script: the page's policy forbids it).
+  const ROUTES = JSON.parse(document.getElementById("jobqueue-routes").textContent);
 
   const state = {
     key: localStorage.getItem("jobqueue.apiKey") || "",
@@ -48,6 +49,7 @@
       if (value === undefined || value === null || value === false) continue;
       if (name === "onclick") node.addEventListener("click", value);
       else if (name === "className") node.className = value;
+      else if (name === "style") Object.assign(node.style, value);  // CSSOM: a style attribute is refused by the page's policy
       else node.setAttribute(name, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
@@ -411,7 +413,7 @@
       el("td", {}, el("span", { className: "pill " + w.status }, w.status)),
       nameCell(w.queues.join(", ")),
       el("td", { className: "num" }, w.concurrency),
-      el("td", {}, el("span", { className: "bar" }, el("span", { style: `width:${Math.min(100, w.utilization * 100).toFixed(0)}%` })), fmtPct(w.utilization)),
+      el("td", {}, el("span", { className: "bar" }, el("span", { style: { width: `${Math.min(100, w.utilization * 100).toFixed(0)}%` } })), fmtPct(w.utilization)),
       w.alive ? runningCell(w) : el("td", { className: "muted" }, "–"),
       el("td", { className: "num" }, fmtInt(w.jobs_processed)),
       el("td", { className: "num" }, fmtInt(w.jobs_failed)),

@@ -89,7 +89,7 @@ def test_figures_may_be_made_public_explicitly(dsn):
 def test_dashboard_page_and_files_are_served_from_the_package(server):
     page = httpx.get(server.url + "/dashboard")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "window.JOBQUEUE_ROUTES" in page.text and '"/admin/dlq"' in page.text
+    assert 'id="jobqueue-routes"' in page.text and '"/admin/dlq"' in page.text
     script = httpx.get(server.url + "/dashboard/static/dashboard.js")
     assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
     assert "function renderChart" in script.text
