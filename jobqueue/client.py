@@ -38,6 +38,7 @@ from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, 
                             too_long)
 from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
+from jobqueue.quotas import WaitingCounts
 from jobqueue.refresh_ahead import RefreshAheadCache
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
@@ -813,9 +814,10 @@ class AsyncClient:
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return await self._run(queue_store.all_settings(), None)
 
-    async def runnable_counts(self, *, cap: int) -> dict[str, int]:
-        """Runnable jobs per queue, each count capped at ``cap`` (bounded cost)."""
-        return await self._run(queue_store.runnable_counts(cap=cap), None)
+    async def waiting_counts(self, *, cap: int, stale_seconds: float) -> WaitingCounts:
+        """Waiting jobs per queue (pending, scheduled or waiting for a retry), each count capped at
+        ``cap`` (bounded cost), and the queues live workers serve."""
+        return await self._run(queue_store.waiting_counts(cap=cap, stale_seconds=stale_seconds), None)
 
     async def submitted_total(self) -> int:
         """Jobs ever submitted (the job sequence, rolled-back enqueues included): one cheap read."""
@@ -843,10 +845,11 @@ class AsyncClient:
     async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
         return await self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)
 
-    async def metrics_snapshot(self, *, cap: int, stale_seconds: float) -> metrics.Snapshot:
-        """What /metrics and the dashboard show, read on one pooled connection (see jobqueue.metrics)."""
+    async def metrics_snapshot(self, *, cap: int, stale_seconds: float, max_queues: int | None = None) -> metrics.Snapshot:
+        """What /metrics and the dashboard show, read on one pooled connection (see jobqueue.metrics);
+        ``max_queues``: at most that many undeclared queues by name (`metrics.fold`)."""
         async with db.connection(self._pool) as conn:
-            return await metrics.collect(conn, cap=cap, stale_seconds=stale_seconds)
+            return await metrics.collect(conn, cap=cap, stale_seconds=stale_seconds, max_queues=max_queues)
 
     async def schema_revision(self) -> str | None:
         return await self._run(meta_store.schema_revision(), None)

@@ -53,6 +53,19 @@ class DatabaseBusy(DatabaseUnavailable):
     callers that only retry), but another statement may well succeed right now."""
 
 
+class QueueFull(DatabaseBusy):
+    """The enqueue was refused to protect the queues, and nothing was written: ``reason`` is
+    ``queue_full`` (``queue`` is at its hard limit), ``total_full`` (all queues together are) or
+    ``too_many_queues`` (``queue`` is a new name and too many queues no worker serves already hold
+    jobs). Over SQL it is SQLSTATE 53400 with the reason in DETAIL; it clears as workers drain the
+    queues, so it is a `DatabaseBusy`: retrying later (with backoff) is the answer."""
+
+    def __init__(self, message: str, reason: str, queue: str | None = None) -> None:
+        self.reason = reason
+        self.queue = queue
+        super().__init__(message)
+
+
 class PermissionDenied(JobQueueError):
     """The database refused the statement for want of a privilege (SQLSTATE 42501): the role
     jobqueue connects as lacks a GRANT. Nothing was done, and retrying will not help until an

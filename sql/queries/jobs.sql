@@ -240,7 +240,7 @@ SELECT id FROM done;
 -- holds can fail its job.
 -- Load shedding: in a queue with queue_settings.shed_low_retries, a retry of a low job (priority
 -- 3) is dead-lettered with reason 'shed' instead while the queue is above its soft limit: its
--- runnable depth (pending or failed, run_at due — what backpressure counts) is greater than
+-- runnable depth (pending or failed, run_at due; backpressure counts scheduled jobs too) is greater than
 -- least(soft limit, hard limit), each NULL limit falling back to %(default_soft_limit)s /
 -- %(default_hard_limit)s (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT, as the API's). The depth is
 -- counted only when the batch has such a retry (a one-time filter skips it when no queue sheds),

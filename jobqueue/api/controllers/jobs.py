@@ -82,6 +82,7 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
+    services.backpressure.committed(_demands(job for job, (_, created) in zip(accepted, results) if created))
     if not all(created for _, created in results):
         services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
         return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))

@@ -47,7 +47,8 @@ class QueuesController(Controller):
         if user.is_admin:
             return listing
         allowed = set(user.queues or ())
-        return msgspec.structs.replace(listing, queues=[q for q in listing.queues if q.queue in allowed])
+        # ``other`` sums queues beyond the listing's cap: other producers' too, so a producer key gets none.
+        return msgspec.structs.replace(listing, queues=[q for q in listing.queues if q.queue in allowed], other=None)
 
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))

@@ -375,12 +375,14 @@
   function renderQueues(queues) {
     replaceRows("#queues", queues.map((q) => {
       const p = q.depth_by_priority;
-      const toggle = el("button", {
+      // The queues not listed by name, summed (the server lists the largest ones): not a queue to pause.
+      const folded = q.other_queues !== undefined;
+      const toggle = folded ? "" : el("button", {
         className: "admin", "data-queue": q.queue,
         onclick: () => setPaused(q.queue, !q.paused),
       }, q.paused ? "Resume" : "Pause");
-      return el("tr", { "data-queue": q.queue },
-        nameCell(q.queue),
+      return el("tr", folded ? { className: "other-queues" } : { "data-queue": q.queue },
+        folded ? el("td", { title: "the smaller queues, summed" }, `${fmtInt(q.other_queues)} other queues`) : nameCell(q.queue),
         el("td", { className: "num depth" }, fmtInt(q.depth)),
         el("td", { className: "mono" }, `${fmtInt(p.critical)} / ${fmtInt(p.high)} / ${fmtInt(p.normal)} / ${fmtInt(p.low)}`),
         el("td", { className: "num" }, fmtInt(q.scheduled)),
@@ -389,7 +391,7 @@
         el("td", { className: q.processing_age_seconds > 900 ? "bad" : "" }, q.processing ? fmtAge(q.processing_age_seconds) : "–"),
         el("td", { className: "num" }, fmtInt(q.dead)),
         el("td", { className: q.oldest_age_seconds > 600 ? "bad" : "" }, fmtAge(q.oldest_age_seconds)),
-        el("td", {}, el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
+        el("td", {}, folded ? "–" : el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
         el("td", {}, toggle));
     }));
   }
