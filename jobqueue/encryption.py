@@ -36,10 +36,10 @@ The job id is bound too, so a copy into a new job of the same producer (a stolen
 ciphertext) fails as well. The database assigns ids at the INSERT, after sealing, so a producer
 that seals makes the job's id itself — a time-ordered UUID, version 7, as ``jobqueue.uuid_v7()``
 makes them (`new_job_id`) — and passes it to ``enqueue_many``, which takes an ``id`` made within an
-hour of the database's clock (migration 0024: an id can neither collide with a live job, the key
+hour of the database's clock (migration 0025: an id can neither collide with a live job, the key
 refuses it, nor be reused once its job is pruned, it is too old by then).
 
-Format version 1 (before migration 0024) had no associated data: a worker never opens it
+Format version 1 (before migration 0025) had no associated data: a worker never opens it
 (`EncryptionUnbound`), and ``jobqueue keys rotate`` binds each such value to the job it is in
 (`Rebinder`; `jobqueue.rotation` says which ones it trusts). Rotation re-wraps ``dek`` under the
 current KEK and leaves ``nonce``/``ct`` as they are: the data is not decrypted to rotate.
@@ -71,7 +71,7 @@ from jobqueue.keyring import KeyRing
 
 MARKER = "$jobqueue_enc"
 VERSION = 2  # bound: associated data names the job and the field
-UNBOUND_VERSION = 1  # sealed before migration 0024, without associated data
+UNBOUND_VERSION = 1  # sealed before migration 0025, without associated data
 ENVELOPE_FIELDS = frozenset({MARKER, "kid", "dek", "nonce", "ct"})
 REDACTED = "[encrypted]"
 #: Seconds a producer reuses the encrypted-field declarations workers published.
@@ -342,7 +342,7 @@ def open_payload(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
     """``value`` (a job's payload) with every envelope in it opened (the value itself when it holds
     none). Each must be sealed for ``binding`` at the field it sits in: `EncryptionMismatch`
     otherwise, and for more than `MAX_VALUES` of them; `EncryptionUnbound` for the format of
-    before 0024; `EncryptionKeyMissing` names a key the ring lacks; `EncryptionError` a damaged value."""
+    before 0025; `EncryptionKeyMissing` names a key the ring lacks; `EncryptionError` a damaged value."""
     unwrapper = _Unwrapper(ring)
     opened = [0]
 
@@ -353,7 +353,7 @@ def open_payload(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
             raise EncryptionMismatch(f"the payload holds more than {MAX_VALUES} encrypted values, more than a job's "
                                      "encrypt list and its task's declared fields can name: none was opened")
         if envelope.get(MARKER) == UNBOUND_VERSION and set(envelope) == ENVELOPE_FIELDS:
-            raise EncryptionUnbound(f"encrypted value at {where} is in the format of before migration 0024 "
+            raise EncryptionUnbound(f"encrypted value at {where} is in the format of before migration 0025 "
                                     f"({MARKER}: {UNBOUND_VERSION}), bound to no job, so it is not opened: "
                                     "`jobqueue keys rotate` binds such values to their jobs and re-queues this one")
         keys = field_keys(parts)
@@ -373,7 +373,7 @@ def open_payload(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
 
 def open_result(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
     """A stored result, opened when it is an envelope (``encrypt_result`` seals the whole result):
-    bound to its job's result, or in the format of before 0024 (only workers write results, so a
+    bound to its job's result, or in the format of before 0025 (only workers write results, so a
     value there is one a worker sealed). Anything else is returned as stored."""
     if not is_envelope(value):
         return value

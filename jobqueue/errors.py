@@ -127,7 +127,7 @@ class EncryptionMismatch(EncryptionError):
 
 
 class EncryptionUnbound(EncryptionError):
-    """An encrypted value in the format of before migration 0024 (``"$jobqueue_enc": 1``), bound to
+    """An encrypted value in the format of before migration 0025 (``"$jobqueue_enc": 1``), bound to
     no job: the worker does not open it; ``jobqueue keys rotate`` binds it to its job."""
 
 

@@ -1,5 +1,5 @@
 """`jobqueue keys generate|rotate`: make a key-encryption key; re-wrap stored values under the current
-one, and bind values sealed before migration 0024 to their jobs.
+one, and bind values sealed before migration 0025 to their jobs.
 
 Rotation, step by step (docs/security.md "Payload encryption"):
 
@@ -21,9 +21,9 @@ needed. Under an id no rotation ever recorded: never sealed by this deployment's
 enqueue can write such an object), reported apart; exit 0. Damaged (malformed, or a data key that does
 not unwrap): reported apart; exit 0, since no key would open them either.
 
-Values of the unbound format of before 0024 (``"$jobqueue_enc": 1``, no associated data, never
+Values of the unbound format of before 0025 (``"$jobqueue_enc": 1``, no associated data, never
 opened by a worker any more) are bound to the job they sit in: opened and sealed again for its
-producer, type, id and field, under the same data key. Not all of them are trusted: before 0024, a
+producer, type, id and field, under the same data key. Not all of them are trusted: before 0025, a
 reader of the table could copy another job's value into a job of its own, and binding the copy
 would hand it the plaintext. A job's data key is fresh and its own, so a copy shares its data key
 with the job it was copied from, which came first: a census pass first finds the data keys of the
@@ -236,7 +236,7 @@ def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
     p = commands.add_parser("generate", help="print a new random key entry (id:base64key) for JOBQUEUE_ENCRYPTION_KEYS")
     p.add_argument("--id", dest="key_id", help="the key's id (default: k + the UTC time + 4 random hex digits)")
     p = commands.add_parser("rotate", help="re-wrap every stored encrypted value under the first (current) key, "
-                                           "and bind values sealed before migration 0024 to their jobs")
+                                           "and bind values sealed before migration 0025 to their jobs")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help=f"jobs per transaction (default {DEFAULT_BATCH})")
     p.add_argument("--dsn")
 

@@ -303,7 +303,7 @@ BEGIN
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
-    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0024): a
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0025): a
     -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),

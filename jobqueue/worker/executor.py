@@ -16,7 +16,7 @@ its cancel was requested is not run at all.
 Encryption (`jobqueue.encryption`): the payload's encrypted fields are decrypted just before the
 handler runs, in this process only, each with the associated data of this job (its producer, type
 and id) and of the field it sits in: a value sealed for another job or field (`EncryptionMismatch`:
-a copied ciphertext), one of the unbound format of before migration 0024 (`EncryptionUnbound`),
+a copied ciphertext), one of the unbound format of before migration 0025 (`EncryptionUnbound`),
 one under a key this worker lacks (`EncryptionKeyMissing`, naming the key id) or a damaged one is
 dead-lettered at once, the handler never run — no other attempt could open it. A task with
 ``encrypt_result`` has its result stored encrypted under the current key, bound to the job.

@@ -184,7 +184,7 @@ def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, 
 
 
 def unbound_envelope(key_line: str, value) -> dict:
-    """A field as producers sealed it before migration 0024: format 1, no associated data."""
+    """A field as producers sealed it before migration 0025: format 1, no associated data."""
     kid, encoded = key_line.split(":")
     data_key, nonce = os.urandom(32), os.urandom(12)
     return {"$jobqueue_enc": 1, "kid": kid,
@@ -193,7 +193,7 @@ def unbound_envelope(key_line: str, value) -> dict:
             "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), None)).decode()}
 
 
-def test_rotation_binds_values_sealed_before_0024_to_their_jobs_but_never_a_copy(dsn, conn):
+def test_rotation_binds_values_sealed_before_0025_to_their_jobs_but_never_a_copy(dsn, conn):
     """The migration path. A worker of this version dead-letters jobs holding values of the old
     format (it cannot tell an original from a copy); `keys rotate` binds each to the job it is in
     and re-queues the jobs that died for it, except a copy planted in another job before the

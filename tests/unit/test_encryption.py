@@ -73,7 +73,7 @@ def test_a_field_is_sealed_in_the_documented_format_and_opens_to_its_value():
     bound_to = "\0".join(["jobqueue/2", "payload", "alice", "charge", str(JOB.job_id), "card", "number"]).encode()
     plain = AESGCM(data_key).decrypt(base64.b64decode(envelope["nonce"]), base64.b64decode(envelope["ct"]), bound_to)
     assert json.loads(plain) == "4111 1111 1111 1111"
-    with pytest.raises(InvalidTag):  # no associated data: what a worker of before 0024 would try
+    with pytest.raises(InvalidTag):  # no associated data: what a worker of before 0025 would try
         AESGCM(data_key).decrypt(base64.b64decode(envelope["nonce"]), base64.b64decode(envelope["ct"]), None)
     assert open_payload(sealed, keys, JOB) == payload  # a number comes back a number (its JSON was encrypted)
     assert open_payload(payload, keys, JOB) is payload  # nothing sealed: the same object
@@ -111,7 +111,7 @@ def test_a_value_opens_only_in_the_job_it_was_sealed_for(elsewhere):
 def test_the_unbound_format_is_never_opened_in_a_payload_and_a_flood_of_values_is_refused():
     keys = ring("k1")
     unbound = {MARKER: 1, **{k: v for k, v in seal_result('"078"', keys, JOB).items() if k != MARKER}}
-    with pytest.raises(EncryptionUnbound, match="format of before migration 0024.*jobqueue keys rotate"):
+    with pytest.raises(EncryptionUnbound, match="format of before migration 0025.*jobqueue keys rotate"):
         open_payload({"ssn": unbound}, keys, JOB)
     fields = [f"f{i}" for i in range(MAX_VALUES + 1)]  # each sealed for this job: only their number is wrong
     flood = seal_fields(dict.fromkeys(fields, 0), fields, keys, JOB)

@@ -44,11 +44,14 @@ BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         PERFORM jobqueue.invalid('jobs', 'must be a JSON array of job objects');
     END IF;
+    IF jsonb_array_length(jobs) > 10000 THEN
+        PERFORM jobqueue.invalid('jobs', format('must hold at most 10000 jobs (got %s)', jsonb_array_length(jobs)));
+    END IF;
     -- Every job validated and resolved in one query (the OFFSET 0 fences keep each field read
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
-    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0024): a
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0025): a
     -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
@@ -64,7 +67,7 @@ BEGIN
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
-                                                f.producer_id, f.traceparent),
+                                                f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text),
                            jobqueue.given_id_problem(f.id_text)) AS problem
@@ -96,6 +99,9 @@ BEGIN
                                      format('must be a JSON object (got %s)', jsonb_typeof(jobs->(bad - 1))));
         END IF;
         PERFORM jobqueue.invalid(format('jobs[%s].%s', bad - 1, problem[1][1]), problem[1][2]);
+    END IF;
+    IF EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now()) THEN  -- empty while nothing is full
+        PERFORM jobqueue.refuse_gated_queues(ARRAY(SELECT DISTINCT i.queue FROM unnest(inputs) AS i));
     END IF;
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;

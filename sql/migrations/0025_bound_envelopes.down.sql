@@ -12,6 +12,9 @@ BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         PERFORM jobqueue.invalid('jobs', 'must be a JSON array of job objects');
     END IF;
+    IF jsonb_array_length(jobs) > 10000 THEN
+        PERFORM jobqueue.invalid('jobs', format('must hold at most 10000 jobs (got %s)', jsonb_array_length(jobs)));
+    END IF;
     -- Every job validated and resolved in one query (the OFFSET 0 fences keep each field read
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
@@ -29,7 +32,7 @@ BEGIN
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
-                                                f.producer_id, f.traceparent),
+                                                f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text)) AS problem
                 FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id,
@@ -60,6 +63,9 @@ BEGIN
                                      format('must be a JSON object (got %s)', jsonb_typeof(jobs->(bad - 1))));
         END IF;
         PERFORM jobqueue.invalid(format('jobs[%s].%s', bad - 1, problem[1][1]), problem[1][2]);
+    END IF;
+    IF EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now()) THEN  -- empty while nothing is full
+        PERFORM jobqueue.refuse_gated_queues(ARRAY(SELECT DISTINCT i.queue FROM unnest(inputs) AS i));
     END IF;
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
