@@ -129,6 +129,17 @@ class EncryptionKeyMissing(EncryptionError):
                          "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt")
 
 
+class EncryptionMismatch(EncryptionError):
+    """An encrypted value that was not sealed for the job holding it: its associated data names
+    another producer, job type, job id or field (a ciphertext copied from elsewhere), or it sits
+    where no field is (in a list), or it was altered. The worker never opens it."""
+
+
+class EncryptionUnbound(EncryptionError):
+    """An encrypted value in the format of before migration 0025 (``"$jobqueue_enc": 1``), bound to
+    no job: the worker does not open it; ``jobqueue keys rotate`` binds it to its job."""
+
+
 class EncryptionUnavailable(EncryptionError):
     """Something must be encrypted but this process has no key ring: nothing was written."""
 

@@ -303,12 +303,15 @@ BEGIN
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0025): a
+    -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
                coalesce(array_agg(jobqueue.resolve_job(
-                   v.ord, v.id, v.job_type, v.payload, v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
+                   v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
+                   v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
                    v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
@@ -318,8 +321,9 @@ BEGIN
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
                                                 f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
-                           jobqueue.zoneless_problem('expires_at', f.expires_at_text)) AS problem
-                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id,
+                           jobqueue.zoneless_problem('expires_at', f.expires_at_text),
+                           jobqueue.given_id_problem(f.id_text)) AS problem
+                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id, e.job->>'id' AS id_text,
                              e.job->>'job_type' AS job_type, e.job->'payload' AS payload,
                              e.job->>'priority' AS priority, e.job->>'run_at' AS run_at_text,
                              (e.job->>'run_at')::timestamptz AS run_at,
@@ -451,6 +455,25 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+CREATE FUNCTION jobqueue.given_id_problem(id text) RETURNS text[]
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $_$
+    -- The first 12 hex digits of a version-7 UUID are its Unix time in milliseconds.
+    SELECT CASE
+        WHEN id IS NULL THEN NULL
+        WHEN id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+            THEN ARRAY['id', format('must be a version-7 UUID, e.g. 0190b8e2-7c4a-7d3e-9f10-2a3b4c5d6e7f (got %L): '
+                                    'leave it out and the database makes one', left(id, 64))]
+        WHEN abs(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint
+                 - (date_part('epoch', clock_timestamp()) * 1000)::bigint) > 3600000
+            THEN ARRAY['id', format('must be made within an hour of the database''s clock (%s; the id''s time is %s)',
+                                    clock_timestamp(),
+                                    to_timestamp(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint / 1000.0))]
+    END
+$_$;
+
+COMMENT ON FUNCTION jobqueue.given_id_problem(id text) IS 'Why the id a job was given at enqueue is refused (NULL: none given, or fine): not a version-7 UUID, or not made within an hour of now.';
 
 CREATE FUNCTION jobqueue.grant_role(kind text, login text, producer text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql
@@ -1289,6 +1312,13 @@ CREATE VIEW jobqueue.dead_letters AS
 
 COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error and why they died.';
 
+CREATE TABLE jobqueue.encryption_keys (
+    key_id text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.encryption_keys IS 'Every key id jobqueue keys rotate has found in its key ring (no key material): a value under an id recorded here and missing from the ring needs that key back; one under an id never recorded was never sealed by jobqueue.';
+
 CREATE TABLE jobqueue.event_listeners (
     listener_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL
@@ -1585,6 +1615,9 @@ ALTER TABLE ONLY jobqueue.circuit_job_types
 
 ALTER TABLE ONLY jobqueue.circuits
     ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY jobqueue.encryption_keys
+    ADD CONSTRAINT encryption_keys_pkey PRIMARY KEY (key_id);
 
 ALTER TABLE ONLY jobqueue.event_listeners
     ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db import Call, column, no_result, scalar_or_none
+from jobqueue.db import Call, column, no_result, scalar, scalar_or_none
 from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobPage, JobState,
                              JobSummary, Priority, RetryOutcome, RunningJob)
 
@@ -41,11 +41,11 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
-    """Claimed jobs; the last two columns are each job's order key (run_at, seq)."""
+    """Claimed jobs; then each job's order key (run_at, seq) and its producer."""
     return [Job(id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                created_at, timeout, (run_at, seq))
+                created_at, timeout, (run_at, seq), producer_id)
             for (id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                 created_at, timeout, run_at, seq) in rows]
+                 created_at, timeout, run_at, seq, producer_id) in rows]
 
 
 #: Where a one-queue claim resumes, per priority level: the order key (run_at, seq) of the last
@@ -313,25 +313,46 @@ def purge_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str
                 lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
 
 
+def session_producer() -> Call[str | None]:
+    """The producer id the database holds this session's jobs to (None: any; see enqueue())."""
+    return Call("job_session_producer", {}, scalar)
+
+
 # --- key rotation (jobqueue.rotation) ---------------------------------------------------------
 
 
-def rewrap_scan(*, after: int, limit: int, kid: str) -> Call[tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]]:
-    """(scanned, last seq scanned, [(id, payload, result)] of the jobs holding values under another key)."""
-    def decode(rows: list[tuple]) -> tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]:
-        scanned, last_seq, stale = rows[0]
-        return scanned, last_seq, [(uuid.UUID(job_id), payload, result) for job_id, payload, result in stale]
+@dataclass(frozen=True, slots=True)
+class StoredValues:
+    """A job's encrypted values as key rotation reads them (``last_error``: a dead job's last error type)."""
 
-    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid}, decode)
+    seq: int
+    id: uuid.UUID
+    producer_id: str | None
+    job_type: str
+    state: str
+    payload: Any
+    result: Any
+    last_error: str | None
+
+
+def rewrap_scan(*, after: int, limit: int, kid: str, holding: str = "stale"
+                ) -> Call[tuple[int, int | None, list[StoredValues]]]:
+    """(scanned, last seq scanned, the jobs holding values of the kind ``holding`` names: "stale",
+    under another key than ``kid`` or unbound; "any"; "unbound")."""
+    def decode(rows: list[tuple]) -> tuple[int, int | None, list[StoredValues]]:
+        scanned, last_seq, found = rows[0]
+        return scanned, last_seq, [StoredValues(seq, uuid.UUID(job_id), *rest) for seq, job_id, *rest in found]
+
+    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid, "holding": holding}, decode)
 
 
 def rewrap_write(payloads: Sequence[tuple[uuid.UUID, Any, Any]],
-                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[int, int]]:
+                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[list[uuid.UUID], int]]:
     """Store (id, old, new) payloads and results, each only where the old value is still there;
-    returns how many of each were written."""
+    returns the ids of the jobs whose payload was written, and how many results were."""
     return Call("job_rewrap_write", {
         "payload_ids": [p[0] for p in payloads], "old_payloads": [dumps(p[1]) for p in payloads],
         "new_payloads": [dumps(p[2]) for p in payloads],
         "result_ids": [r[0] for r in results], "old_results": [dumps(r[1]) for r in results],
         "new_results": [dumps(r[2]) for r in results],
-    }, lambda rows: (rows[0][0], rows[0][1]))
+    }, lambda rows: (list(rows[0][0]), rows[0][1]))

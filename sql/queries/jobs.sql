@@ -138,10 +138,11 @@ WITH next AS (
         limited = j.limited OR %(mark_limited)s
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id
 )
 SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
-       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq
+       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq,
+       producer_id
 FROM claimed
 ORDER BY priority, run_at, seq;
 
@@ -185,10 +186,11 @@ WITH next AS (
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id
 )
 SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
-       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq
+       extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq,
+       producer_id
 FROM claimed
 ORDER BY priority, run_at, seq;
 
@@ -751,27 +753,42 @@ SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS sc
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them
--- those whose payload or stored result holds an encrypted value (jobqueue.encryption) wrapped by a
--- key other than %(kid)s, as [id, payload, result] triples. Returns (scanned, last seq, triples).
+-- those whose payload or stored result holds an encrypted value (jobqueue.encryption) of the kind
+-- %(holding)s names: 'stale' (under a key other than %(kid)s, or of the unbound format 1), 'any',
+-- or 'unbound' (format 1 only). Returns (scanned, last seq, rows in seq order), each row
+-- [seq, id, producer_id, job_type, state, payload, result, error type of the last attempt of a
+-- dead-lettered job].
 WITH batch AS (
-    SELECT j.seq, j.id, j.payload FROM jobqueue.jobs j
+    SELECT j.seq, j.id, j.producer_id, j.job_type, j.state, j.payload FROM jobqueue.jobs j
     WHERE j.seq > %(after)s::bigint
     ORDER BY j.seq
     LIMIT %(limit)s
-), stale AS (
-    SELECT b.id, b.payload, r.result
+), found AS (
+    SELECT b.seq, b.id, b.producer_id, b.job_type, b.state, b.payload, r.result
     FROM batch b LEFT JOIN jobqueue.job_results r ON r.job_id = b.id
-    WHERE jsonb_path_exists(b.payload, '$.** ? (exists(@."$jobqueue_enc") && @.kid != $kid)',
-                            jsonb_build_object('kid', %(kid)s::text))
-       OR jsonb_path_exists(r.result, '$.** ? (exists(@."$jobqueue_enc") && @.kid != $kid)',
-                            jsonb_build_object('kid', %(kid)s::text))
+    WHERE CASE %(holding)s::text
+        WHEN 'any' THEN jsonb_path_exists(b.payload, '$.** ? (exists(@."$jobqueue_enc"))')
+                        OR jsonb_path_exists(r.result, '$.** ? (exists(@."$jobqueue_enc"))')
+        WHEN 'unbound' THEN jsonb_path_exists(b.payload, '$.** ? (@."$jobqueue_enc" == 1)')
+                            OR jsonb_path_exists(r.result, '$.** ? (@."$jobqueue_enc" == 1)')
+        ELSE jsonb_path_exists(b.payload, '$.** ? (exists(@."$jobqueue_enc") && (@.kid != $kid || @."$jobqueue_enc" == 1))',
+                               jsonb_build_object('kid', %(kid)s::text))
+             OR jsonb_path_exists(r.result, '$.** ? (exists(@."$jobqueue_enc") && (@.kid != $kid || @."$jobqueue_enc" == 1))',
+                                  jsonb_build_object('kid', %(kid)s::text))
+    END
 )
 SELECT (SELECT count(*) FROM batch) AS scanned, (SELECT max(seq) FROM batch) AS last_seq,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.id, s.payload, s.result)), '[]') FROM stale s) AS stale;
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(
+                   f.seq, f.id, f.producer_id, f.job_type, f.state, f.payload, f.result,
+                   CASE WHEN f.state = 'dead_letter' THEN (SELECT e.error_type FROM jobqueue.job_errors e
+                                                          WHERE e.job_id = f.id ORDER BY e.attempt DESC LIMIT 1) END)
+                   ORDER BY f.seq), '[]')
+        FROM found f) AS found;
 
 -- name: job_rewrap_write
--- Key rotation: store re-wrapped payloads and results, each only if it is still the value that was
--- read (compare-and-set: nothing read earlier is ever written back over a newer value).
+-- Key rotation: store re-wrapped (or newly bound) payloads and results, each only if it is still
+-- the value that was read (compare-and-set: nothing read earlier is ever written back over a newer
+-- value). Returns the ids of the jobs whose payload it wrote, and how many results.
 WITH payloads AS (
     UPDATE jobqueue.jobs j SET payload = w.new
     FROM unnest(%(payload_ids)s::uuid[], %(old_payloads)s::jsonb[], %(new_payloads)s::jsonb[]) AS w(id, old, new)
@@ -783,4 +800,9 @@ WITH payloads AS (
     WHERE r.job_id = w.id AND r.result = w.old
     RETURNING r.job_id
 )
-SELECT (SELECT count(*) FROM payloads) AS payloads, (SELECT count(*) FROM results) AS results;
+SELECT (SELECT coalesce(array_agg(id), '{}') FROM payloads) AS payloads, (SELECT count(*) FROM results) AS results;
+
+-- name: job_session_producer
+-- The producer this session's login is held to (NULL: it may enqueue for any): the producer_id
+-- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.encryption).
+SELECT jobqueue.session_producer();
