@@ -332,7 +332,9 @@ class Worker:
     async def _claim_loop(self) -> None:
         backoff = 0.1
         while not self.stopping:
-            free = self.slots - len(self.running)
+            # An outcome being reported to its breaker still holds its slot: the report may open the
+            # breaker, and the next claim must know before it picks another job of its types.
+            free = self.slots - len(self.running) - len(self.breakers.reporting)
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -515,6 +517,8 @@ class Worker:
         except BaseException:
             self._finishing.discard(job.key)
             raise
+        finally:
+            self._slot_freed.set()  # a report held the slot (see _claim_loop)
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
         self.processed += 1

@@ -257,12 +257,12 @@ def test_a_worker_stops_claiming_a_failing_dependency_keeps_other_work_flowing_a
 
         (untouched,) = wait_until(untouched_once_open, timeout=20, message="the breaker open")
         # A few may have started while the failures that opened it were being written (acks are
-        # batched); once it is open nothing more starts until the probe after the 1.5 s reset, but
-        # the one claim a concurrency-1 worker may have had in flight as it opened.
+        # batched); once it is open nothing more starts until the probe after the 1.5 s reset: the
+        # worker claims again only after the report that opened it, and its re-read, are done.
         assert untouched >= 3
         time.sleep(0.5)
         still = untouched_once_open()
-        assert still is not None and still[0] >= untouched - 1
+        assert still is not None and still[0] == untouched
         local = _enqueue(client, "local_work", 5, down)
         wait_until(lambda: _states(conn, "local_work") == {"completed": 5}, timeout=20)
         down.unlink()  # the dependency is back: the next probe succeeds and closes the breaker
