@@ -187,6 +187,7 @@ class Settings:
     # Guarantees per attempt (jobqueue.worker): every attempt has a deadline; what a worker may hold.
     processing_ttl: float = 900.0  # an attempt's deadline when neither the job nor its task sets a timeout
     max_unacked: int = 0  # finished-but-unwritten outcomes before the worker stops claiming (0: 2 x max(concurrency, ack batch))
+    max_unacked_bytes: int = 256 * 1024 * 1024  # ... and their results and errors, in bytes
     max_stuck_handlers: int = 0  # handlers past their deadline still running before a restart (0: concurrency)
     max_result_bytes: int = 64 * 1024 * 1024  # a larger handler result dead-letters instead of reaching PostgreSQL
     # Leader-only maintenance (jobqueue.maintenance): election, cron, retention.
@@ -280,6 +281,8 @@ class Settings:
                 _check_dsn(name, dsn)
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
+        if self.max_unacked_bytes < 1:
+            raise ValueError("max unacked bytes (JOBQUEUE_MAX_UNACKED_BYTES) must be positive")
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
             raise ValueError("the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
                              "dead rows not negative")
@@ -327,6 +330,7 @@ class Settings:
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
             processing_ttl=_float(env, "JOBQUEUE_PROCESSING_TTL", defaults.processing_ttl),
             max_unacked=_int(env, "JOBQUEUE_MAX_UNACKED", defaults.max_unacked),
+            max_unacked_bytes=_int(env, "JOBQUEUE_MAX_UNACKED_BYTES", defaults.max_unacked_bytes),
             max_stuck_handlers=_int(env, "JOBQUEUE_MAX_STUCK_HANDLERS", defaults.max_stuck_handlers),
             max_result_bytes=_int(env, "JOBQUEUE_MAX_RESULT_BYTES", defaults.max_result_bytes),
             leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),

@@ -303,12 +303,15 @@ BEGIN
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0025): a
+    -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
                coalesce(array_agg(jobqueue.resolve_job(
-                   v.ord, v.id, v.job_type, v.payload, v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
+                   v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
+                   v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
                    v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
@@ -318,8 +321,9 @@ BEGIN
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
                                                 f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
-                           jobqueue.zoneless_problem('expires_at', f.expires_at_text)) AS problem
-                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id,
+                           jobqueue.zoneless_problem('expires_at', f.expires_at_text),
+                           jobqueue.given_id_problem(f.id_text)) AS problem
+                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id, e.job->>'id' AS id_text,
                              e.job->>'job_type' AS job_type, e.job->'payload' AS payload,
                              e.job->>'priority' AS priority, e.job->>'run_at' AS run_at_text,
                              (e.job->>'run_at')::timestamptz AS run_at,
@@ -451,6 +455,25 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+CREATE FUNCTION jobqueue.given_id_problem(id text) RETURNS text[]
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $_$
+    -- The first 12 hex digits of a version-7 UUID are its Unix time in milliseconds.
+    SELECT CASE
+        WHEN id IS NULL THEN NULL
+        WHEN id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+            THEN ARRAY['id', format('must be a version-7 UUID, e.g. 0190b8e2-7c4a-7d3e-9f10-2a3b4c5d6e7f (got %L): '
+                                    'leave it out and the database makes one', left(id, 64))]
+        WHEN abs(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint
+                 - (date_part('epoch', clock_timestamp()) * 1000)::bigint) > 3600000
+            THEN ARRAY['id', format('must be made within an hour of the database''s clock (%s; the id''s time is %s)',
+                                    clock_timestamp(),
+                                    to_timestamp(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint / 1000.0))]
+    END
+$_$;
+
+COMMENT ON FUNCTION jobqueue.given_id_problem(id text) IS 'Why the id a job was given at enqueue is refused (NULL: none given, or fine): not a version-7 UUID, or not made within an hour of now.';
 
 CREATE FUNCTION jobqueue.grant_role(kind text, login text, producer text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql
@@ -1199,7 +1222,7 @@ COMMENT ON COLUMN jobqueue.circuits.probe_job_id IS 'half_open: the one job let 
 
 COMMENT ON COLUMN jobqueue.circuits.forced_by_admin IS 'Opened by an operator: stays open, without probes, until an operator closes it.';
 
-COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0025.';
+COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0027.';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,
@@ -1293,6 +1316,13 @@ CREATE VIEW jobqueue.dead_letters AS
 
 COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error and why they died.';
 
+CREATE TABLE jobqueue.encryption_keys (
+    key_id text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.encryption_keys IS 'Every key id jobqueue keys rotate has found in its key ring (no key material): a value under an id recorded here and missing from the ring needs that key back; one under an id never recorded was never sealed by jobqueue.';
+
 CREATE TABLE jobqueue.event_listeners (
     listener_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL
@@ -1340,7 +1370,7 @@ COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in an app (decla
 
 COMMENT ON COLUMN jobqueue.job_limits.recent_starts IS 'Claim times of the starts within the last period, ascending (the sliding window the rate is checked against).';
 
-COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0025.';
+COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0027.';
 
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
@@ -1559,6 +1589,7 @@ CREATE TABLE jobqueue.workers (
     concurrency_min integer,
     concurrency_target integer,
     job_types text[] DEFAULT '{}'::text[] NOT NULL,
+    leases_blocked uuid[] DEFAULT '{}'::uuid[] NOT NULL,
     app text,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
@@ -1576,6 +1607,8 @@ COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: th
 
 COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has handlers for (its app''s tasks), written at registration.';
 
+COMMENT ON COLUMN jobqueue.workers.leases_blocked IS 'Jobs this worker holds whose lease its last renewal could not extend because another transaction held their row locked; the sweeper leaves them to it while it heartbeats.';
+
 COMMENT ON COLUMN jobqueue.workers.app IS 'The app (its JobQueue''s name) whose tasks this worker runs, written at registration.';
 
 ALTER TABLE ONLY jobqueue.api_keys
@@ -1592,6 +1625,9 @@ ALTER TABLE ONLY jobqueue.circuit_job_types
 
 ALTER TABLE ONLY jobqueue.circuits
     ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY jobqueue.encryption_keys
+    ADD CONSTRAINT encryption_keys_pkey PRIMARY KEY (key_id);
 
 ALTER TABLE ONLY jobqueue.event_listeners
     ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);

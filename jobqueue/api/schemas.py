@@ -57,8 +57,8 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     expire_after_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "expires this many seconds after its run_at"))] | None = None
     encrypt: Annotated[list[str] | None, Meta(description=(
-        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]); the "
-        "task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
+        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]), at most "
+        "100; the task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
 
     def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {
