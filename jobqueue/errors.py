@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+from jobqueue.durations import duration_problem
+
 
 class JobQueueError(Exception):
     """Base of every error jobqueue raises on purpose."""
@@ -44,13 +46,35 @@ class CircuitNotFound(JobQueueError, LookupError):
 
 
 class DatabaseUnavailable(JobQueueError):
-    """The database could not be reached; the operation did not happen (nothing was committed)."""
+    """The database could not be reached, or the connection was lost before the operation's
+    outcome came back. What a caller can rely on: when no statement was sent (no connection within
+    the wait, the server refused to connect) nothing happened; once one was, it may have committed
+    — a restart, a failover or a pooler can drop the connection between the commit and its reply.
+    So repeat only what is safe to repeat: an enqueue with the same idempotency key (within the
+    key's window the repeat returns the job the first try created, if it did), a cancel or an admin
+    retry by id (a repeat answers with the state the first one left). Nothing is ever half done: a
+    statement's writes commit together or not at all. `DatabaseBusy` is the case where the server
+    answered."""
 
 
 class DatabaseBusy(DatabaseUnavailable):
     """The server is up but gave this statement up for now — a deadlock, a lock or statement
-    timeout — and nothing was committed. Retrying later works as for an outage (so it is one to
-    callers that only retry), but another statement may well succeed right now."""
+    timeout — and nothing was committed (the server said so: its transaction rolled back).
+    Retrying later works as for an outage (so it is one to callers that only retry), but another
+    statement may well succeed right now."""
+
+
+class QueueFull(DatabaseBusy):
+    """The enqueue was refused to protect the queues, and nothing was written: ``reason`` is
+    ``queue_full`` (``queue`` is at its hard limit), ``total_full`` (all queues together are) or
+    ``too_many_queues`` (``queue`` is a new name and too many queues no worker serves already hold
+    jobs). Over SQL it is SQLSTATE 53400 with the reason in DETAIL; it clears as workers drain the
+    queues, so it is a `DatabaseBusy`: retrying later (with backoff) is the answer."""
+
+    def __init__(self, message: str, reason: str, queue: str | None = None) -> None:
+        self.reason = reason
+        self.queue = queue
+        super().__init__(message)
 
 
 class PermissionDenied(JobQueueError):
@@ -107,6 +131,17 @@ class EncryptionKeyMissing(EncryptionError):
                          "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt")
 
 
+class EncryptionMismatch(EncryptionError):
+    """An encrypted value that was not sealed for the job holding it: its associated data names
+    another producer, job type, job id or field (a ciphertext copied from elsewhere), or it sits
+    where no field is (in a list), or it was altered. The worker never opens it."""
+
+
+class EncryptionUnbound(EncryptionError):
+    """An encrypted value in the format of before migration 0025 (``"$jobqueue_enc": 1``), bound to
+    no job: the worker does not open it; ``jobqueue keys rotate`` binds it to its job."""
+
+
 class EncryptionUnavailable(EncryptionError):
     """Something must be encrypted but this process has no key ring: nothing was written."""
 
@@ -122,11 +157,14 @@ class Retry(Exception):
     """Raise from a handler to fail this attempt and run again after ``after`` seconds.
 
     Counts as an attempt: when no attempts remain the job is dead-lettered like any failure.
+    ``after``: seconds, finite, from 0 to 3650 days (`jobqueue.durations`).
     """
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
-        if after is not None and after < 0:
-            raise ValueError("Retry(after=...) must not be negative")
+        if after is not None and (problem := duration_problem(after, zero=True)):
+            # refused here, in the handler that raised it (its attempt fails with this message):
+            # inf, nan or a span past year 9999 would be stored as the job's run_at and wedge its row
+            raise ValueError(f"Retry(after=...) {problem}")
         self.after = after
         self.reason = reason
         super().__init__(reason)

@@ -29,6 +29,7 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   worker_count                               gauge    live workers (heartbeat within stale_seconds)
   worker_stuck_handlers{worker}              gauge    handlers past their deadline still holding a thread
   queue_paused{queue}                        gauge    1 while the queue is paused
+  jobs_unserved{queue}                       gauge    runnable jobs of types no live worker of the queue serves
   desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
   circuit_state{circuit}                     gauge    0 closed, 1 half-open, 2 open (per circuit breaker)
   circuit_failures{circuit}                  gauge    counted failures in the breaker's current window
@@ -38,6 +39,11 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   limit_rate{scope,limit}                    gauge    starts the rate allows per window (only limits that have one)
   metrics_collect_seconds                    gauge    how long the last collection took
 
+Bounded in what producers control: `fold` keeps every declared queue (a live worker serves it,
+an admin configured it) and the ``JOBQUEUE_METRICS_MAX_QUEUES`` largest others by name, and sums
+the rest into ``queue="(other)"`` — so /metrics, /queues and the dashboard stay small however many
+queue names producers invent, and every total still adds up.
+
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
 windowed percentiles from successive snapshots in the browser.
 """
@@ -46,7 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -61,6 +67,7 @@ from jobqueue.store import limits as limit_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
+from jobqueue.store.queues import Unserved
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -79,14 +86,18 @@ class Snapshot:
     circuits: list[Circuit] = field(default_factory=list)
     settings: dict[str, QueueSettings] = field(default_factory=dict)  # every queue an admin configured
     limits: list[Limit] = field(default_factory=list)
+    unserved: list[Unserved] = field(default_factory=list)  # runnable jobs no live worker has a handler for
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
+    other_queues: int = 0  # queues folded into the OTHER rows (see `fold`)
 
     @property
     def live_workers(self) -> list[WorkerRow]:
         return [w for w in self.workers if w.alive]
 
 
-async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None = None) -> Snapshot:
+async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None = None,
+                  max_queues: int | None = None) -> Snapshot:
+    """One snapshot; with ``max_queues``, `fold`-ed: at most that many undeclared queues by name."""
     started = time.perf_counter()
     queues = await db.run(conn, metrics_store.queue_counts(cap=cap, stale_seconds=stale_seconds, now=now))
     dead = await db.run(conn, metrics_store.dead_letters(cap=cap))
@@ -96,10 +107,72 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     settings = await db.run(conn, queue_store.all_settings())
     circuits = await db.run(conn, circuit_store.list_all())
     limits = await db.run(conn, limit_store.list_all(now=now))
-    return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
-                    totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
-                    paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
-                    settings=settings, limits=limits)
+    unserved = await db.run(conn, queue_store.unserved(cap=cap, stale_seconds=stale_seconds))
+    snapshot = Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
+                        totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
+                        paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
+                        settings=settings, limits=limits, unserved=unserved)
+    return snapshot if max_queues is None else fold(snapshot, max_queues)
+
+
+# --- at most so many queues by name --------------------------------------------------------------
+
+#: The queue (and job type) label of what `fold` sums up.
+OTHER = "(other)"
+
+
+def fold(snapshot: Snapshot, limit: int) -> Snapshot:
+    """The snapshot with every declared queue (a live worker serves it, an admin configured it)
+    and the ``limit`` largest others (waiting, processing and dead jobs; ties by name) under their
+    names, and the rest summed into `OTHER` rows — per priority, ages the oldest of them; dead
+    letters likewise, and of at most ``limit`` (queue, job type) pairs, the rest of a listed queue
+    under job type `OTHER`. Every total still adds up. A name costs a producer nothing to invent,
+    and each would be a row of /queues and the dashboard and series per priority in /metrics
+    (three batches of new names once made /metrics 23.7 MB). The workers' attempt counters are
+    not folded: workers serve the queues they were told to, and run only their own job types."""
+    declared = set(snapshot.settings) | {queue for w in snapshot.live_workers for queue in w.queues}
+    size: dict[str, int] = {}
+    for q in snapshot.queues:
+        size[q.queue] = size.get(q.queue, 0) + q.runnable + q.scheduled + q.processing
+    for d in snapshot.dead:
+        size[d.queue] = size.get(d.queue, 0) + d.dead
+    others = sorted((queue for queue in size if queue not in declared), key=lambda queue: (-size[queue], queue))
+    hidden = set(others[limit:])
+    if not hidden and len(snapshot.dead) <= limit:
+        return snapshot
+    return replace(snapshot, queues=_fold_counts(snapshot.queues, hidden), dead=_fold_dead(snapshot.dead, hidden, limit),
+                   unserved=_fold_unserved(snapshot.unserved, hidden), other_queues=len(hidden))
+
+
+def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCounts]:
+    folded: dict[int, QueueCounts] = {}
+    for q in counts:
+        if q.queue not in hidden:
+            continue
+        was = folded.get(q.priority)
+        folded[q.priority] = replace(q, queue=OTHER) if was is None else QueueCounts(
+            OTHER, q.priority, was.runnable + q.runnable, was.scheduled + q.scheduled, was.retrying + q.retrying,
+            was.processing + q.processing, max(was.oldest_age_seconds, q.oldest_age_seconds),
+            max(was.processing_age_seconds, q.processing_age_seconds), max(was.overdue_seconds, q.overdue_seconds))
+    return [q for q in counts if q.queue not in hidden] + [folded[level] for level in sorted(folded)]
+
+
+def _fold_unserved(unserved: list[Unserved], hidden: set[str]) -> list[Unserved]:
+    """The unserved jobs of the hidden queues as one (`OTHER`, `OTHER`) row."""
+    rest = sum(u.runnable for u in unserved if u.queue in hidden)
+    return [u for u in unserved if u.queue not in hidden] + ([Unserved(OTHER, OTHER, rest)] if rest else [])
+
+
+def _fold_dead(dead: list[DeadCount], hidden: set[str], limit: int) -> list[DeadCount]:
+    listed = sorted((d for d in dead if d.queue not in hidden), key=lambda d: (-d.dead, d.queue, d.job_type))
+    kept = sorted(listed[:limit], key=lambda d: (d.queue, d.job_type))
+    rest: dict[tuple[str, str], int] = {}
+    for d in listed[limit:]:
+        rest[(d.queue, OTHER)] = rest.get((d.queue, OTHER), 0) + d.dead
+    for d in dead:
+        if d.queue in hidden:
+            rest[(OTHER, OTHER)] = rest.get((OTHER, OTHER), 0) + d.dead
+    return kept + [DeadCount(queue, job_type, n) for (queue, job_type), n in sorted(rest.items())]
 
 
 class Collector:
@@ -233,7 +306,8 @@ def desired_workers(snapshot: Snapshot, *, rule: Rule, low: int, high: int) -> d
     platform's (the HPA behaviour in deploy/k8s/)."""
     runnable: dict[str, int] = {}
     for q in snapshot.queues:
-        runnable[q.queue] = runnable.get(q.queue, 0) + q.runnable
+        if q.queue != OTHER:  # not a queue: no worker serves it by that name
+            runnable[q.queue] = runnable.get(q.queue, 0) + q.runnable
     live = snapshot.live_workers
     desired = {}
     for queue, depth in sorted(runnable.items()):
@@ -242,6 +316,14 @@ def desired_workers(snapshot: Snapshot, *, rule: Rule, low: int, high: int) -> d
         depth = 0 if queue in snapshot.paused else depth
         desired[queue] = rule.next(len(serving), depth_per_worker(depth, len(serving)), utilization, low=low, high=high)
     return desired
+
+
+def unserved_by_queue(snapshot: Snapshot) -> dict[str, int]:
+    """Per queue, the runnable jobs of types no live worker of it serves (every queue with jobs: 0 too)."""
+    counts = {q.queue: 0 for q in snapshot.queues}
+    for u in snapshot.unserved:
+        counts[u.queue] = counts.get(u.queue, 0) + u.runnable
+    return counts
 
 
 def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int, int] = (2, 100)) -> str:
@@ -271,9 +353,12 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
     text.family("jobqueue_processing_overdue_seconds", "gauge",
                 "How far the most overdue running attempt is past its deadline (0: none is).",
                 [(labels, round(q.overdue_seconds, 3)) for labels, q in per_priority])
-    known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
+    known_queues = sorted(({q.queue for q in snapshot.queues} - {OTHER}) | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
+    text.family("jobqueue_jobs_unserved", "gauge",
+                "Runnable jobs whose job type no live worker of the queue has a handler for: nobody claims them.",
+                [(dict(queue=name), n) for name, n in sorted(unserved_by_queue(snapshot).items())])
     text.family("jobqueue_desired_workers", "gauge",
                 "Workers the autoscaling rule asks for per queue: the live ones serving it, one step up (depth per "
                 "worker > 100 or utilization > 0.9) or down (both < 10 and < 0.2), within the bounds.",
@@ -319,7 +404,9 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
     def queue_row(name: str) -> dict[str, Any]:
         return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
                                         "dead": 0, "oldest_age_seconds": 0.0, "processing_age_seconds": 0.0,
-                                        "depth_by_priority": {p.label: 0 for p in Priority}})
+                                        "unserved": 0, "unserved_job_types": [],
+                                        "depth_by_priority": {p.label: 0 for p in Priority},
+                                        **({"other_queues": snapshot.other_queues} if name == OTHER else {})})
 
     for q in snapshot.queues:
         row = queue_row(q.queue)
@@ -332,6 +419,9 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         row["processing_age_seconds"] = max(row["processing_age_seconds"], round(q.processing_age_seconds, 3))
     for d in snapshot.dead:
         queue_row(d.queue)["dead"] += d.dead
+    for u in snapshot.unserved:
+        queue_row(u.queue)["unserved"] += u.runnable
+        queue_row(u.queue)["unserved_job_types"].append(u.job_type)
     for name in snapshot.paused:
         queue_row(name)
     dead_by_type = {(d.queue, d.job_type): d.dead for d in snapshot.dead}
@@ -355,7 +445,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         "utilization": round(sum(float(w.utilization) for w in live) / len(live), 4) if live else 0.0,
         "bounds_ms": list(snapshot.bounds),
         "buckets": buckets,
-        "queues": sorted(queues.values(), key=lambda r: r["queue"]),
+        "queues": sorted(queues.values(), key=lambda r: (r["queue"] == OTHER, r["queue"])),  # the folded ones last
         "job_types": [{"queue": t.queue, "job_type": t.job_type, "processed": t.processed, "failed": t.failed,
                        "dead": dead_by_type.get((t.queue, t.job_type), 0),
                        "mean_ms": round(t.duration_ms_sum / t.processed, 3) if t.processed else None}

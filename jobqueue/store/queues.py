@@ -1,13 +1,18 @@
-"""Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits,
-enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries."""
+"""Calls about queues (sql/queries/queues.sql): statistics, waiting jobs and the enqueue gates
+(`jobqueue.quotas`), paused flag, limits,
+enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries, and the
+jobs nobody serves."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
 from jobqueue.db import Call
 from jobqueue.models import Priority, PriorityStats, QueueSettings, QueueStats
+from jobqueue.quotas import Gate, WaitingCounts
 
 
 def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
@@ -26,8 +31,22 @@ def stats() -> Call[list[QueueStats]]:
     return Call("queue_stats", {}, _decode_stats)
 
 
-def runnable_counts(*, cap: int) -> Call[dict[str, int]]:
-    return Call("queue_runnable_counts", {"cap": cap}, lambda rows: {q: n for q, n in rows})
+def _waiting(rows: list[tuple]) -> WaitingCounts:
+    return WaitingCounts({queue: int(n) for queue, n, _ in rows}, frozenset(queue for queue, _, served in rows if served))
+
+
+def waiting_counts(*, cap: int, stale_seconds: float) -> Call[WaitingCounts]:
+    """Waiting jobs per queue (pending, scheduled or waiting for a retry), each capped at ``cap``,
+    and the queues live workers serve (listed with 0 when nothing waits)."""
+    return Call("queue_waiting_counts", {"cap": cap, "stale_seconds": stale_seconds}, _waiting)
+
+
+def replace_gates(gates: Sequence[Gate], *, valid_for: float) -> Call[list[tuple[str, str, str]]]:
+    """Exactly ``gates`` closed from now, for ``valid_for`` seconds; (change, queue, reason) of each
+    gate that opened or closed (change ``opened`` / ``closed``)."""
+    rows = [{"queue": g.queue, "reason": g.reason, "waiting": g.waiting, "quota": g.quota} for g in gates]
+    return Call("queue_gates_replace", {"gates": json.dumps(rows), "valid_for": valid_for},
+                lambda found: [tuple(row) for row in found])
 
 
 def _one_settings(rows: list[tuple]) -> QueueSettings:
@@ -65,3 +84,24 @@ def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Cal
     """queue → (runnable depth counted up to per_worker x workers + 1, live workers serving it)."""
     return Call("queue_load", {"queues": list(queues), "per_worker": per_worker, "stale_seconds": stale_seconds},
                 lambda rows: {name: (int(runnable), int(workers)) for name, workers, runnable in rows})
+
+
+#: The most (queue, job type) pairs `unserved` looks at: its cost stays bounded whatever a producer
+#: names its job types.
+MAX_UNSERVED_PAIRS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Runnable jobs of one queue and job type that no live worker of the queue has a handler for:
+    no worker claims them, so they wait, no attempt used (`/queues`, /metrics, the dashboard, and
+    `jobqueue jobs list` show them)."""
+
+    queue: str
+    job_type: str
+    runnable: int  # counted up to the cap per priority level
+
+
+def unserved(*, cap: int, stale_seconds: float, max_pairs: int = MAX_UNSERVED_PAIRS) -> Call[list[Unserved]]:
+    return Call("queue_unserved", {"cap": cap, "stale_seconds": stale_seconds, "max_pairs": max_pairs},
+                lambda rows: [Unserved(q, t, int(n)) for q, t, n in rows])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
@@ -29,12 +30,14 @@ class WorkerInfo:
     concurrency_min: int | None = None  # autoscaling (--concurrency MIN:MAX): MIN; concurrency is MAX
     concurrency_target: int | None = None  # autoscaling: the slots it runs now (None: fixed concurrency)
     job_types: list[str] = field(default_factory=list)  # the types its app has handlers for
+    app: str | None = None  # its app's name (JobQueue.name; None: registered before 0027)
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
              heartbeat_interval: float = 10.0, concurrency_min: int | None = None,
-             concurrency_target: int | None = None, job_types: Sequence[str] = ()) -> Call[None]:
-    return Call("worker_register", {
+             concurrency_target: int | None = None, job_types: Sequence[str] = (),
+             app: str | None = None) -> Call[None]:
+    return Call("worker_register", {"app": app,
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
         "heartbeat_interval": heartbeat_interval, "concurrency_min": concurrency_min,
         "concurrency_target": concurrency_target, "job_types": sorted(job_types),
@@ -45,10 +48,13 @@ def set_concurrency_target(*, worker_id: str, target: int) -> Call[None]:
     return Call("worker_set_concurrency_target", {"id": worker_id, "target": target}, no_result)
 
 
-def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0) -> Call[bool]:
+def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0,
+              leases_blocked: Sequence[uuid.UUID] = ()) -> Call[bool]:
+    """``leases_blocked``: jobs whose lease the last renewal passed over as locked by another
+    transaction (the sweeper leaves them to this worker while it beats)."""
     return Call("worker_heartbeat", {
         "id": worker_id, "status": status, "processed": processed, "failed": failed,
-        "stuck_handlers": stuck_handlers,
+        "stuck_handlers": stuck_handlers, "leases_blocked": list(leases_blocked),
     }, any_row)
 
 

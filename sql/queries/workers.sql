@@ -3,25 +3,29 @@
 -- name: worker_register
 -- concurrency is the most slots the worker runs; an autoscaling one (--concurrency MIN:MAX) also
 -- gives concurrency_min and its first concurrency_target (NULL both: a fixed concurrency).
--- job_types: the types its app has handlers for.
+-- job_types: the types its app has handlers for; app: that app's name (its declarations are its own).
 INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, heartbeat_interval, status, started_at,
-                              last_heartbeat, concurrency_min, concurrency_target, job_types)
+                              last_heartbeat, concurrency_min, concurrency_target, job_types, app)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s, 'running', now(), now(),
-        %(concurrency_min)s, %(concurrency_target)s, %(job_types)s)
+        %(concurrency_min)s, %(concurrency_target)s, %(job_types)s, %(app)s)
 ON CONFLICT (id) DO UPDATE
 SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
     heartbeat_interval = EXCLUDED.heartbeat_interval, status = 'running', last_heartbeat = now(),
     concurrency_min = EXCLUDED.concurrency_min, concurrency_target = EXCLUDED.concurrency_target,
-    job_types = EXCLUDED.job_types;
+    job_types = EXCLUDED.job_types, app = EXCLUDED.app;
 
 -- name: worker_set_concurrency_target
 -- An autoscaling worker's new slot count, written when its autoscaler changes it.
 UPDATE jobqueue.workers SET concurrency_target = %(target)s WHERE id = %(id)s;
 
 -- name: worker_heartbeat
+-- Its own statement, apart from the lease renewal (a row lock that stalls the one must not stop
+-- the other). leases_blocked: the jobs whose lease the worker's last renewal passed over because
+-- another transaction held their row locked (see job_reclaim_expired).
 UPDATE jobqueue.workers
 SET last_heartbeat = now(), status = %(status)s, stuck_handlers = %(stuck_handlers)s,
-    jobs_processed = jobs_processed + %(processed)s, jobs_failed = jobs_failed + %(failed)s
+    jobs_processed = jobs_processed + %(processed)s, jobs_failed = jobs_failed + %(failed)s,
+    leases_blocked = %(leases_blocked)s::uuid[]
 WHERE id = %(id)s
 RETURNING id;
 
@@ -31,7 +35,7 @@ UPDATE jobqueue.workers SET status = 'stopped', last_heartbeat = now() WHERE id 
 -- name: worker_list
 -- The registry as `GET /workers` and `jobqueue workers` show it: live workers first, then by start.
 SELECT id, host, pid, queues, concurrency, status, jobs_processed, jobs_failed, started_at, last_heartbeat,
-       heartbeat_interval, stuck_handlers, concurrency_min, concurrency_target, job_types
+       heartbeat_interval, stuck_handlers, concurrency_min, concurrency_target, job_types, app
 FROM jobqueue.workers
 ORDER BY status IN ('running', 'stopping') DESC, started_at DESC, id;
 

@@ -48,6 +48,11 @@ def job_row(conn: psycopg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
         return cur.execute("SELECT * FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()
 
 
+def states(conn: psycopg.Connection, ids) -> dict:
+    """{job id: state} of the given jobs (missing ones left out)."""
+    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
+
+
 def count_jobs(conn: psycopg.Connection, queue: str | None = None) -> int:
     """Jobs in the table (of ``queue`` when given): what "nothing was written" tests count."""
     return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE %(queue)s::text IS NULL OR queue = %(queue)s",
@@ -74,5 +79,6 @@ def claim_params(**changes: Any) -> dict[str, Any]:
     params: dict[str, Any] = {
         "queues": ["default"], "limit": 10, "worker_id": "w", "lease_seconds": 30, "now": None,
         "after_run_at": [], "after_seq": [], "blocked": [], "only": None, "limits_checked": False,
-        "mark_limited": False, "until_level": 3, "until_run_at": None, "until_seq": None, **Deadlines().params()}
+        "mark_limited": False, "until_level": 3, "until_run_at": None, "until_seq": None, "served": None,
+        **Deadlines().params()}
     return params | changes

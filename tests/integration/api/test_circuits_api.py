@@ -17,7 +17,7 @@ from tests.support.workers import WorkerThread, test_settings
 def test_an_admin_holds_a_breaker_open_over_rest_and_workers_obey_until_it_is_closed(http, conn, dsn):
     admin = http("admin")
     with WorkerThread(circuit_app.queue, test_settings(dsn, poll_interval=30)):  # the worker declares it
-        listed = http("alice").get("/circuits").json()["circuits"]
+        listed = admin.get("/circuits").json()["circuits"]
         assert [(c["name"], c["state"], c["job_types"]) for c in listed] == [
             ("flaky-api", "closed", ["call_api", "call_api_checked"])]
         assert http("alice").post("/circuits/flaky-api/open").status_code == 403
@@ -50,7 +50,7 @@ def test_an_unknown_breaker_is_a_404_and_nothing_is_written(http, conn):
 
 def test_metrics_show_each_breakers_state_and_failures(http, conn):
     app = circuit_app.queue
-    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type()))
+    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type(), app=app.name))
     db.run_sync(conn, circuit_store.record_failure("flaky-api"))
     samples = parse(http("admin").get("/metrics").text)
     assert value(samples, "jobqueue_circuit_state", circuit="flaky-api") == 0
