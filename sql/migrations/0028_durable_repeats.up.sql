@@ -1,4 +1,8 @@
--- 0023 undone: insert_jobs as 0009 left it.
+-- 0028: an answer from a held idempotency key is as durable as a first write. A repeat wrote
+-- nothing, so it took no transaction id and its commit neither flushed nor waited for a
+-- synchronous standby: it answered at once with an id whose row could exist on this node alone
+-- (a first submission whose wait for the standby was cut short), and a failover lost that job.
+-- insert_jobs restated from 0009 with one statement added where held keys are answered.
 CREATE OR REPLACE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[], keyed integer DEFAULT NULL::integer) RETURNS TABLE(ord integer, id uuid, created boolean)
     LANGUAGE plpgsql
     AS $$
@@ -81,6 +85,15 @@ BEGIN
     IF held = '{}' THEN
         RETURN QUERY SELECT i.ord, i.id, true FROM unnest(jobs) AS i ORDER BY i.ord;
     ELSE
+        -- Some jobs are answered with the id of the job holding their key: a row this node has,
+        -- maybe alone. One WAL record written under a transaction id makes this transaction's
+        -- commit write its commit record, flush it and wait for the synchronous standbys, as a
+        -- first write's does, so the answer is never given before the holder is as durable as a
+        -- new job would be. (A transaction id alone is not enough: a commit that wrote no WAL
+        -- before its commit record neither flushes nor waits. A transactional logical message
+        -- takes one and touches no table, no page and no lock; decoding plugins see it with the
+        -- prefix jobqueue.repeat.)
+        PERFORM pg_catalog.pg_logical_emit_message(true, 'jobqueue.repeat', '');
         RETURN QUERY
             SELECT i.ord, coalesce((held->>i.ord::text)::uuid, i.id), NOT held ? i.ord::text
             FROM unnest(jobs) AS i
