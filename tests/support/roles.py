@@ -21,9 +21,19 @@ def reader_dsn(dsn, conn):
     try:
         yield make_conninfo(dsn, user=role)
     finally:
-        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                                            (role,)).fetchall(), message=f"no session of {role}")
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        _drop(conn, role)
+
+
+@pytest.fixture
+def stranger_dsn(dsn, conn):
+    """The test database as a login holding no jobqueue role at all: what PUBLIC may do (connect,
+    LISTEN and NOTIFY on any channel) is all it may do. The attacker of the forged-notification tests."""
+    role = f"jqtest_stranger_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        yield make_conninfo(dsn, user=role)
+    finally:
+        _drop(conn, role)
 
 
 @pytest.fixture
@@ -42,7 +52,12 @@ def login_as(dsn, conn):
 
     yield login
     for role in made:
-        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                                            (role,)).fetchall(), message=f"no session of {role}")
         conn.execute("DELETE FROM jobqueue.producer_roles WHERE role_name = %s", (role,))
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        _drop(conn, role)
+
+
+def _drop(conn, role: str) -> None:
+    """Drop a test role once none of its sessions is left."""
+    wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                                        (role,)).fetchall(), message=f"no session of {role}")
+    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

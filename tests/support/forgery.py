@@ -1,0 +1,34 @@
+"""Forged notifications: what any login that may connect can send on jobqueue's channels."""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import psycopg
+from psycopg import sql
+
+
+def _notify(channel: str, payload: str) -> sql.Composed:
+    # The NOTIFY statement itself, as an attacker in psql would type it (no function, no privilege).
+    return sql.SQL("NOTIFY {}, {}").format(sql.Identifier(channel), sql.Literal(payload))
+
+
+def notify(dsn: str, channel: str, payload: str, *, times: int = 1) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        statement = _notify(channel, payload)
+        for _ in range(times):
+            conn.execute(statement)
+
+
+def flood(dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float) -> int:
+    """Send ``messages`` (channel, payload) round and round, one transaction each, for ``seconds``
+    from one connection; how many were sent."""
+    statements = [_notify(channel, payload) for channel, payload in messages]
+    sent = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            conn.execute(statements[sent % len(statements)])
+            sent += 1
+    return sent
