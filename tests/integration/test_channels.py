@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 
+import psycopg
 import pytest
 
 from jobqueue.store import jobs as job_store
@@ -18,7 +19,7 @@ from jobqueue.worker.shared_state import SharedStateCopy
 from tests.support import apps
 from tests.support.factories import job_row
 from tests.support.forgery import flood, notify
-from tests.support.roles import stranger_dsn  # noqa: F401 (a fixture)
+from tests.support.roles import login_as, stranger_dsn  # noqa: F401 (fixtures)
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
@@ -154,3 +155,53 @@ def test_a_flood_on_the_control_channels_makes_few_reads(dsn, conn, stranger_dsn
     assert sent[0] > 1000
     assert counted["paused"] <= CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3, counted
     assert counted["shared"] <= 2 * (CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3), counted  # breakers + limits
+
+
+# --- event listener registrations: a producer login calls the function directly -------------------
+
+
+def _listeners(conn) -> list[tuple[str, float]]:
+    return conn.execute("SELECT listener_id, extract(epoch FROM expires_at - now())::float8 "
+                        "FROM jobqueue.event_listeners ORDER BY listener_id").fetchall()
+
+
+def test_a_producer_cannot_switch_job_events_on_for_good(login_as, conn):  # noqa: F811
+    """Before, a 31-year TTL kept every job statement building and sending events for 31 years."""
+    with psycopg.connect(login_as("producer", producer="p"), autocommit=True) as producer:
+        producer.execute("SELECT jobqueue.register_event_listener('mine', 1e9)")
+        producer.execute("SELECT jobqueue.register_event_listener('inf', 'Infinity')")
+    (_, mine), (_, infinite) = sorted(_listeners(conn), key=lambda row: row[0] != "mine")
+    assert 0 < mine <= 120 and 0 < infinite <= 120  # clamped to at most two minutes
+
+
+@pytest.mark.parametrize("listener_id, ttl, field", [
+    ("neg", -5.0, "ttl"), ("zero", 0.0, "ttl"), ("nan", float("nan"), "ttl"), ("null", None, "ttl"),
+    ("x" * 100_000, 30.0, "listener_id"), ("", 30.0, "listener_id"), (None, 30.0, "listener_id"),
+])
+def test_a_bad_listener_registration_is_refused_and_writes_nothing(login_as, conn, listener_id, ttl, field):  # noqa: F811
+    with psycopg.connect(login_as("producer", producer="p"), autocommit=True) as producer:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+            producer.execute("SELECT jobqueue.register_event_listener(%s, %s)", (listener_id, ttl))
+    assert refused.value.diag.column_name == field
+    assert _listeners(conn) == []
+
+
+def test_one_login_holds_a_bounded_number_of_listener_registrations(login_as, conn):  # noqa: F811
+    with psycopg.connect(login_as("producer", producer="p"), autocommit=True) as producer:
+        for i in range(64):
+            producer.execute("SELECT jobqueue.register_event_listener(%s, 30)", (f"l{i}",))
+        producer.execute("SELECT jobqueue.register_event_listener('l0', 30)")  # refreshing one is fine
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            producer.execute("SELECT jobqueue.register_event_listener('one-more', 30)")
+    assert len(_listeners(conn)) == 64
+
+
+def test_a_login_cannot_take_over_or_remove_another_logins_registration(login_as, conn):  # noqa: F811
+    first, second = login_as("producer", producer="a"), login_as("producer", producer="b")
+    with psycopg.connect(first, autocommit=True) as a, psycopg.connect(second, autocommit=True) as b:
+        a.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
+        b.execute("SELECT jobqueue.unregister_event_listener('api-1')")
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            b.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
+    assert [listener for listener, _ in _listeners(conn)] == ["api-1"]
+
