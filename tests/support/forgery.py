@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Sequence
 
@@ -32,3 +33,22 @@ def flood(dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float) -> i
             conn.execute(statements[sent % len(statements)])
             sent += 1
     return sent
+
+
+class Flooding:
+    """`flood` in a thread, for as long as the ``with`` block needs (it ends after ``seconds``):
+    ``with Flooding(dsn, messages, seconds=1.0) as attack: ...``, then ``attack.sent``."""
+
+    def __init__(self, dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float) -> None:
+        self.sent = 0
+        self._thread = threading.Thread(target=self._send, args=(dsn, messages, seconds), daemon=True)
+
+    def _send(self, dsn: str, messages: Sequence[tuple[str, str]], seconds: float) -> None:
+        self.sent = flood(dsn, messages, seconds=seconds)
+
+    def __enter__(self) -> "Flooding":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join()
