@@ -22,7 +22,7 @@ Options: ``interval`` = the heartbeat interval (10 s) for the fallback re-read.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from jobqueue import db
 from jobqueue.app import JobQueue
@@ -41,11 +41,15 @@ JOB_TYPE, QUEUE = "job_type", "queue"
 class LimitWatch(SharedStateCopy[bool]):
     what = "the limits"
 
-    def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float) -> None:
+    def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float,
+                 on_change: Callable[[], None] = lambda: None) -> None:
+        """``on_change``: called when limits start or stop applying (the worker claims again: a
+        claim made with the old copy may have left a job it can take now)."""
         super().__init__(pool, interval=interval, log=log)
         self.app = app
         self.queues = list(queues)
         self.active = False
+        self._on_change = on_change
 
     def sync(self) -> db.Call[None]:
         """The app's limits, and the code limits its job types and queues no longer declare."""
@@ -58,9 +62,12 @@ class LimitWatch(SharedStateCopy[bool]):
         return limit_store.any_for(self.queues)
 
     def _apply(self, active: bool) -> None:
-        if active != self.active:
+        changed = active != self.active
+        if changed:
             log.info("limits %s for queues %s", "apply" if active else "no longer apply", ", ".join(self.queues))
         self.active = active
+        if changed:
+            self._on_change()
 
 
 class LimitPlan:

@@ -127,7 +127,8 @@ class Worker:
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running",
             stuck_handlers=lambda: self.threads.stuck)
-        self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval)
+        self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval,
+                                 on_change=self._wake.set)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
             default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits)

@@ -22,14 +22,15 @@ def notify(dsn: str, channel: str, payload: str, *, times: int = 1) -> None:
             conn.execute(statement)
 
 
-def flood(dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float) -> int:
-    """Send ``messages`` (channel, payload) round and round, one transaction each, for ``seconds``
-    from one connection; how many were sent."""
+def flood(dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float | None = None,
+          count: int | None = None) -> int:
+    """Send ``messages`` (channel, payload) round and round, one transaction each, from one
+    connection, for ``seconds`` or ``count`` times; how many were sent."""
     statements = [_notify(channel, payload) for channel, payload in messages]
     sent = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        end = time.monotonic() + seconds if seconds is not None else None
+        while (end is None or time.monotonic() < end) and (count is None or sent < count):
             conn.execute(statements[sent % len(statements)])
             sent += 1
     return sent

@@ -21,20 +21,23 @@ from jobqueue.store.events import EventRow
 def test_a_coalescer_fires_the_first_hint_at_once_and_merges_the_rest_of_its_gap():
     async def scenario() -> list[tuple[float, str]]:
         loop = asyncio.get_running_loop()
-        start = loop.time()
         fired: list[tuple[float, str]] = []
-        hint = Coalescer(0.05, lambda payload: fired.append((loop.time() - start, payload)))
+        hint = Coalescer(0.05, lambda payload: fired.append((loop.time(), payload)))
         hint("a")
         assert [payload for _, payload in fired] == ["a"]  # synchronously: no delay for the first
         for payload in ("b", "c", "d"):
             hint(payload)
-        await asyncio.sleep(0.1)
-        hint("e")  # a quiet gap later: at once again
+        assert len(fired) == 1
+        while len(fired) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(fired[1][0] + 0.06 - loop.time())  # a quiet gap after the trailing call
+        hint("e")
+        assert len(fired) == 3  # at once again
         return fired
 
     fired = asyncio.run(scenario())
     assert [payload for _, payload in fired] == ["a", "d", "e"]  # one trailing call, with the last payload
-    assert 0.04 <= fired[1][0] < 0.1
+    assert fired[1][0] - fired[0][0] >= 0.049  # not before the gap was over
 
 
 def test_a_coalescer_by_payload_keeps_keys_apart_and_forgets_them():
@@ -58,25 +61,29 @@ def test_a_coalescer_by_payload_keeps_keys_apart_and_forgets_them():
 def test_throttled_never_runs_twice_at_once_and_runs_once_more_when_asked_meanwhile():
     async def scenario() -> tuple[int, int]:
         running = most = runs = 0
+        release = asyncio.Event()
 
         async def action() -> None:
             nonlocal running, most, runs
             running += 1
             runs += 1
             most = max(most, running)
-            await asyncio.sleep(0.02)
+            await release.wait()
             running -= 1
 
         throttled = Throttled(action, gap=0.01, name="test")
-        for _ in range(50):
+        throttled.request()
+        await asyncio.sleep(0.01)
+        for _ in range(50):  # while the first run is held: all of them make one more run
             throttled.request()
-            await asyncio.sleep(0.001)
-        await asyncio.sleep(0.1)
+            await asyncio.sleep(0)
+        assert runs == 1
+        release.set()
+        while throttled._task is not None and not throttled._task.done():
+            await asyncio.sleep(0.01)
         return runs, most
 
-    runs, most = asyncio.run(scenario())
-    assert most == 1
-    assert 2 <= runs <= 4  # ~0.05 s of requests, each run 0.02 s plus the gap
+    assert asyncio.run(scenario()) == (2, 1)
 
 
 def test_throttled_logs_a_failing_action_and_runs_it_again_on_the_next_request(caplog):
