@@ -111,7 +111,7 @@ class JobQueue:
         without one the worker's processing TTL applies (``JOBQUEUE_PROCESSING_TTL``, 15 minutes).
         Past it the attempt fails as a retryable `JobTimeout`.
         ``circuit``: the name of a breaker declared before with `circuit`; several tasks may share one.
-        ``encrypted``: dotted payload fields (``"card.number"``) that producers encrypt before
+        ``encrypted``: dotted payload fields (``"card.number"``, at most 100) that producers encrypt before
         enqueueing and the worker decrypts just before the handler runs; a job missing one is refused.
         ``encrypt_result``: store the handler's result encrypted (``client.get``/``wait`` decrypt it).
         Both need a key ring (``JOBQUEUE_ENCRYPTION_KEYS``) wherever jobs of the task are made or run.

@@ -1,8 +1,8 @@
 """The autoscaling rule from the design notes, as one pure decision shared by a worker's slots and the fleet.
 
 Two signals, measured over the same set of workers:
-- depth per worker: runnable jobs (pending, or failed and due — what backpressure and
-  ``jobqueue_queue_depth`` count) divided by the live workers serving the queue. Above
+- depth per worker: runnable jobs (pending, or failed and due — what load shedding and
+  ``jobqueue_queue_depth`` count; backpressure counts scheduled jobs too) divided by the live workers serving the queue. Above
   ``up_depth`` (100) it asks for more, below ``down_depth`` (10) for fewer.
 - utilization: the busy share of the slots over the last window (0..1). Above ``up_utilization``
   (0.9) it asks for more, below ``down_utilization`` (0.2) for fewer.

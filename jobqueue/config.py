@@ -14,7 +14,7 @@ from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
 from jobqueue.keyring import KeyRing
-from jobqueue.names import name_problem
+from jobqueue.names import MAX_BATCH_JOBS, name_problem
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
 DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
@@ -79,6 +79,7 @@ def _api_settings(env: Mapping[str, str], defaults: "Settings") -> dict:
             "api_connect_timeout": "CONNECT_TIMEOUT", "api_retry_after": "RETRY_AFTER",
             "api_soft_limit": "SOFT_LIMIT", "api_hard_limit": "HARD_LIMIT", "api_rate_burst": "RATE_BURST",
             "api_total_soft_limit": "TOTAL_SOFT_LIMIT", "api_total_hard_limit": "TOTAL_HARD_LIMIT",
+            "api_max_queues": "MAX_QUEUES",
             "api_max_batch": "MAX_BATCH", "api_max_streams_per_key": "MAX_STREAMS_PER_KEY", "api_submit_lanes": "SUBMIT_LANES", "api_max_body_bytes": "MAX_BODY_BYTES"}
     floats = {"api_db_timeout": "DB_TIMEOUT", "api_rate_limit": "RATE_LIMIT",
               "api_depth_refresh": "DEPTH_REFRESH", "api_submit_stall": "SUBMIT_STALL", "api_depth_max_age": "DEPTH_MAX_AGE", "api_key_cache_seconds": "KEY_CACHE_SECONDS"}
@@ -128,6 +129,7 @@ class Settings:
     # Guarantees per attempt (jobqueue.worker): every attempt has a deadline; what a worker may hold.
     processing_ttl: float = 900.0  # an attempt's deadline when neither the job nor its task sets a timeout
     max_unacked: int = 0  # finished-but-unwritten outcomes before the worker stops claiming (0: 2 x max(concurrency, ack batch))
+    max_unacked_bytes: int = 256 * 1024 * 1024  # ... and their results and errors, in bytes
     max_stuck_handlers: int = 0  # handlers past their deadline still running before a restart (0: concurrency)
     max_result_bytes: int = 64 * 1024 * 1024  # a larger handler result dead-letters instead of reaching PostgreSQL
     # Leader-only maintenance (jobqueue.maintenance): election, cron, retention.
@@ -163,10 +165,13 @@ class Settings:
     api_retry_after: int = 5
     api_soft_limit: int = 50_000
     api_hard_limit: int = 100_000
-    # The same two limits over the runnable jobs of all queues together: inventing queue names
+    # The same two limits over the waiting jobs of all queues together: inventing queue names
     # does not dodge backpressure (see api.backpressure).
     api_total_soft_limit: int = 200_000
     api_total_hard_limit: int = 400_000
+    # At most this many queues holding jobs that no live worker serves and no admin configured: a
+    # new queue name past it is refused (see jobqueue.quotas).
+    api_max_queues: int = 1000
     api_rate_limit: float = 200.0
     api_rate_burst: int = 400
     api_shed_low: bool = False
@@ -186,6 +191,7 @@ class Settings:
     stats_interval: float = 2.0  # seconds between a worker's writes of its /metrics counters
     metrics_ttl: float = 2.0  # seconds a /metrics + dashboard snapshot is reused
     metrics_count_cap: int = 1_000_000  # a job count stops here (per queue and priority)
+    metrics_max_queues: int = 50  # undeclared queues /metrics, /queues and the dashboard list by name; the rest: "(other)"
     worker_stale_seconds: float = 60.0  # a worker silent this long is not counted as alive
     worker_metrics_port: int = 0  # jobqueue-worker --metrics-port: this process's own figures (0: off)
     # Payload encryption (jobqueue.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys.
@@ -222,6 +228,8 @@ class Settings:
             raise ValueError("the processing TTL must be positive")
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
+        if self.max_unacked_bytes < 1:
+            raise ValueError("max unacked bytes (JOBQUEUE_MAX_UNACKED_BYTES) must be positive")
         if self.reindex_interval < 0 or self.vacuum_interval < 0 or self.history_interval < 0:
             raise ValueError("the reindex, vacuum and history intervals must not be negative (0 turns the service off)")
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
@@ -241,6 +249,11 @@ class Settings:
             raise ValueError("API submit lanes must not be negative, the submit stall time must be positive")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
             raise ValueError("API batch size, rate limit and burst must be positive")
+        if self.api_max_batch > MAX_BATCH_JOBS:
+            raise ValueError(f"JOBQUEUE_API_MAX_BATCH must be at most {MAX_BATCH_JOBS}, the most jobs one "
+                             f"enqueue_many() takes (got {self.api_max_batch})")
+        if self.api_max_queues < 1 or self.metrics_max_queues < 0:
+            raise ValueError("JOBQUEUE_API_MAX_QUEUES must be positive, JOBQUEUE_METRICS_MAX_QUEUES not negative")
         if min(self.statement_timeout, self.lock_timeout, self.idle_in_transaction_timeout) < 0:
             raise ValueError("statement, lock and idle-in-transaction timeouts must not be negative (0 turns one off)")
         if self.pgbouncer and self.listen and not self.direct_dsn:
@@ -274,6 +287,7 @@ class Settings:
             sweep_interval=_float(env, "JOBQUEUE_SWEEP_INTERVAL", defaults.sweep_interval),
             processing_ttl=_float(env, "JOBQUEUE_PROCESSING_TTL", defaults.processing_ttl),
             max_unacked=_int(env, "JOBQUEUE_MAX_UNACKED", defaults.max_unacked),
+            max_unacked_bytes=_int(env, "JOBQUEUE_MAX_UNACKED_BYTES", defaults.max_unacked_bytes),
             max_stuck_handlers=_int(env, "JOBQUEUE_MAX_STUCK_HANDLERS", defaults.max_stuck_handlers),
             max_result_bytes=_int(env, "JOBQUEUE_MAX_RESULT_BYTES", defaults.max_result_bytes),
             leader_ttl=_float(env, "JOBQUEUE_LEADER_TTL", defaults.leader_ttl),
@@ -308,6 +322,7 @@ class Settings:
             read_after_write=_float(env, "JOBQUEUE_READ_AFTER_WRITE_SECONDS", defaults.read_after_write),
             metrics_public=_bool(env, "JOBQUEUE_METRICS_PUBLIC", defaults.metrics_public),
             metrics_count_cap=_int(env, "JOBQUEUE_METRICS_COUNT_CAP", defaults.metrics_count_cap),
+            metrics_max_queues=_int(env, "JOBQUEUE_METRICS_MAX_QUEUES", defaults.metrics_max_queues),
             worker_stale_seconds=_float(env, "JOBQUEUE_WORKER_STALE_SECONDS", defaults.worker_stale_seconds),
             worker_metrics_port=_int(env, "JOBQUEUE_WORKER_METRICS_PORT", defaults.worker_metrics_port),
             encryption_keys=KeyRing.from_env(env),

@@ -22,6 +22,7 @@ A connection a caller passes in (``connection=``) is the caller's: nothing here 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import uuid
@@ -36,7 +37,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from jobqueue.config import Settings
 from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
-                             PermissionDenied,
+                             PermissionDenied, QueueFull,
                              ValidationError)
 from jobqueue.sql import query
 
@@ -110,10 +111,25 @@ def translated_errors() -> Iterator[None]:
                                   f"({exc.diag.message_primary or exc})") from exc
     except pg_errors.IdleInTransactionSessionTimeout as exc:  # 25P03: the server closed the connection
         raise DatabaseUnavailable(f"database unavailable: {exc.diag.message_primary or exc}") from exc
+    except pg_errors.ConfigurationLimitExceeded as exc:  # 53400: a queue gate is closed (migration 0023)
+        raise _queue_full(exc) from None
     except pg_errors.InsufficientPrivilege as exc:  # 42501: the role lacks a GRANT; retrying cannot help
         raise PermissionDenied(f"the database refused this role: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
         raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+
+
+def _queue_full(exc: psycopg.Error) -> DatabaseBusy:
+    """`QueueFull` from jobqueue.refuse_gated_queues() (DETAIL: {"reason", "queue"}), else a plain
+    `DatabaseBusy` for a limit of the server's own."""
+    message = exc.diag.message_primary or str(exc)
+    try:
+        detail = json.loads(exc.diag.message_detail or "")
+    except ValueError:
+        detail = None
+    if not isinstance(detail, dict) or not isinstance(detail.get("reason"), str):
+        return DatabaseBusy(f"database busy: {message}")
+    return QueueFull(message.removeprefix("jobqueue: queue: "), detail["reason"], detail.get("queue"))
 
 
 def _uuid_or_none(text: str | None) -> uuid.UUID | None:

@@ -44,13 +44,35 @@ class CircuitNotFound(JobQueueError, LookupError):
 
 
 class DatabaseUnavailable(JobQueueError):
-    """The database could not be reached; the operation did not happen (nothing was committed)."""
+    """The database could not be reached, or the connection was lost before the operation's
+    outcome came back. What a caller can rely on: when no statement was sent (no connection within
+    the wait, the server refused to connect) nothing happened; once one was, it may have committed
+    — a restart, a failover or a pooler can drop the connection between the commit and its reply.
+    So repeat only what is safe to repeat: an enqueue with the same idempotency key (within the
+    key's window the repeat returns the job the first try created, if it did), a cancel or an admin
+    retry by id (a repeat answers with the state the first one left). Nothing is ever half done: a
+    statement's writes commit together or not at all. `DatabaseBusy` is the case where the server
+    answered."""
 
 
 class DatabaseBusy(DatabaseUnavailable):
     """The server is up but gave this statement up for now — a deadlock, a lock or statement
-    timeout — and nothing was committed. Retrying later works as for an outage (so it is one to
-    callers that only retry), but another statement may well succeed right now."""
+    timeout — and nothing was committed (the server said so: its transaction rolled back).
+    Retrying later works as for an outage (so it is one to callers that only retry), but another
+    statement may well succeed right now."""
+
+
+class QueueFull(DatabaseBusy):
+    """The enqueue was refused to protect the queues, and nothing was written: ``reason`` is
+    ``queue_full`` (``queue`` is at its hard limit), ``total_full`` (all queues together are) or
+    ``too_many_queues`` (``queue`` is a new name and too many queues no worker serves already hold
+    jobs). Over SQL it is SQLSTATE 53400 with the reason in DETAIL; it clears as workers drain the
+    queues, so it is a `DatabaseBusy`: retrying later (with backoff) is the answer."""
+
+    def __init__(self, message: str, reason: str, queue: str | None = None) -> None:
+        self.reason = reason
+        self.queue = queue
+        super().__init__(message)
 
 
 class PermissionDenied(JobQueueError):
@@ -105,6 +127,17 @@ class EncryptionKeyMissing(EncryptionError):
         place = f" ({where})" if where else ""
         super().__init__(f"encryption key {key_id!r} is not in this process's key ring{place}: add it to "
                          "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt")
+
+
+class EncryptionMismatch(EncryptionError):
+    """An encrypted value that was not sealed for the job holding it: its associated data names
+    another producer, job type, job id or field (a ciphertext copied from elsewhere), or it sits
+    where no field is (in a list), or it was altered. The worker never opens it."""
+
+
+class EncryptionUnbound(EncryptionError):
+    """An encrypted value in the format of before migration 0025 (``"$jobqueue_enc": 1``), bound to
+    no job: the worker does not open it; ``jobqueue keys rotate`` binds it to its job."""
 
 
 class EncryptionUnavailable(EncryptionError):

@@ -38,6 +38,11 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   limit_rate{scope,limit}                    gauge    starts the rate allows per window (only limits that have one)
   metrics_collect_seconds                    gauge    how long the last collection took
 
+Bounded in what producers control: `fold` keeps every declared queue (a live worker serves it,
+an admin configured it) and the ``JOBQUEUE_METRICS_MAX_QUEUES`` largest others by name, and sums
+the rest into ``queue="(other)"`` — so /metrics, /queues and the dashboard stay small however many
+queue names producers invent, and every total still adds up.
+
 `overview(snapshot)` is the same snapshot as JSON for the dashboard, which derives rates and
 windowed percentiles from successive snapshots in the browser.
 """
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -80,13 +85,16 @@ class Snapshot:
     settings: dict[str, QueueSettings] = field(default_factory=dict)  # every queue an admin configured
     limits: list[Limit] = field(default_factory=list)
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
+    other_queues: int = 0  # queues folded into the OTHER rows (see `fold`)
 
     @property
     def live_workers(self) -> list[WorkerRow]:
         return [w for w in self.workers if w.alive]
 
 
-async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None = None) -> Snapshot:
+async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None = None,
+                  max_queues: int | None = None) -> Snapshot:
+    """One snapshot; with ``max_queues``, `fold`-ed: at most that many undeclared queues by name."""
     started = time.perf_counter()
     queues = await db.run(conn, metrics_store.queue_counts(cap=cap, stale_seconds=stale_seconds, now=now))
     dead = await db.run(conn, metrics_store.dead_letters(cap=cap))
@@ -96,10 +104,65 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     settings = await db.run(conn, queue_store.all_settings())
     circuits = await db.run(conn, circuit_store.list_all())
     limits = await db.run(conn, limit_store.list_all(now=now))
-    return Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
-                    totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
-                    paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
-                    settings=settings, limits=limits)
+    snapshot = Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
+                        totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
+                        paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
+                        settings=settings, limits=limits)
+    return snapshot if max_queues is None else fold(snapshot, max_queues)
+
+
+# --- at most so many queues by name --------------------------------------------------------------
+
+#: The queue (and job type) label of what `fold` sums up.
+OTHER = "(other)"
+
+
+def fold(snapshot: Snapshot, limit: int) -> Snapshot:
+    """The snapshot with every declared queue (a live worker serves it, an admin configured it)
+    and the ``limit`` largest others (waiting, processing and dead jobs; ties by name) under their
+    names, and the rest summed into `OTHER` rows — per priority, ages the oldest of them; dead
+    letters likewise, and of at most ``limit`` (queue, job type) pairs, the rest of a listed queue
+    under job type `OTHER`. Every total still adds up. A name costs a producer nothing to invent,
+    and each would be a row of /queues and the dashboard and series per priority in /metrics
+    (three batches of new names once made /metrics 23.7 MB). The workers' attempt counters are
+    not folded: workers serve the queues they were told to, and run only their own job types."""
+    declared = set(snapshot.settings) | {queue for w in snapshot.live_workers for queue in w.queues}
+    size: dict[str, int] = {}
+    for q in snapshot.queues:
+        size[q.queue] = size.get(q.queue, 0) + q.runnable + q.scheduled + q.processing
+    for d in snapshot.dead:
+        size[d.queue] = size.get(d.queue, 0) + d.dead
+    others = sorted((queue for queue in size if queue not in declared), key=lambda queue: (-size[queue], queue))
+    hidden = set(others[limit:])
+    if not hidden and len(snapshot.dead) <= limit:
+        return snapshot
+    return replace(snapshot, queues=_fold_counts(snapshot.queues, hidden), dead=_fold_dead(snapshot.dead, hidden, limit),
+                   other_queues=len(hidden))
+
+
+def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCounts]:
+    folded: dict[int, QueueCounts] = {}
+    for q in counts:
+        if q.queue not in hidden:
+            continue
+        was = folded.get(q.priority)
+        folded[q.priority] = replace(q, queue=OTHER) if was is None else QueueCounts(
+            OTHER, q.priority, was.runnable + q.runnable, was.scheduled + q.scheduled, was.retrying + q.retrying,
+            was.processing + q.processing, max(was.oldest_age_seconds, q.oldest_age_seconds),
+            max(was.processing_age_seconds, q.processing_age_seconds), max(was.overdue_seconds, q.overdue_seconds))
+    return [q for q in counts if q.queue not in hidden] + [folded[level] for level in sorted(folded)]
+
+
+def _fold_dead(dead: list[DeadCount], hidden: set[str], limit: int) -> list[DeadCount]:
+    listed = sorted((d for d in dead if d.queue not in hidden), key=lambda d: (-d.dead, d.queue, d.job_type))
+    kept = sorted(listed[:limit], key=lambda d: (d.queue, d.job_type))
+    rest: dict[tuple[str, str], int] = {}
+    for d in listed[limit:]:
+        rest[(d.queue, OTHER)] = rest.get((d.queue, OTHER), 0) + d.dead
+    for d in dead:
+        if d.queue in hidden:
+            rest[(OTHER, OTHER)] = rest.get((OTHER, OTHER), 0) + d.dead
+    return kept + [DeadCount(queue, job_type, n) for (queue, job_type), n in sorted(rest.items())]
 
 
 class Collector:
@@ -233,7 +296,8 @@ def desired_workers(snapshot: Snapshot, *, rule: Rule, low: int, high: int) -> d
     platform's (the HPA behaviour in deploy/k8s/)."""
     runnable: dict[str, int] = {}
     for q in snapshot.queues:
-        runnable[q.queue] = runnable.get(q.queue, 0) + q.runnable
+        if q.queue != OTHER:  # not a queue: no worker serves it by that name
+            runnable[q.queue] = runnable.get(q.queue, 0) + q.runnable
     live = snapshot.live_workers
     desired = {}
     for queue, depth in sorted(runnable.items()):
@@ -271,7 +335,7 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
     text.family("jobqueue_processing_overdue_seconds", "gauge",
                 "How far the most overdue running attempt is past its deadline (0: none is).",
                 [(labels, round(q.overdue_seconds, 3)) for labels, q in per_priority])
-    known_queues = sorted({q.queue for q in snapshot.queues} | set(snapshot.paused))
+    known_queues = sorted(({q.queue for q in snapshot.queues} - {OTHER}) | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
     text.family("jobqueue_desired_workers", "gauge",
@@ -319,7 +383,8 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
     def queue_row(name: str) -> dict[str, Any]:
         return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
                                         "dead": 0, "oldest_age_seconds": 0.0, "processing_age_seconds": 0.0,
-                                        "depth_by_priority": {p.label: 0 for p in Priority}})
+                                        "depth_by_priority": {p.label: 0 for p in Priority},
+                                        **({"other_queues": snapshot.other_queues} if name == OTHER else {})})
 
     for q in snapshot.queues:
         row = queue_row(q.queue)
@@ -355,7 +420,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         "utilization": round(sum(float(w.utilization) for w in live) / len(live), 4) if live else 0.0,
         "bounds_ms": list(snapshot.bounds),
         "buckets": buckets,
-        "queues": sorted(queues.values(), key=lambda r: r["queue"]),
+        "queues": sorted(queues.values(), key=lambda r: (r["queue"] == OTHER, r["queue"])),  # the folded ones last
         "job_types": [{"queue": t.queue, "job_type": t.job_type, "processed": t.processed, "failed": t.failed,
                        "dead": dead_by_type.get((t.queue, t.job_type), 0),
                        "mean_ms": round(t.duration_ms_sum / t.processed, 3) if t.processed else None}

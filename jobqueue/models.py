@@ -119,11 +119,12 @@ class Job:
     """
 
     __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
-                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key", "key")
+                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key", "key", "producer_id")
 
     def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
                  attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
-                 created_at: datetime, timeout: float | None = None, order_key: tuple | None = None) -> None:
+                 created_at: datetime, timeout: float | None = None, order_key: tuple | None = None,
+                 producer_id: str | None = None) -> None:
         self.id = id
         self.queue = queue
         self.job_type = job_type
@@ -136,6 +137,7 @@ class Job:
         self.created_at = created_at
         self.timeout = timeout
         self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
+        self.producer_id = producer_id  # who submitted it: its encrypted fields are bound to it
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
 

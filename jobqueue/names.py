@@ -18,6 +18,12 @@ MAX_NAME_LENGTH = 255
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 #: The longest producer id (an API key's producer has the same bound).
 MAX_PRODUCER_ID_LENGTH = 200
+#: The largest payload, in bytes as stored (jsonb, ``pg_column_size``): the database refuses a
+#: bigger one on every path (migration 0023; the JSON text of a payload is about as long). Not
+#: checked in Python: only the database measures the stored size.
+MAX_PAYLOAD_BYTES = 1_048_576
+#: The most jobs one ``enqueue_many()`` takes (migration 0023); ``JOBQUEUE_API_MAX_BATCH`` may not exceed it.
+MAX_BATCH_JOBS = 10_000
 #: What a blank name consists of: SQL's btrim(name, E' \t\n\r\f\v') strips exactly these.
 BLANK = " \t\n\r\f\v"
 

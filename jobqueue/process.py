@@ -150,7 +150,12 @@ def configure_logging() -> None:
 
 def run_worker_process(app_path: str, settings: Settings, *, restart_in_place: bool = False) -> None:
     configure_logging()
-    worker = asyncio.run(serve(load_app(app_path), settings))
+    runner = asyncio.Runner()
+    worker = runner.run(serve(load_app(app_path), settings))
+    if not worker.threads.stuck:
+        # asyncio.run's last step: cancel what is left and wait for it. Not with a stuck async
+        # handler, which swallows every cancellation: that wait would never end (it leaves below).
+        runner.close()
     if worker.restart_requested and restart_in_place:
         log.warning("starting this worker process afresh (stuck handlers hold %d threads)", worker.threads.stuck)
         _flush_output()

@@ -23,12 +23,15 @@ import contextlib
 import functools
 import importlib.metadata
 import os
+import re
 from typing import Any, Iterable, Iterator, Mapping
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from jobqueue.errors import ValidationError
 
 INSTRUMENTATION_NAME = "jobqueue"
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -88,6 +91,37 @@ def from_env(env: Mapping[str, str] | None = None, *, service_name: str = "jobqu
     if not exporters:
         return None
     return Tracing(_installed_provider(exporters, service_name))
+
+
+#: A W3C trace context (https://www.w3.org/TR/trace-context/#traceparent-header) as jobqueue
+#: stores it: version, trace id, parent id and flags in lowercase hex, 55 characters. SQL's
+#: job_problem() applies the same rule (migration 0023), with the same messages.
+TRACEPARENT_LENGTH = 55
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACEPARENT_FORMAT = ("must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex "
+                       "(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other than ff, "
+                       "ids not all zeros")
+
+
+def traceparent_problem(value: Any) -> str | None:
+    """Why ``value`` is refused as a traceparent, or None. Refused rather than dropped (as a
+    propagator would): it is stored with the job, copied into every job of a batch, and the
+    caller asked for it — a 1 MB header once became 20 MB of rows. Later versions are accepted
+    with version 00's 55 characters only."""
+    if not isinstance(value, str):
+        return f"must be a W3C traceparent string (got {type(value).__name__})"
+    if len(value) != TRACEPARENT_LENGTH:
+        return f"must be a W3C traceparent of {TRACEPARENT_LENGTH} characters (got {len(value)})"
+    if (_TRACEPARENT.fullmatch(value) is None or value.startswith("ff") or value[3:35] == "0" * 32
+            or value[36:52] == "0" * 16):
+        return _TRACEPARENT_FORMAT
+    return None
+
+
+def check_traceparent(value: Any, field: str = "traceparent") -> None:
+    """`ValidationError` naming ``field`` when ``value`` is given and not a traceparent."""
+    if value is not None and (problem := traceparent_problem(value)) is not None:
+        raise ValidationError(field, problem)
 
 
 def traceparent_of(span: trace.Span) -> str | None:
@@ -193,6 +227,7 @@ def producing(tracing: Tracing | None, job_type: Any, carrier: dict[str, Any]) -
     when tracing is off."""
     if tracing is None:
         return contextlib.nullcontext(_NO_SPAN)
+    check_traceparent(carrier.get("traceparent"))  # before it becomes a parent (an invalid one would be dropped)
     return tracing.producer(job_type=str(job_type), queue=str(carrier.get("queue") or "default"),
                             parent=carrier.get("traceparent"), carrier=carrier)
 
@@ -202,4 +237,7 @@ def producing_many(tracing: Tracing | None, jobs: list[Any]) -> contextlib.Abstr
     unless the job names its own."""
     if tracing is None:
         return contextlib.nullcontext((_NO_SPAN, jobs))
+    for index, spec in enumerate(jobs):
+        if isinstance(spec, Mapping):
+            check_traceparent(spec.get("traceparent"), f"jobs[{index}].traceparent")
     return tracing.producer_many(jobs)

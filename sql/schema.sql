@@ -296,16 +296,22 @@ BEGIN
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         PERFORM jobqueue.invalid('jobs', 'must be a JSON array of job objects');
     END IF;
+    IF jsonb_array_length(jobs) > 10000 THEN
+        PERFORM jobqueue.invalid('jobs', format('must hold at most 10000 jobs (got %s)', jsonb_array_length(jobs)));
+    END IF;
     -- Every job validated and resolved in one query (the OFFSET 0 fences keep each field read
     -- once per job, and the ids made in the jobs' order whatever join the planner picks); nothing
     -- is written unless all of them are valid. (Fields it does not know are ignored: finding them,
     -- jsonb - text[] per job, cost 6 % of a bulk enqueue's CPU; Python and REST refuse them.)
+    -- A job may carry its own "id" (a producer that seals fields for it made it first, 0025): a
+    -- version-7 UUID made within the hour, cast only once given_id_problem() found nothing wrong.
     BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
                coalesce(array_agg(jobqueue.resolve_job(
-                   v.ord, v.id, v.job_type, v.payload, v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
+                   v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
+                   v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
                    v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
@@ -313,10 +319,11 @@ BEGIN
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
                                                 f.max_attempts, f.idempotency_key, f.timeout, f.expires_at,
                                                 f.expire_after, f.idempotency_window, f.idempotency_mismatch,
-                                                f.producer_id),
+                                                f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
-                           jobqueue.zoneless_problem('expires_at', f.expires_at_text)) AS problem
-                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id,
+                           jobqueue.zoneless_problem('expires_at', f.expires_at_text),
+                           jobqueue.given_id_problem(f.id_text)) AS problem
+                FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id, e.job->>'id' AS id_text,
                              e.job->>'job_type' AS job_type, e.job->'payload' AS payload,
                              e.job->>'priority' AS priority, e.job->>'run_at' AS run_at_text,
                              (e.job->>'run_at')::timestamptz AS run_at,
@@ -345,6 +352,9 @@ BEGIN
         END IF;
         PERFORM jobqueue.invalid(format('jobs[%s].%s', bad - 1, problem[1][1]), problem[1][2]);
     END IF;
+    IF EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now()) THEN  -- empty while nothing is full
+        PERFORM jobqueue.refuse_gated_queues(ARRAY(SELECT DISTINCT i.queue FROM unnest(inputs) AS i));
+    END IF;
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
@@ -354,21 +364,31 @@ CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT 
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent, payload);
     job_id uuid;
     wanted boolean;
+    gated boolean;
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(problem[1], problem[2]);
     END IF;
-    IF idempotency_key IS NOT NULL THEN
-        RETURN (SELECT r.id FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
+    IF idempotency_key IS NOT NULL THEN  -- the gates probed in the statement, as below
+        SELECT r.id, EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now())
+          INTO job_id, gated
+          FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
             NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
             producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window,
-            idempotency_mismatch)]) AS r);
+            idempotency_mismatch)]) AS r;
+        IF gated THEN
+            PERFORM jobqueue.refuse_gated_queues(ARRAY[queue], ARRAY[job_id]);
+        END IF;
+        RETURN job_id;
     END IF;
     -- Without a key, the common case: one statement resolves the defaults, inserts the job and
-    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs).
+    -- reads what job_events_wanted() would say (each statement a plpgsql function runs costs), and
+    -- whether a gate is closed anywhere (jobqueue.queue_gates, empty while nothing is full). Probing
+    -- the gates after the insert, in this statement, costs nothing measurable; probing them for
+    -- this queue before it cost a tenth of the call. A refusal raises, which undoes the insert.
     WITH added AS (
         INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts, producer_id,
                                         traceparent, timeout, expires_at)
@@ -385,9 +405,13 @@ BEGIN
         LEFT JOIN jobqueue.queue_settings s ON s.queue = enqueue_unchecked.queue
         RETURNING j.id
     )
-    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now())
-      INTO job_id, wanted
+    SELECT a.id, EXISTS (SELECT FROM jobqueue.event_listeners l WHERE l.expires_at > now()),
+           EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now())
+      INTO job_id, wanted, gated
       FROM added AS a;
+    IF gated THEN  -- refused (and the insert undone), unless only new queues are and this one is known
+        PERFORM jobqueue.refuse_gated_queues(ARRAY[queue], ARRAY[job_id]);
+    END IF;
     PERFORM pg_notify('jobqueue_jobs', queue);
     IF wanted THEN
         PERFORM jobqueue.emit_job_events(ARRAY['job.queued'], ARRAY[queue], ARRAY[producer_id], ARRAY[job_id]);
@@ -431,6 +455,25 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+CREATE FUNCTION jobqueue.given_id_problem(id text) RETURNS text[]
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $_$
+    -- The first 12 hex digits of a version-7 UUID are its Unix time in milliseconds.
+    SELECT CASE
+        WHEN id IS NULL THEN NULL
+        WHEN id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+            THEN ARRAY['id', format('must be a version-7 UUID, e.g. 0190b8e2-7c4a-7d3e-9f10-2a3b4c5d6e7f (got %L): '
+                                    'leave it out and the database makes one', left(id, 64))]
+        WHEN abs(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint
+                 - (date_part('epoch', clock_timestamp()) * 1000)::bigint) > 3600000
+            THEN ARRAY['id', format('must be made within an hour of the database''s clock (%s; the id''s time is %s)',
+                                    clock_timestamp(),
+                                    to_timestamp(('x' || substr(id, 1, 8) || substr(id, 10, 4))::bit(48)::bigint / 1000.0))]
+    END
+$_$;
+
+COMMENT ON FUNCTION jobqueue.given_id_problem(id text) IS 'Why the id a job was given at enqueue is refused (NULL: none given, or fine): not a version-7 UUID, or not made within an hour of now.';
 
 CREATE FUNCTION jobqueue.grant_role(kind text, login text, producer text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql
@@ -602,14 +645,15 @@ CREATE FUNCTION jobqueue.job_fingerprint(job_type text, queue text, payload json
     SELECT hashtextextended(job_type, hashtextextended(queue, jsonb_hash_extended(payload, 0)))
 $$;
 
-CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) RETURNS text[]
+CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text, traceparent text, payload jsonb) RETURNS text[]
     LANGUAGE sql STABLE
-    AS $$
+    AS $_$
     -- expires_at is compared with the run_at the job will have: one in the past means now.
     SELECT CASE
         WHEN jobqueue.name_problem(job_type, 255) IS NOT NULL
             THEN ARRAY['job_type', jobqueue.name_problem(job_type, 255)]
         WHEN jobqueue.name_problem(queue, 255) IS NOT NULL THEN ARRAY['queue', jobqueue.name_problem(queue, 255)]
+        WHEN jobqueue.payload_problem(payload) IS NOT NULL THEN ARRAY['payload', jobqueue.payload_problem(payload)]
         WHEN max_attempts < 1 THEN ARRAY['max_attempts', format('must be at least 1 (got %s)', max_attempts)]
         WHEN delay < interval '0' THEN ARRAY['delay', format('must not be negative (got %s)', delay)]
         WHEN delay > interval '3650 days'
@@ -622,6 +666,13 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['idempotency_key', format('must be at most 255 characters (got %s)', length(idempotency_key))]
         WHEN length(producer_id) > 200
             THEN ARRAY['producer_id', format('must be at most 200 characters (got %s)', length(producer_id))]
+        WHEN length(traceparent) <> 55
+            THEN ARRAY['traceparent', format('must be a W3C traceparent of 55 characters (got %s)', length(traceparent))]
+        WHEN traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' OR left(traceparent, 2) = 'ff'
+             OR substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16)
+            THEN ARRAY['traceparent', 'must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex '
+                                      '(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other '
+                                      'than ff, ids not all zeros']
         WHEN timeout <= interval '0' OR timeout > interval '3650 days'
             THEN ARRAY['timeout', format('must be more than 0 and at most %s (got %s)', interval '3650 days', timeout)]
         WHEN expire_after <= interval '0' OR expire_after > interval '3650 days'
@@ -643,9 +694,9 @@ CREATE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timest
             THEN ARRAY['expires_at', format('must be at most %s after run_at (%s; got %s)', interval '3650 days',
                                             coalesce(jobqueue.due_at(run_at), now() + delay, now()), expires_at)]
     END
-$$;
+$_$;
 
-COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
+COMMENT ON FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, producer_id text, traceparent text, payload jsonb) IS 'The first problem of a job''s enqueue fields as {field, message}, or NULL: every enqueue path''s validation, one expression the planner inlines (so enqueue_many checks all its jobs in one query).';
 
 CREATE FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(limit_scope text, limit_name text, allowance integer, free_in double precision)
     LANGUAGE plpgsql
@@ -702,7 +753,7 @@ CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload json
 DECLARE
     problem text[] := jobqueue.job_problem(job_type, priority, run_at, delay, queue, max_attempts, idempotency_key,
                                            timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch,
-                                           producer_id);
+                                           producer_id, traceparent, payload);
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(CASE WHEN ord IS NULL THEN '' ELSE format('jobs[%s].', ord - 1) END || problem[1],
@@ -788,6 +839,16 @@ BEGIN
     RETURN NULL;
 END $$;
 
+CREATE FUNCTION jobqueue.payload_problem(payload jsonb) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN pg_column_size(payload) > 1048576
+        THEN format('must be at most 1048576 bytes as stored (1 MiB of jsonb; got %s)', pg_column_size(payload))
+    END
+$$;
+
+COMMENT ON FUNCTION jobqueue.payload_problem(payload jsonb) IS 'Why a payload is refused (NULL: it is fine): more than 1 MiB as stored jsonb.';
+
 CREATE FUNCTION jobqueue.priority_level(priority text) RETURNS smallint
     LANGUAGE plpgsql IMMUTABLE
     AS $$
@@ -806,6 +867,48 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     AS $$
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
+
+CREATE FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[] DEFAULT '{}'::uuid[]) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    gate jobqueue.queue_gates;
+    unknown text;
+BEGIN
+    FOR gate IN SELECT g.* FROM jobqueue.queue_gates g
+                WHERE (g.queue = '' OR g.queue = ANY(queues)) AND g.until > now()
+                ORDER BY g.reason, g.queue LOOP
+        IF gate.reason = 'too_many_queues' THEN
+            -- Only a new queue is refused: none of its jobs wait (but those this statement just
+            -- inserted), no live worker serves it, no admin configured it.
+            SELECT q.name INTO unknown FROM unnest(queues) AS q(name)
+             WHERE NOT EXISTS (SELECT FROM jobqueue.queue_settings s WHERE s.queue = q.name)
+               AND NOT EXISTS (SELECT FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') AND j.queue = q.name
+                                                             AND j.id <> ALL(inserted))
+               AND NOT EXISTS (SELECT FROM jobqueue.workers w
+                               WHERE q.name = ANY(w.queues) AND w.status IN ('running', 'stopping'))
+             LIMIT 1;
+            CONTINUE WHEN unknown IS NULL;
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded', COLUMN = 'queue',
+                DETAIL = json_build_object('reason', gate.reason, 'queue', unknown),
+                MESSAGE = format('jobqueue: queue: %L is a new queue, and %s queues that no worker serves and no admin '
+                                 'configured hold jobs already (at most %s); nothing was written', unknown, gate.waiting,
+                                 gate.quota);
+        ELSIF gate.reason = 'total_full' THEN
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded', COLUMN = 'queue',
+                DETAIL = json_build_object('reason', gate.reason, 'queue', NULL),
+                MESSAGE = format('jobqueue: queue: the queues hold %s waiting jobs in all (limit %s across queues); '
+                                 'nothing was written', gate.waiting, gate.quota);
+        ELSE
+            RAISE EXCEPTION USING ERRCODE = 'configuration_limit_exceeded', COLUMN = 'queue',
+                DETAIL = json_build_object('reason', gate.reason, 'queue', gate.queue),
+                MESSAGE = format('jobqueue: queue: %L is at its hard limit (%s waiting jobs, limit %s); nothing was '
+                                 'written', gate.queue, gate.waiting, gate.quota);
+        END IF;
+    END LOOP;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[]) IS 'Raise (SQLSTATE 53400; DETAIL {"reason", "queue"} as JSON) if a gate of jobqueue.queue_gates is closed for any of these queues; returns when all may take jobs (the jobs inserted: not counted as waiting in them).';
 
 CREATE FUNCTION jobqueue.register_event_listener(listener_id text, ttl double precision) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -956,6 +1059,16 @@ BEGIN
     RETURN NEW;
 END $$;
 
+CREATE FUNCTION jobqueue.schedules_payload_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF jobqueue.payload_problem(NEW.payload) IS NOT NULL THEN
+        PERFORM jobqueue.invalid('payload', jobqueue.payload_problem(NEW.payload));
+    END IF;
+    RETURN NEW;
+END $$;
+
 CREATE FUNCTION jobqueue.session_producer() RETURNS text
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -971,6 +1084,28 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION jobqueue.session_producer() IS 'The producer id this session is held to (its login role''s name, or its producer_roles mapping); NULL for the owner, workers, the API and admins, which act for any producer.';
+
+CREATE FUNCTION jobqueue.set_login_timeouts(login text, statement_timeout interval, idle_timeout interval) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF login IS NULL OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = login AND rolcanlogin AND NOT rolsuper) THEN
+        PERFORM jobqueue.invalid('login_role', format('no login role named %s that is not a superuser', login));
+    END IF;
+    IF statement_timeout IS NULL OR statement_timeout < interval '0' OR statement_timeout > interval '24 hours' THEN
+        PERFORM jobqueue.invalid('statement_timeout', format('must be from 0 (none) to 24 hours (got %s)', statement_timeout));
+    END IF;
+    IF idle_timeout IS NULL OR idle_timeout < interval '0' OR idle_timeout > interval '24 hours' THEN
+        PERFORM jobqueue.invalid('idle_timeout', format('must be from 0 (none) to 24 hours (got %s)', idle_timeout));
+    END IF;
+    EXECUTE format('ALTER ROLE %I IN DATABASE %I SET statement_timeout = %L', login, current_database(),
+                   ceil(extract(epoch FROM statement_timeout) * 1000)::bigint || 'ms');
+    EXECUTE format('ALTER ROLE %I IN DATABASE %I SET idle_in_transaction_session_timeout = %L', login,
+                   current_database(), ceil(extract(epoch FROM idle_timeout) * 1000)::bigint || 'ms');
+END $$;
+
+COMMENT ON FUNCTION jobqueue.set_login_timeouts(login text, statement_timeout interval, idle_timeout interval) IS 'Give a login role a statement_timeout and an idle_in_transaction_session_timeout in this database (0: none); `jobqueue roles login` calls it.';
 
 CREATE FUNCTION jobqueue.timezone_problem(zone text) RETURNS text
     LANGUAGE sql STABLE
@@ -1061,6 +1196,15 @@ COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the pr
 COMMENT ON COLUMN jobqueue.api_keys.queues IS 'The queues this producer key may submit to (NULL: any).';
 
 COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer key may submit (NULL: any).';
+
+CREATE TABLE jobqueue.api_secrets (
+    name text NOT NULL,
+    secret bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT api_secrets_secret_check CHECK ((octet_length(secret) >= 32))
+);
+
+COMMENT ON TABLE jobqueue.api_secrets IS 'Keys the REST API shares across its processes: ''cursor'' seals listing cursors (AES-GCM). Rotate with UPDATE … SET secret = sha256(gen_random_uuid()::text::bytea || gen_random_uuid()::text::bytea); outstanding cursors then fail as malformed.';
 
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
@@ -1190,6 +1334,13 @@ CREATE VIEW jobqueue.dead_letters AS
 
 COMMENT ON VIEW jobqueue.dead_letters IS 'Dead-lettered jobs with their last error and why they died.';
 
+CREATE TABLE jobqueue.encryption_keys (
+    key_id text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.encryption_keys IS 'Every key id jobqueue keys rotate has found in its key ring (no key material): a value under an id recorded here and missing from the ring needs that key back; one under an id never recorded was never sealed by jobqueue.';
+
 CREATE TABLE jobqueue.event_listeners (
     listener_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL,
@@ -1279,6 +1430,23 @@ CREATE TABLE jobqueue.producer_roles (
 );
 
 COMMENT ON TABLE jobqueue.producer_roles IS 'The producer id a jobqueue_producer login role acts as in SQL (default: the role''s name); see docs/security.md "Roles".';
+
+CREATE TABLE jobqueue.queue_gates (
+    queue text NOT NULL,
+    reason text NOT NULL,
+    waiting bigint NOT NULL,
+    quota bigint NOT NULL,
+    counted_at timestamp with time zone NOT NULL,
+    until timestamp with time zone NOT NULL,
+    CONSTRAINT queue_gates_all_queues CHECK (((queue = ''::text) = (reason <> 'queue_full'::text))),
+    CONSTRAINT queue_gates_reason_known CHECK ((reason = ANY (ARRAY['queue_full'::text, 'total_full'::text, 'too_many_queues'::text])))
+);
+
+COMMENT ON TABLE jobqueue.queue_gates IS 'Enqueue gates the maintenance leader found closed at its last count of waiting jobs (pending, scheduled or waiting for a retry): a queue at its hard limit (queue_full), all queues at the total hard limit (total_full, queue ''''), too many queues no worker serves and no admin configured (too_many_queues, queue '''': new queue names are refused). A row counts until its until.';
+
+COMMENT ON COLUMN jobqueue.queue_gates.waiting IS 'What the count found: the queue''s waiting jobs, all queues'' together, or how many undeclared queues hold jobs.';
+
+COMMENT ON COLUMN jobqueue.queue_gates.quota IS 'The limit that count reached.';
 
 CREATE TABLE jobqueue.queue_retention (
     queue text NOT NULL,
@@ -1439,6 +1607,7 @@ CREATE TABLE jobqueue.workers (
     concurrency_min integer,
     concurrency_target integer,
     job_types text[] DEFAULT '{}'::text[] NOT NULL,
+    leases_blocked uuid[] DEFAULT '{}'::uuid[] NOT NULL,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
@@ -1455,17 +1624,25 @@ COMMENT ON COLUMN jobqueue.workers.concurrency_target IS 'Autoscaling worker: th
 
 COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has handlers for (its app''s tasks), written at registration.';
 
+COMMENT ON COLUMN jobqueue.workers.leases_blocked IS 'Jobs this worker holds whose lease its last renewal could not extend because another transaction held their row locked; the sweeper leaves them to it while it heartbeats.';
+
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
 
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY jobqueue.api_secrets
+    ADD CONSTRAINT api_secrets_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY jobqueue.circuit_job_types
     ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type);
 
 ALTER TABLE ONLY jobqueue.circuits
     ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY jobqueue.encryption_keys
+    ADD CONSTRAINT encryption_keys_pkey PRIMARY KEY (key_id);
 
 ALTER TABLE ONLY jobqueue.event_listeners
     ADD CONSTRAINT event_listeners_pkey PRIMARY KEY (listener_id);
@@ -1490,6 +1667,9 @@ ALTER TABLE ONLY jobqueue.leaders
 
 ALTER TABLE ONLY jobqueue.producer_roles
     ADD CONSTRAINT producer_roles_pkey PRIMARY KEY (role_name);
+
+ALTER TABLE ONLY jobqueue.queue_gates
+    ADD CONSTRAINT queue_gates_pkey PRIMARY KEY (queue, reason);
 
 ALTER TABLE ONLY jobqueue.queue_retention
     ADD CONSTRAINT queue_retention_pkey PRIMARY KEY (queue);
@@ -1553,6 +1733,8 @@ CREATE TRIGGER job_limits_notify AFTER INSERT OR DELETE OR UPDATE OF concurrency
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
 
 CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
+
+CREATE TRIGGER schedules_payload_bound BEFORE INSERT OR UPDATE OF payload ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_payload_bound();
 
 CREATE TRIGGER schedules_validate BEFORE INSERT OR UPDATE ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_before_write();
 

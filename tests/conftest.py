@@ -67,6 +67,10 @@ def own_cluster():
     try:
         server.create_template()
         dsn = _OwnClusterDsn(server.dsn_for(server.template))
+        # The throwaway cluster commits asynchronously (synchronous_commit off): without a checkpoint
+        # a test's `stop -m immediate` could lose the last migration's commit.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
         dsn.cluster = server.cluster
         yield dsn
     finally:

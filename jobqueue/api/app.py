@@ -43,8 +43,9 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.types import Receive, Scope, Send
 
-from jobqueue.api import openapi_ui
+from jobqueue.api import openapi_ui, paths
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
 from jobqueue.api.controllers.circuits import CircuitsController
@@ -59,6 +60,7 @@ from jobqueue.api.controllers.workers import WorkersController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
 from jobqueue.api.request_checks import refuse_ambiguous_query
+from jobqueue.api.security import add_security_headers
 from jobqueue.api.services import Services
 from jobqueue.config import Settings
 
@@ -92,11 +94,21 @@ def settle_garbage_collector() -> None:
 
 
 async def before_each_request(request: Request) -> None:
-    """Refuse an ambiguous query string; remember that a key wrote (its reads then stay on the
-    primary for a while, see `jobqueue.api.reads`)."""
+    """Decode the names in the path (`jobqueue.api.paths`); refuse an ambiguous query string;
+    remember that a key wrote (its reads then stay on the primary for a while, see
+    `jobqueue.api.reads`)."""
+    paths.decode_names(request.scope)
     await refuse_ambiguous_query(request)
     if request.method not in ("GET", "HEAD", "OPTIONS") and request.scope.get("user") is not None:
         request.app.state["services"].reads.wrote(request.user.id)
+
+
+class Api(Litestar):
+    """The Litestar app, routing names that hold ``/`` or ``%`` as one path segment (`jobqueue.api.paths`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        paths.route_encoded_names(scope)
+        await super().__call__(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> Litestar:
@@ -117,12 +129,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def provide_services() -> Services:
         return services
 
-    return Litestar(
-        route_handlers=[*ROUTE_HANDLERS, openapi_ui.assets_router()],
+    return Api(
+        route_handlers=[*ROUTE_HANDLERS, *openapi_ui.routes()],
         dependencies={"services": Provide(provide_services, use_cache=True)},
         middleware=[auth_middleware()],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=before_each_request,
+        before_send=[add_security_headers],
         lifespan=[lifespan],
         request_max_body_size=settings.api_max_body_bytes,
         openapi_config=OpenAPIConfig(

@@ -1,17 +1,21 @@
-"""Backpressure for submissions: per-queue runnable depth against a soft and a hard limit.
+"""Backpressure for submissions: per-queue waiting jobs against a soft and a hard limit.
 
-- Depth comes from a per-process cache of runnable jobs per queue, counted by one bounded query
+What counts, the limits and when to count again are `jobqueue.quotas`' (the maintenance leader's
+`Gatekeeper` applies the same to SQL and Python producers): every waiting job — pending, due or
+scheduled for later, or waiting for a retry — since every one of them is stored.
+
+- Depth comes from a per-process cache of waiting jobs per queue, counted by one bounded query
   (each count capped just above the hard limit) — never a count per request. Jobs this process
   admits are added at once, so a burst cannot overshoot by more than the other API processes'
   share of one refresh period.
-- The count is not free (it walks every runnable entry of a queue: tens of milliseconds of a core
+- The count is not free (it walks every waiting entry of a queue: tens of milliseconds of a core
   at 50,000 jobs, a latency spike for every request sharing that core), so it runs only when it
   could change a decision. Every ``JOBQUEUE_API_DEPTH_REFRESH`` seconds (default 1) the refresher
   reads the job sequence, which is free: no queue can have grown by more jobs than were submitted
   since the last count, so while every queue's last depth plus that growth stays below its soft
   limit, nothing can be throttled and the count is skipped. It is redone as soon as that bound
   reaches a limit, and at least every ``JOBQUEUE_API_DEPTH_MAX_AGE`` seconds (default 10) for what
-  the sequence does not see: scheduled jobs falling due, retried dead letters, reclaimed leases.
+  the sequence does not see: jobs finished, deleted or reclaimed, retried dead letters.
 - Below the soft limit (default 50,000; per queue in ``jobqueue.queue_settings``) nothing is
   throttled. Above it, each producer draws from its own in-process token bucket
   (``JOBQUEUE_API_RATE_LIMIT`` jobs/s, burst ``JOBQUEUE_API_RATE_BURST``) → 429 when empty, with
@@ -22,14 +26,18 @@
   jobs are refused outright (503).
 - At the hard limit (default 100,000) every submission to the queue gets 503 with
   ``Retry-After``; nothing is written.
-- Across queues: the same two limits apply to the runnable jobs of all queues together
+- Across queues: the same two limits apply to the waiting jobs of all queues together
   (``JOBQUEUE_API_TOTAL_SOFT_LIMIT``, default 200,000: every producer draws from its token bucket
-  whatever the queue; ``JOBQUEUE_API_TOTAL_HARD_LIMIT``, default 400,000: 503 ``total_full``). So a
-  producer cannot dodge backpressure by spreading its jobs over queue names it invents — a new
-  name costs nothing to make, and each would be far below its own limit. (The other way, queues an
-  admin must declare first, would break every producer that relies on a queue existing once it is
-  used; a key's queue allow-list, ``jobqueue apikey create --queues``, is that control per key.)
-  The total is the sum of the cached per-queue depths, so it costs no query of its own.
+  whatever the queue; ``JOBQUEUE_API_TOTAL_HARD_LIMIT``, default 400,000: 503 ``total_full``), so
+  spreading jobs over invented queue names does not dodge the limits. The total is the sum of the
+  cached per-queue depths, so it costs no query of its own.
+- New queue names: at most ``JOBQUEUE_API_MAX_QUEUES`` (1,000) queues may hold jobs that no live
+  worker serves and no admin configured; a request naming a new one past that is 503
+  ``too_many_queues``. Every queue is a row of /queues and series in /metrics, and a name costs
+  nothing to invent; queues that exist, that workers serve or that an admin configured are never
+  refused for it. (Requiring every queue to be declared first would break every producer that
+  starts using a queue by naming it; a key's queue allow-list, ``jobqueue apikey create
+  --queues``, is that control per key.)
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
 from jobqueue.models import Priority, QueueSettings
+from jobqueue.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
 
 log = logging.getLogger("jobqueue.api.backpressure")
 
@@ -93,56 +102,52 @@ class Backpressure:
         self.client = client
         self.settings = settings
         self._clock = clock
-        self.depths: dict[str, int] = {}
+        self.depths: dict[str, int] = {}  # waiting jobs per queue (and 0 for queues live workers serve)
         self.total = 0  # sum(self.depths.values()), kept in step
+        self.served: frozenset[str] = frozenset()  # queues live workers serve
+        self.undeclared: set[str] = set()  # queues holding jobs that no worker serves and no admin configured
         self.queue_settings: dict[str, QueueSettings] = {}
+        self.quota = Limits.of_settings(settings, {})
         self._buckets: dict[str, TokenBucket] = {}
-        # (clock, job sequence at the count before it) of the last count: growth is measured from
-        # one count further back, so jobs inserted but not yet committed when the last count ran
-        # (invisible to it, yet already in the sequence) are still counted as growth.
-        self._counted: tuple[float, int] | None = None
-        self._submitted_at_last_count = 0
+        self._recount = Recount(max_age=settings.api_depth_max_age, clock=clock)
+        self._in_flight: dict[str, int] = {}  # reserved jobs whose statement has not ended
+        self._committed_meanwhile: list[tuple[str, int]] | None = None  # (queue, jobs) during a count
 
     def limits(self, queue: str) -> tuple[int, int]:
-        custom = self.queue_settings.get(queue)
-        soft = custom.soft_limit if custom and custom.soft_limit else self.settings.api_soft_limit
-        hard = custom.hard_limit if custom and custom.hard_limit else self.settings.api_hard_limit
-        return min(soft, hard), hard
+        return self.quota.of(queue)
 
     def total_limits(self) -> tuple[int, int]:
-        """Soft and hard limit of all queues' runnable jobs together."""
-        hard = self.settings.api_total_hard_limit
-        return min(self.settings.api_total_soft_limit, hard), hard
+        """Soft and hard limit of all queues' waiting jobs together."""
+        return self.quota.total()
 
     async def refresh(self) -> None:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.client.queue_settings()
         self.queue_settings = settings
+        self.quota = Limits.of_settings(self.settings, settings)
         submitted = await self.client.submitted_total()
         if not self.count_needed(submitted):
             return
-        cap = max([self.settings.api_hard_limit] + [s.hard_limit for s in settings.values() if s.hard_limit]) + 1
-        started = self._clock()
-        self.depths = await self.client.runnable_counts(cap=cap)
+        started = self._recount.started()
+        self._committed_meanwhile = []
+        try:
+            counts = await self.client.waiting_counts(cap=self.quota.cap(),
+                                                      stale_seconds=self.settings.worker_stale_seconds)
+        finally:
+            meanwhile, self._committed_meanwhile = self._committed_meanwhile, None
+        self.depths, self.served = dict(counts.depths), counts.served
+        for queue, jobs in list(self._in_flight.items()) + (meanwhile or []):  # maybe not committed when counted
+            self.depths[queue] = self.depths.get(queue, 0) + jobs
         self.total = sum(self.depths.values())
-        self._counted = (started, self._submitted_at_last_count)
-        self._submitted_at_last_count = submitted
+        self.undeclared = self.quota.undeclared(self.depths, self.served)
+        self._recount.counted(started, submitted)
 
     def count_needed(self, submitted: int) -> bool:
-        """Could any queue have reached its soft limit since the last count? ``submitted`` is the
-        job sequence now: every queue grew by at most the jobs submitted since then."""
-        if self._counted is None:
-            return True
-        counted_at, counted_submitted = self._counted
-        growth = submitted - counted_submitted
-        if growth < 0 or self._clock() - counted_at >= self.settings.api_depth_max_age:
-            return True
-        if growth >= self.settings.api_soft_limit:  # enough for a queue the last count did not see
-            return True
-        if self.total + growth >= self.total_limits()[0]:
-            return True
-        return any(self.depths.get(queue, 0) + growth >= self.limits(queue)[0]
-                   for queue in self.depths.keys() | self.queue_settings.keys())
+        """Could any queue have reached its soft limit, or one queue too many been made, since the
+        last count? ``submitted`` is the job sequence now: every queue grew by at most the jobs
+        submitted since then."""
+        return self._recount.needed(submitted, lambda growth: self.quota.within_reach(
+            self.depths, len(self.undeclared), growth, hard=False))
 
     async def run(self) -> None:
         """Refresh until cancelled; while the database is away, keep the last known depths."""
@@ -179,14 +184,15 @@ class Backpressure:
         jobs = sum(demand.jobs for demand in demands)
         total_soft, total_hard = self.total_limits()
         if self.total + jobs > total_hard:
-            raise Overloaded(503, "total_full", f"the queues hold {self.total} runnable jobs in all (limit "
+            raise Overloaded(503, TOTAL_FULL, f"the queues hold {self.total} waiting jobs in all (limit "
                              f"{total_hard} across queues); nothing was written", retry_after)
+        self._admit_new_queues(demands, retry_after)
         for demand in demands:
             soft, hard = self.limits(demand.queue)
             depth = self.depths.get(demand.queue, 0)
             if depth + demand.jobs > hard:
-                raise Overloaded(503, "queue_full", f"queue {demand.queue!r} is at its hard limit "
-                                 f"({depth} runnable jobs, limit {hard}); nothing was written", retry_after)
+                raise Overloaded(503, QUEUE_FULL, f"queue {demand.queue!r} is at its hard limit "
+                                 f"({depth} waiting jobs, limit {hard}); nothing was written", retry_after)
             if depth + demand.jobs > soft:
                 if demand.low and self.settings.api_shed_low:
                     raise Overloaded(503, "shed", f"queue {demand.queue!r} is above its soft limit ({soft}): "
@@ -212,23 +218,56 @@ class Backpressure:
                 raise Overloaded(429, "rate_limited", f"{why}: producers are rate "
                                  f"limited to {self.settings.api_rate_limit:g} jobs/s; nothing was written", wait)
 
+    def _admit_new_queues(self, demands: list[Demand], retry_after: float) -> None:
+        """Refuse the request if the new queues it names would be more than ``max_queues``
+        undeclared ones (new: no job of it waits, no live worker serves it, no admin configured it)."""
+        new = [d.queue for d in demands if not self.depths.get(d.queue) and not self.quota.declared(d.queue, self.served)]
+        if new and len(self.undeclared) + len(new) > self.quota.max_queues:
+            raise Overloaded(503, TOO_MANY_QUEUES, f"{len(self.undeclared)} queues that no worker serves and no admin "
+                             f"configured hold jobs already (at most {self.quota.max_queues}): {new[0]!r} would be a "
+                             "new one; nothing was written", retry_after)
+
     def reserve(self, producer_id: str, demands: list[Demand]) -> None:
         """`admit`, and count the jobs at once: requests waiting for the database together must not
-        all be measured against the same depth."""
+        all be measured against the same depth. Then either `committed` or `release`: until then
+        the jobs are in flight, and a count made meanwhile cannot see them (their statement has not
+        committed), so they are added to what it finds."""
         self.admit(producer_id, demands)
         self.admitted(demands)
+        for demand in demands:
+            self._in_flight[demand.queue] = self._in_flight.get(demand.queue, 0) + demand.jobs
 
     def admitted(self, demands: list[Demand]) -> None:
         for demand in demands:
             self.depths[demand.queue] = self.depths.get(demand.queue, 0) + demand.jobs
             self.total += demand.jobs
+            if not self.quota.declared(demand.queue, self.served):
+                self.undeclared.add(demand.queue)
+
+    def committed(self, demands: list[Demand]) -> None:
+        """Reserved jobs were created. A count running now may have begun before their commit:
+        they are added to what it finds (maybe twice: an overestimate the next count corrects)."""
+        self._landed(demands)
+        if self._committed_meanwhile is not None:
+            self._committed_meanwhile.extend((demand.queue, demand.jobs) for demand in demands)
 
     def release(self, demands: list[Demand]) -> None:
         """Take back a reservation whose jobs were not created (refused, or already there)."""
+        self._landed(demands)
         for demand in demands:
             held = self.depths.get(demand.queue, 0)
             self.depths[demand.queue] = max(0, held - demand.jobs)
             self.total -= held - self.depths[demand.queue]
+            if not self.depths[demand.queue]:
+                self.undeclared.discard(demand.queue)
+
+    def _landed(self, demands: list[Demand]) -> None:
+        for demand in demands:
+            left = self._in_flight.get(demand.queue, 0) - demand.jobs
+            if left > 0:
+                self._in_flight[demand.queue] = left
+            else:
+                self._in_flight.pop(demand.queue, None)
 
 
 #: Seconds a key refused another event stream is told to wait.

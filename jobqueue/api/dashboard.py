@@ -1,7 +1,8 @@
 """``GET /dashboard``: the live web dashboard, served from files in the package (no build step).
 
 - ``/dashboard`` is the page, ``/dashboard/static/<file>`` its script and styles (hand-written,
-  no third-party code): public, they hold no data.
+  no third-party code): public, they hold no data. The page holds no inline script or style and
+  may not be framed (`jobqueue.api.security`): a page of another site cannot click its buttons.
 - ``/dashboard/overview`` is the figures it polls every second: the `jobqueue.metrics` snapshot as
   JSON, the same cached collection /metrics serves. ``/dashboard/running`` is what each worker
   runs now (its processing jobs, the oldest first); ``/dashboard/history`` the last hour of
@@ -68,7 +69,10 @@ def _asset(name: str) -> str:
 
 @functools.cache
 def _page() -> str:
-    routes = "<script>window.JOBQUEUE_ROUTES = " + json.dumps(ROUTES) + ";</script>\n"
+    """The page with the routes as a JSON data block the script reads (not an inline script: the
+    page's policy, `jobqueue.api.security`, runs files of this origin only)."""
+    routes = ('<script type="application/json" id="jobqueue-routes">'
+              + json.dumps(ROUTES).replace("<", "\\u003c") + "</script>\n")
     return _asset("dashboard.html").replace('<script src="/dashboard/static/dashboard.js">',
                                             routes + '<script src="/dashboard/static/dashboard.js">')
 

@@ -9,8 +9,8 @@
   never reported created unless its statement committed); job events with no LISTEN connection
   (``JOBQUEUE_LISTEN=0``, PgBouncer) → 503 ``events_unavailable``;
 - the database role lacking a privilege → 403 ``permission_denied`` (an operator must GRANT it);
-- backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding), with
-  ``Retry-After``; a body over ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
+- backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding, too many
+  queues), with ``Retry-After`` — the API's own, or the database's gate (`QueueFull`); a body over ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
 from jobqueue.job_events import EventsUnavailable
 from jobqueue.errors import (CircuitNotFound, LimitNotFound, Conflict, DatabaseUnavailable, EncryptionUnavailable, IdempotencyMismatch,
-                             JobNotFound, NotMigrated, PermissionDenied, ScheduleNotFound, ValidationError)
+                             JobNotFound, NotMigrated, PermissionDenied, QueueFull, ScheduleNotFound, ValidationError)
 
 log = logging.getLogger("jobqueue.api")
 
@@ -130,6 +130,12 @@ def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
                           error="database_unavailable", retry_after=_services_retry_after(request))
 
 
+def _queue_full(request: Request, exc: QueueFull) -> Response:
+    """The database's gate (the maintenance leader found the queue full; `jobqueue.quotas`): as the
+    API's own refusal would be, 503 with the reason."""
+    return error_response(503, str(exc), error=exc.reason, retry_after=_services_retry_after(request))
+
+
 def _permission_denied(_request: Request, exc: PermissionDenied) -> Response:
     log.error("403: %s", exc)  # a missing GRANT: an operator has to act
     return error_response(403, f"{exc}; nothing was done (the API's database role needs a GRANT)",
@@ -196,6 +202,7 @@ EXCEPTION_HANDLERS: dict = {
     Conflict: _conflict,
     IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,
+    QueueFull: _queue_full,
     PermissionDenied: _permission_denied,
     EventsUnavailable: _events_unavailable,
     NotMigrated: _not_migrated,

@@ -31,7 +31,8 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
 
         async def source() -> metrics.Snapshot:
             return await services.reads.read(None, lambda client: client.metrics_snapshot(
-                cap=settings.metrics_count_cap, stale_seconds=settings.worker_stale_seconds))
+                cap=settings.metrics_count_cap, stale_seconds=settings.worker_stale_seconds,
+                max_queues=settings.metrics_max_queues))
 
         found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.metrics_ttl)
     return found

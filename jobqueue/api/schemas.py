@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from jobqueue.encryption import redact
-from jobqueue.metrics import Snapshot
+from jobqueue.metrics import OTHER, Snapshot
 from jobqueue.models import JobInfo, JobSummary, Priority, QueueSettings
 
 INT32 = 2**31 - 1
@@ -57,8 +57,8 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     expire_after_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
         "expires this many seconds after its run_at"))] | None = None
     encrypt: Annotated[list[str] | None, Meta(description=(
-        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]); the "
-        "task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
+        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]), at most "
+        "100; the task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
 
     def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -243,6 +243,18 @@ class QueueOut(msgspec.Struct):
                    max((s.oldest_age_seconds for s in levels), default=0.0), levels)
 
 
+class OtherQueues(msgspec.Struct):
+    """What the queues not listed by name hold together (``queues`` of them): the figures of
+    `QueueOut`, summed."""
+
+    queues: int
+    depth: int
+    scheduled: int
+    retrying: int
+    processing: int
+    dead: int
+
+
 class QueueList(msgspec.Struct):
     """Every queue with jobs waiting, running or dead, served by a live worker, or configured by an
     admin — read from the metrics snapshot /metrics serves (`jobqueue.metrics`), not counted per
@@ -250,12 +262,15 @@ class QueueList(msgspec.Struct):
     ``max_age_seconds`` after that. Same figures as /metrics: ``depth`` runnable now (pending, or
     failed and due), ``scheduled`` run_at still ahead (delays, retries not yet due), ``retrying``
     waiting for a retry (state failed, counted in depth or scheduled too), ``processing``,
-    ``dead`` dead-lettered; each count stops at ``count_cap``."""
+    ``dead`` dead-lettered; each count stops at ``count_cap``. Listed by name: every queue a
+    live worker serves or an admin configured, and the ``JOBQUEUE_METRICS_MAX_QUEUES`` largest
+    others; ``other`` sums up the rest (null when there is none)."""
 
     queues: list[QueueOut]
     measured_at: datetime
     max_age_seconds: float
     count_cap: int
+    other: OtherQueues | None = None
 
     @classmethod
     def of(cls, snapshot: Snapshot, max_age_seconds: float) -> "QueueList":
@@ -268,10 +283,15 @@ class QueueList(msgspec.Struct):
         dead: dict[str, int] = {}
         for d in snapshot.dead:
             dead[d.queue] = dead.get(d.queue, 0) + d.dead
-        names = sorted(set(levels) | set(dead) | set(snapshot.settings))
-        return cls([QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
-                                dead.get(name, 0)) for name in names],
-                   snapshot.measured_at, max_age_seconds, snapshot.cap)
+        names = sorted((set(levels) | set(dead) | set(snapshot.settings)) - {OTHER})
+        listed = [QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
+                              dead.get(name, 0)) for name in names]
+        other = None
+        if snapshot.other_queues:
+            rest = QueueOut.of(OTHER, QueueSettings(OTHER), levels.get(OTHER, []), dead.get(OTHER, 0))
+            other = OtherQueues(snapshot.other_queues, rest.depth, rest.scheduled, rest.retrying, rest.processing,
+                                rest.dead)
+        return cls(listed, snapshot.measured_at, max_age_seconds, snapshot.cap, other)
 
 
 class QueueSettingsOut(msgspec.Struct):

@@ -5,7 +5,8 @@
   (``JOBQUEUE_API_DB_TIMEOUT`` to get a pooled connection, ``JOBQUEUE_API_CONNECT_TIMEOUT`` to
   connect), so a database outage answers 503 within about a second or two, and the pool
   reconnects by itself when the database returns;
-- ``keys``: the API-key cache; ``backpressure``: queue depths, limits and token buckets;
+- ``keys``: the API-key cache; ``cursors``: seals listing cursors (`jobqueue.api.cursors`);
+  ``backpressure``: queue depths, limits and token buckets;
 - ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is; none
   with ``JOBQUEUE_LISTEN=0``, and on ``JOBQUEUE_DIRECT_DSN`` when given);
 - ``head_revision``: the schema revision this code expects (``/readyz`` compares it).
@@ -24,6 +25,7 @@ from jobqueue import db, migrate
 from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure, StreamQuota
+from jobqueue.api.cursors import Cursors
 from jobqueue.api.reads import ReadRouter
 from jobqueue.job_events import EventHub
 from jobqueue.client import AsyncClient
@@ -43,6 +45,7 @@ class Services:
             pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout, decrypt_results=False)
         self.reads = ReadRouter(self.client, replica, after_write=settings.read_after_write)
         self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
+        self.cursors = Cursors(self.client.api_secret)
         self.backpressure = Backpressure(self.client, settings)
         listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
         self.events = EventHub(self.client, listen,

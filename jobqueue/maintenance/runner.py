@@ -3,6 +3,7 @@
 `jobqueue-worker` runs this beside its claim loop by default (`JOBQUEUE_MAINTENANCE=0` turns it
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
 the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers),
+the gatekeeper (the enqueue gates of full queues, for SQL producers too),
 the historian (the dashboard's per-minute throughput), the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
 indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
@@ -25,6 +26,7 @@ from jobqueue import db
 from jobqueue.clock import Clock
 from jobqueue.config import Settings
 from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.gatekeeper import Gatekeeper
 from jobqueue.maintenance.historian import Historian
 from jobqueue.maintenance.leader import Elector
 from jobqueue.maintenance.pruner import DAY, Pruner
@@ -55,6 +57,9 @@ class Maintenance:
                 "cancelled": settings.retention_cancelled_days * DAY,
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
+            Gatekeeper(self.pool, interval=settings.api_depth_refresh, max_age=settings.api_depth_max_age,
+                       hard_limit=settings.api_hard_limit, total_hard_limit=settings.api_total_hard_limit,
+                       max_queues=settings.api_max_queues, stale_seconds=settings.worker_stale_seconds, clock=clock),
         ]
         if settings.history_interval > 0:
             self.services.append(Historian(self.pool, interval=settings.history_interval, clock=clock))

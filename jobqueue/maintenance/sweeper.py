@@ -8,6 +8,12 @@ sweeper moves such jobs back to `pending` (to `dead_letter` when that was their 
 `expires_at` (reason `expired`; the claim never starts them). Work is bounded per statement
 (`batch_size`) so a mass expiry never holds long locks.
 
+A row someone else holds locked (an operator's SELECT … FOR UPDATE, a cancel in a caller's open
+transaction) is skipped while the lock lasts. Its worker's renewals pass it over too, so when the
+lock outlived the lease, the lease has run out only because of the lock: while that worker beats
+its registry row and lists the job in ``leases_blocked`` (what its last renewal could not lock),
+the sweeper leaves the lease to it, and the worker's next renewal extends it.
+
 It runs in every process that runs maintenance, not only on the elected leader: a sweep is one
 probe of the lease index and concurrent sweepers skip each other's rows (SKIP LOCKED), so running
 it everywhere costs little — and a crashed worker's jobs come back within lease + interval, never

@@ -50,3 +50,8 @@ def list_all() -> Call[list[ApiKey]]:
 
 def revoke(key_id: uuid.UUID) -> Call[ApiKey | None]:
     return Call("api_key_revoke", {"id": key_id}, _first_key)
+
+
+def secret(name: str) -> Call[bytes | None]:
+    """The API's shared secret ``name`` (jobqueue.api_secrets), or None when there is none."""
+    return Call("api_secret", {"name": name}, lambda rows: bytes(rows[0][0]) if rows else None)

@@ -7,11 +7,13 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db import Call, column, scalar_or_none
+from jobqueue.db import Call, column, no_result, scalar, scalar_or_none
 from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobPage, JobState,
                              JobSummary, Priority, RetryOutcome, RunningJob)
+
+T = TypeVar("T")
 
 
 def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
@@ -39,11 +41,11 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
-    """Claimed jobs; the last two columns are each job's order key (run_at, seq)."""
+    """Claimed jobs; then each job's order key (run_at, seq) and its producer."""
     return [Job(id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                created_at, timeout, (run_at, seq))
+                created_at, timeout, (run_at, seq), producer_id)
             for (id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                 created_at, timeout, run_at, seq) in rows]
+                 created_at, timeout, run_at, seq, producer_id) in rows]
 
 
 #: Where a one-queue claim resumes, per priority level: the order key (run_at, seq) of the last
@@ -98,17 +100,36 @@ def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lea
     }, _decode_jobs)
 
 
+@dataclass(frozen=True, slots=True)
+class Acked(Generic[T]):
+    """What an ack or lease statement did: ``written``, its answer for the rows it changed (as the
+    statement always answered), and ``busy``, the jobs it passed over because another transaction
+    holds their row locked although this attempt could still have written them — try those again
+    (job_complete_many: `mine`)."""
+
+    written: T
+    busy: frozenset[uuid.UUID] = frozenset()
+
+
+def _acked(written: Callable[[list[tuple]], T]) -> Callable[[list[tuple]], Acked[T]]:
+    """Decodes rows whose last column says busy: the others, as ``written`` decodes them."""
+    def decode(rows: list[tuple]) -> Acked[T]:
+        return Acked(written([r[:-1] for r in rows if not r[-1]]), frozenset(r[0] for r in rows if r[-1]))
+    return decode
+
+
 def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
-                  results: list[str | None], durations: list[float]) -> Call[list[uuid.UUID]]:
+                  results: list[str | None], durations: list[float]) -> Call[Acked[list[uuid.UUID]]]:
     return Call("job_complete_many", {
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results,
         "durations": durations,
-    }, column)
+    }, _acked(column))
 
 
 def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
               retry_in: list[float], error_types: list[str], messages: list[str],
-              tracebacks: list[str | None], default_limits: tuple[int, int]) -> Call[list[tuple[uuid.UUID, str, datetime]]]:
+              tracebacks: list[str | None],
+              default_limits: tuple[int, int]) -> Call[Acked[list[tuple[uuid.UUID, str, datetime]]]]:
     """actions[i]: 'retry' (dead-lettered anyway when out of attempts, or shed), 'dead' or 'cancel'.
     ``default_limits``: the (soft, hard) depth limits of queues without their own (the API's
     JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT), against which load shedding measures a queue."""
@@ -116,7 +137,12 @@ def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], acti
         "worker_id": worker_id, "ids": ids, "attempts": attempts, "actions": actions,
         "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
         "default_soft_limit": default_limits[0], "default_hard_limit": default_limits[1],
-    }, lambda rows: [(r[0], r[1], r[2]) for r in rows])
+    }, _acked(lambda rows: [(r[0], r[1], r[2]) for r in rows]))
+
+
+def ack_lock_wait(seconds: float) -> Call[None]:
+    """The rest of the caller's transaction waits at most ``seconds`` for a lock."""
+    return Call("job_ack_lock_wait", {"lock_timeout": f"{max(1, round(seconds * 1000))}ms"}, no_result)
 
 
 #: One attempt of a job: what a worker holds, heartbeats, acks and releases (a job reclaimed from
@@ -125,15 +151,18 @@ Attempt = tuple[uuid.UUID, int]
 
 
 def release_many(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[int]:
-    """Back to pending, the attempt not counted (cancelled instead when a cancel was requested)."""
+    """Back to pending, the attempt not counted (cancelled instead when a cancel was requested);
+    how many. One whose row another transaction holds locked is not released (see release_each)."""
     return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
                                      "attempts": [a[1] for a in attempts]}, scalar_or_none)
 
 
-def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[set[uuid.UUID]]:
-    """`release_many`, answering which jobs it released (acks of attempts a handler gave back)."""
+def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[Acked[set[uuid.UUID]]]:
+    """`release_many`, answering which jobs it released and which it passed over as locked (acks
+    of attempts a handler gave back)."""
     return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
-                                     "attempts": [a[1] for a in attempts]}, lambda rows: set(rows[0][2] or ()))
+                                     "attempts": [a[1] for a in attempts]},
+                lambda rows: Acked(set(rows[0][2] or ()), frozenset(rows[0][3] or ())))
 
 
 def held_by(worker_id: str) -> Call[set[Attempt]]:
@@ -142,12 +171,13 @@ def held_by(worker_id: str) -> Call[set[Attempt]]:
 
 
 def extend_leases(*, worker_id: str, attempts: Sequence[Attempt], lease_seconds: float, deadline_grace: float,
-                  now: datetime | None = None) -> Call[dict[Attempt, bool]]:
-    """Extends the leases of the attempts still held; returns them with their cancel flags."""
+                  now: datetime | None = None) -> Call[Acked[dict[Attempt, bool]]]:
+    """Extends the leases of the attempts still held; ``written`` maps them to their cancel flags,
+    ``busy`` names the jobs whose row another transaction holds locked (still held, not renewed)."""
     return Call("job_extend_leases", {
         "worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts],
         "lease_seconds": lease_seconds, "deadline_grace": deadline_grace, "now": now,
-    }, lambda rows: {(r[0], r[1]): r[2] for r in rows})
+    }, _acked(lambda rows: {(r[0], r[1]): r[2] for r in rows}))
 
 
 def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[list[tuple[uuid.UUID, str, str]]]:
@@ -160,8 +190,9 @@ def expire_waiting(*, limit: int = 1000, now: datetime | None = None) -> Call[li
     return Call("job_expire_waiting", {"limit": limit, "now": now}, column)
 
 
-def next_run_at(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[datetime | None]:
-    """The earliest run_at after ``since`` seconds ago (when the caller's last claim began)."""
+def next_run_in(*, queues: Sequence[str], since: float = 0.0, now: datetime | None = None) -> Call[float | None]:
+    """Seconds until the earliest run_at after ``since`` seconds ago (when the caller's last claim
+    began), by the server's clock; None when no job is waiting."""
     return Call("job_next_run_at", {"queues": list(queues), "since": since, "now": now}, scalar_or_none)
 
 
@@ -187,8 +218,9 @@ def _decode_info(rows: list[tuple]) -> JobInfo | None:
     return JobInfo(**values)
 
 
-def get(job_id: uuid.UUID) -> Call[JobInfo | None]:
-    return Call("job_get", {"id": job_id}, _decode_info)
+def get(job_id: uuid.UUID, producer_id: str | None = None) -> Call[JobInfo | None]:
+    """The job; with ``producer_id``, None for another producer's job (checked in the query)."""
+    return Call("job_get", {"id": job_id, "producer_id": producer_id}, _decode_info)
 
 
 def outcomes(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobOutcome]]:
@@ -286,25 +318,46 @@ def purge_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str
                 lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
 
 
+def session_producer() -> Call[str | None]:
+    """The producer id the database holds this session's jobs to (None: any; see enqueue())."""
+    return Call("job_session_producer", {}, scalar)
+
+
 # --- key rotation (jobqueue.rotation) ---------------------------------------------------------
 
 
-def rewrap_scan(*, after: int, limit: int, kid: str) -> Call[tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]]:
-    """(scanned, last seq scanned, [(id, payload, result)] of the jobs holding values under another key)."""
-    def decode(rows: list[tuple]) -> tuple[int, int | None, list[tuple[uuid.UUID, Any, Any]]]:
-        scanned, last_seq, stale = rows[0]
-        return scanned, last_seq, [(uuid.UUID(job_id), payload, result) for job_id, payload, result in stale]
+@dataclass(frozen=True, slots=True)
+class StoredValues:
+    """A job's encrypted values as key rotation reads them (``last_error``: a dead job's last error type)."""
 
-    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid}, decode)
+    seq: int
+    id: uuid.UUID
+    producer_id: str | None
+    job_type: str
+    state: str
+    payload: Any
+    result: Any
+    last_error: str | None
+
+
+def rewrap_scan(*, after: int, limit: int, kid: str, holding: str = "stale"
+                ) -> Call[tuple[int, int | None, list[StoredValues]]]:
+    """(scanned, last seq scanned, the jobs holding values of the kind ``holding`` names: "stale",
+    under another key than ``kid`` or unbound; "any"; "unbound")."""
+    def decode(rows: list[tuple]) -> tuple[int, int | None, list[StoredValues]]:
+        scanned, last_seq, found = rows[0]
+        return scanned, last_seq, [StoredValues(seq, uuid.UUID(job_id), *rest) for seq, job_id, *rest in found]
+
+    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid, "holding": holding}, decode)
 
 
 def rewrap_write(payloads: Sequence[tuple[uuid.UUID, Any, Any]],
-                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[int, int]]:
+                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[list[uuid.UUID], int]]:
     """Store (id, old, new) payloads and results, each only where the old value is still there;
-    returns how many of each were written."""
+    returns the ids of the jobs whose payload was written, and how many results were."""
     return Call("job_rewrap_write", {
         "payload_ids": [p[0] for p in payloads], "old_payloads": [dumps(p[1]) for p in payloads],
         "new_payloads": [dumps(p[2]) for p in payloads],
         "result_ids": [r[0] for r in results], "old_results": [dumps(r[1]) for r in results],
         "new_results": [dumps(r[2]) for r in results],
-    }, lambda rows: (rows[0][0], rows[0][1]))
+    }, lambda rows: (list(rows[0][0]), rows[0][1]))

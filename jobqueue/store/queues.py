@@ -1,13 +1,16 @@
-"""Calls about queues (sql/queries/queues.sql): statistics, runnable depth, paused flag, limits,
+"""Calls about queues (sql/queries/queues.sql): statistics, waiting jobs and the enqueue gates
+(`jobqueue.quotas`), paused flag, limits,
 enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Sequence
 
 from jobqueue.db import Call
 from jobqueue.models import Priority, PriorityStats, QueueSettings, QueueStats
+from jobqueue.quotas import Gate, WaitingCounts
 
 
 def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
@@ -26,8 +29,22 @@ def stats() -> Call[list[QueueStats]]:
     return Call("queue_stats", {}, _decode_stats)
 
 
-def runnable_counts(*, cap: int) -> Call[dict[str, int]]:
-    return Call("queue_runnable_counts", {"cap": cap}, lambda rows: {q: n for q, n in rows})
+def _waiting(rows: list[tuple]) -> WaitingCounts:
+    return WaitingCounts({queue: int(n) for queue, n, _ in rows}, frozenset(queue for queue, _, served in rows if served))
+
+
+def waiting_counts(*, cap: int, stale_seconds: float) -> Call[WaitingCounts]:
+    """Waiting jobs per queue (pending, scheduled or waiting for a retry), each capped at ``cap``,
+    and the queues live workers serve (listed with 0 when nothing waits)."""
+    return Call("queue_waiting_counts", {"cap": cap, "stale_seconds": stale_seconds}, _waiting)
+
+
+def replace_gates(gates: Sequence[Gate], *, valid_for: float) -> Call[list[tuple[str, str, str]]]:
+    """Exactly ``gates`` closed from now, for ``valid_for`` seconds; (change, queue, reason) of each
+    gate that opened or closed (change ``opened`` / ``closed``)."""
+    rows = [{"queue": g.queue, "reason": g.reason, "waiting": g.waiting, "quota": g.quota} for g in gates]
+    return Call("queue_gates_replace", {"gates": json.dumps(rows), "valid_for": valid_for},
+                lambda found: [tuple(row) for row in found])
 
 
 def _one_settings(rows: list[tuple]) -> QueueSettings:

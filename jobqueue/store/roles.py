@@ -3,9 +3,10 @@ makes, granted to login roles."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import NamedTuple
 
-from jobqueue.db import Call, scalar
+from jobqueue.db import Call, no_result, scalar
 
 #: What each group role is for (``jobqueue_<kind>``); docs/security.md "Roles" says what each may do.
 KINDS = ("producer", "worker", "admin", "api", "readonly")
@@ -20,6 +21,12 @@ class RoleMember(NamedTuple):
 
 def create_login(login: str, password: str | None) -> Call[bool]:
     return Call("role_create_login", {"login": login, "password": password}, scalar)
+
+
+def set_timeouts(login: str, *, statement_timeout: float, idle_timeout: float) -> Call[None]:
+    """``login``'s statement and idle-in-transaction timeouts in this database, seconds (0: none)."""
+    return Call("role_set_timeouts", {"login": login, "statement_timeout": timedelta(seconds=statement_timeout),
+                                      "idle_timeout": timedelta(seconds=idle_timeout)}, no_result)
 
 
 def grant(kind: str, login: str, producer: str | None = None) -> Call[str]:

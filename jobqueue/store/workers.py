@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
@@ -45,10 +46,13 @@ def set_concurrency_target(*, worker_id: str, target: int) -> Call[None]:
     return Call("worker_set_concurrency_target", {"id": worker_id, "target": target}, no_result)
 
 
-def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0) -> Call[bool]:
+def heartbeat(*, worker_id: str, status: str, processed: int, failed: int, stuck_handlers: int = 0,
+              leases_blocked: Sequence[uuid.UUID] = ()) -> Call[bool]:
+    """``leases_blocked``: jobs whose lease the last renewal passed over as locked by another
+    transaction (the sweeper leaves them to this worker while it beats)."""
     return Call("worker_heartbeat", {
         "id": worker_id, "status": status, "processed": processed, "failed": failed,
-        "stuck_handlers": stuck_handlers,
+        "stuck_handlers": stuck_handlers, "leases_blocked": list(leases_blocked),
     }, any_row)
 
 

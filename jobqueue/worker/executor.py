@@ -14,9 +14,12 @@ like any other error; anything else is retryable with the task's backoff. A job 
 its cancel was requested is not run at all.
 
 Encryption (`jobqueue.encryption`): the payload's encrypted fields are decrypted just before the
-handler runs, in this process only; a value under a key this worker lacks (`EncryptionKeyMissing`,
-naming the key id) or a damaged one is dead-lettered at once — no other attempt could open it. A
-task with ``encrypt_result`` has its result stored encrypted under the current key.
+handler runs, in this process only, each with the associated data of this job (its producer, type
+and id) and of the field it sits in: a value sealed for another job or field (`EncryptionMismatch`:
+a copied ciphertext), one of the unbound format of before migration 0025 (`EncryptionUnbound`),
+one under a key this worker lacks (`EncryptionKeyMissing`, naming the key id) or a damaged one is
+dead-lettered at once, the handler never run — no other attempt could open it. A task with
+``encrypt_result`` has its result stored encrypted under the current key, bound to the job.
 
 Circuit breakers: a failure (retry or dead) whose exception the task's breaker lists in
 ``trip_on`` is marked `Outcome.counts_failure`; `CircuitOpen` from a task with a breaker gives the
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from jobqueue.app import TaskDef
-from jobqueue.encryption import open_payload, seal_json
+from jobqueue.encryption import Binding, open_payload, seal_result
 from jobqueue.errors import CircuitOpen, EncryptionError, JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.keyring import KeyRing
 from jobqueue.models import Job
@@ -102,7 +105,7 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
         return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
     breaker = task.circuit
     try:
-        job.payload = open_payload(job.payload, keys)
+        job.payload = open_payload(job.payload, keys, _binding(job))
     except EncryptionError as exc:
         return error_outcome(job, DEAD, started, exc)
 
@@ -147,6 +150,20 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
     return _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
 
 
+def overdue_outcome(job: Job, task: TaskDef | None, grace: float) -> Outcome:
+    """The attempt's JobTimeout when its async handler swallowed the cancellation of its deadline
+    and is still running ``grace`` seconds later: the worker fails the attempt without it."""
+    timeout = attempt_timeout(job, task) or 0.0
+    exc = JobTimeout(f"handler ran past its deadline ({timeout:g} s) and ignored its cancellation")
+    outcome = error_outcome(job, RETRY, time.perf_counter() - timeout - grace, exc, _backoff_for(task, job))
+    outcome.counts_failure = task is not None and task.circuit is not None and task.circuit.counts(exc)
+    return outcome
+
+
+def _binding(job: Job) -> Binding:
+    return Binding(job.producer_id, job.job_type, job.id)
+
+
 async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
     future = threads.submit(task.handler, job)
     try:
@@ -170,7 +187,7 @@ def _completed(job: Job, result: object, started: float, max_result_bytes: int,
         return error_outcome(job, DEAD, started, PermanentError(
             "handler result holds a NUL character, which PostgreSQL's jsonb cannot store"))
     if result_json is not None and seal_with is not None:  # @queue.task(encrypt_result=True)
-        result_json = dumps(seal_json(result_json, seal_with))
+        result_json = dumps(seal_result(result_json, seal_with, _binding(job)))
     if result_json is not None and len(result_json) > max_result_bytes:
         return error_outcome(job, DEAD, started, PermanentError(
             f"handler result is {len(result_json):,} bytes of JSON, more than the {max_result_bytes:,} "

@@ -1,19 +1,29 @@
 """Heartbeat: extends the leases of the attempts this worker holds and keeps its registry row fresh.
 
-Runs every third of the lease, so two beats can be missed before the sweeper reclaims a job. A
-lease is never extended past its attempt's deadline (plus ``deadline_grace``), so a handler that
-hangs cannot keep its job forever. The lease update also reports attempts this worker no longer
-holds (reclaimed after a stall: their late ack may be refused) and cancel requests that a missed
-NOTIFY did not deliver. Attempts are (job id, attempt) pairs: a job reclaimed from this worker and
-claimed by it again is two attempts.
+Both run every third of the lease, so two beats can be missed before the sweeper reclaims a job,
+each in a loop of its own with a fixed cadence: a beat is due every ``interval`` from the start,
+however long the last one took (one that overran is followed at once by the next, not by a full
+interval more), and a statement that hangs holds up its own loop only. A lease is never extended
+past its attempt's deadline (plus ``deadline_grace``), so a handler that hangs cannot keep its job
+forever. The lease update also reports attempts this worker no longer holds (reclaimed after a
+stall: their late ack may be refused) and cancel requests that a missed NOTIFY did not deliver.
+Attempts are (job id, attempt) pairs: a job reclaimed from this worker and claimed by it again is
+two attempts.
+
+One locked row does not stall the rest: the renewal passes over a row another transaction holds
+locked (an operator's SELECT … FOR UPDATE, a cancel inside a caller's open transaction) instead of
+waiting for it, renews the others, and tries that one again at the next beat. Such a row is not a
+lost lease; the registry beat lists it (``blocked``), and the sweeper leaves its lease alone while
+this worker beats, however long the lock outlived the lease (see job_reclaim_expired).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from typing import Callable
+from typing import Awaitable, Callable
 
 from jobqueue import db
 from jobqueue.errors import DatabaseUnavailable
@@ -32,7 +42,8 @@ class Heartbeat:
                  counters: Callable[[], tuple[int, int]],  # running totals (processed, failed)
                  status: Callable[[], str],
                  stuck_handlers: Callable[[], int] = lambda: 0,
-                 deadline_grace: float | None = None) -> None:
+                 deadline_grace: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
@@ -44,31 +55,54 @@ class Heartbeat:
         self._counters = counters
         self._status = status
         self._stuck_handlers = stuck_handlers
+        self._clock = clock
         self._reported = (0, 0)
+        #: jobs whose lease the last renewal passed over because another transaction held them locked
+        self.blocked: frozenset[uuid.UUID] = frozenset()
 
     async def run(self) -> None:
+        await asyncio.gather(self._every(self.renew, "lease renewal"), self._every(self.beat_registry, "heartbeat"))
+
+    async def _every(self, beat: Callable[[], Awaitable[None]], what: str) -> None:
+        due = self._clock() + self.interval
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(max(due - self._clock(), 0.0))
             try:
-                await self.beat()
+                await beat()
             except DatabaseUnavailable as exc:
-                log.warning("heartbeat failed: %s", exc)
+                log.warning("%s failed: %s", what, exc)
+            due = max(due + self.interval, self._clock())  # late: the next one at once, then on the beat
 
     async def beat(self) -> None:
+        """One renewal and one registry beat (each its own statement), one after the other."""
+        await self.renew()
+        await self.beat_registry()
+
+    async def renew(self) -> None:
         attempts = self._held()
+        if not attempts:
+            self.blocked = frozenset()
+            return
+        async with db.connection(self._pool) as conn:
+            renewed = await db.run(conn, job_store.extend_leases(
+                worker_id=self.worker_id, attempts=attempts, lease_seconds=self.lease_seconds,
+                deadline_grace=self.deadline_grace))
+        if renewed.busy != self.blocked and renewed.busy:
+            log.info("%d leases not renewed this time: another transaction holds their rows locked (jobs %s)",
+                     len(renewed.busy), ", ".join(str(job_id) for job_id in sorted(renewed.busy)))
+        self.blocked = renewed.busy
+        for attempt in attempts:
+            if attempt in renewed.written:
+                if renewed.written[attempt]:
+                    self._on_cancel_requested(attempt[0])
+            elif attempt[0] not in renewed.busy:
+                self._on_lease_lost(attempt)
+
+    async def beat_registry(self) -> None:
         totals = self._counters()
         processed, failed = totals[0] - self._reported[0], totals[1] - self._reported[1]
         async with db.connection(self._pool) as conn:
-            if attempts:
-                held = await db.run(conn, job_store.extend_leases(
-                    worker_id=self.worker_id, attempts=attempts, lease_seconds=self.lease_seconds,
-                    deadline_grace=self.deadline_grace))
-                for attempt in attempts:
-                    if attempt not in held:
-                        self._on_lease_lost(attempt)
-                    elif held[attempt]:
-                        self._on_cancel_requested(attempt[0])
             await db.run(conn, worker_store.heartbeat(
                 worker_id=self.worker_id, status=self._status(), processed=processed, failed=failed,
-                stuck_handlers=self._stuck_handlers()))
+                stuck_handlers=self._stuck_handlers(), leases_blocked=sorted(self.blocked)))
         self._reported = totals

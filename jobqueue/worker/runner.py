@@ -7,8 +7,9 @@ How a worker spends its time:
 - Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
   `AckBuffer`; the slot is free as soon as the handler returns.
 - It never claims from a paused queue (`jobqueue.queue_settings`): the paused set is read at
-  start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed) and before
-  each idle sleep.
+  start, on every ``jobqueue_control`` NOTIFY (sent when a queue is paused or resumed), every
+  heartbeat interval, and — while no NOTIFY can reach it (poll-only mode, LISTEN down) — before
+  each idle sleep and every ``PAUSED_POLL`` seconds.
 - It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
   ``jobqueue_circuits`` NOTIFY); when a breaker's probe is due it claims that one job first, and it
   reports each breaker job's outcome to the breaker before the job's ack.
@@ -29,14 +30,20 @@ How a worker spends its time:
 What it guards against:
 - Each attempt is tracked as (job id, attempt): a job reclaimed from this worker and claimed by it
   again is two attempts, in the running table, the heartbeat and the acks alike.
-- It stops claiming while more finished outcomes than ``max_unacked`` wait to be written (acks
-  failing must not pile finished jobs up in memory, all to be run again after a crash).
+- It stops claiming while more finished outcomes than ``max_unacked``, or more than
+  ``max_unacked_bytes`` of their results and errors, wait to be written (acks failing must not pile
+  finished jobs up in memory, all to be run again after a crash).
 - A claim that fails in an unknown way (the connection dropped, maybe after the commit) is
   reconciled before the next one: attempts the database says it holds but it never saw are
-  released without counting the attempt. Any other claim error is logged and retried with
-  backoff; only a missing schema ends the worker.
-- Sync handlers past their deadline keep their thread; when `HandlerThreads.starving`, the worker
-  stops claiming and stops with `restart_requested` set, so its process is started afresh.
+  released without counting the attempt. As the lost statement may commit later still (through
+  PgBouncer), the reconcile is repeated every heartbeat interval while it could be running (the
+  statement timeout). A reconcile never overlaps a claim and the start of its jobs (``_claiming``),
+  and an attempt on its way from the running set to the acks is held (``_finishing``). Any other
+  claim error is logged and retried with backoff; only a missing schema ends the worker.
+- Sync handlers past their deadline keep their thread; an async handler still running past its
+  deadline and half the lease's grace swallowed its cancellation and is treated the same (its slot
+  freed, its attempt failed as a timeout, counted stuck). When `HandlerThreads.starving`, the
+  worker stops claiming and stops with `restart_requested` set, so its process is started afresh.
 """
 
 from __future__ import annotations
@@ -67,7 +74,8 @@ from jobqueue.worker.circuits import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.limits import LimitWatch
-from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute
+from jobqueue.worker.executor import (CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute,
+                                      overdue_outcome)
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.scaling import SlotScaler
@@ -83,6 +91,13 @@ log = logging.getLogger("jobqueue.worker")
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
+
+#: Seconds between re-reads of the paused queues while no NOTIFY can tell of a pause (poll-only
+#: mode, or LISTEN down): a busy worker never idles, where it also re-reads them.
+PAUSED_POLL = 0.5
+
+#: Seconds a claim whose reply was lost may still commit, when no statement timeout bounds it.
+LATE_COMMIT_WINDOW = 300.0
 
 #: How long after a retry it scheduled falls due (by its estimate) an idle worker keeps claiming
 #: every RETRY_WAKE_POLL seconds, until the ack's run_at has surely passed (see `_idle_wait`).
@@ -120,13 +135,15 @@ class Worker:
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
                               default_limits=(settings.api_soft_limit, settings.api_hard_limit))
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
-        self.deadline_watch = DeadlineWatch()
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
             held=self._held, on_cancel_requested=self._mark_cancel_requested,
             on_lease_lost=self._lease_lost, counters=lambda: (self.processed, self.failed),
             status=lambda: "stopping" if self._stopping.is_set() else "running",
             stuck_handlers=lambda: self.threads.stuck)
+        # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
+        # handler that swallowed its cancellation is written before the sweeper's would be.
+        self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
         self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval,
                                  on_change=self._wake.set)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
@@ -145,10 +162,15 @@ class Worker:
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
+        self._late_commits_until = 0.0  # a lost claim may commit until then: reconcile every heartbeat interval
+        self._claiming = asyncio.Lock()  # a claim and the start of its jobs, or a reconcile: never both at once
+        self._finishing: set[Attempt] = set()  # out of the running set, not in the acks yet
         self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
+        self._abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
+        self._overdue_acks: set[asyncio.Task] = set()
         self._next_wake_at: float | None = None
         self._paused: set[str] = set()
         self._paused_refresh = Throttled(self._refresh_paused, gap=CONTROL_GAP, name="paused-queues")
@@ -224,6 +246,16 @@ class Worker:
             if resumed:
                 self._wake.set()
 
+    async def _reread_paused(self) -> None:
+        """The paused set, re-read on a timer as well (as the breakers and limits are): every
+        heartbeat interval while LISTEN is up, to correct a notification whose read failed, and
+        every PAUSED_POLL seconds while it is not — a busy poll-only worker never idles, and kept
+        claiming a paused queue until its backlog was gone."""
+        while True:
+            listening = self.settings.listen and self.notifier.connected.is_set()
+            await asyncio.sleep(self.heartbeat.interval if listening else PAUSED_POLL)
+            await self._refresh_paused()
+
     def _claimable(self) -> list[str]:
         return [queue for queue in self.queues if queue not in self._paused] if self._paused else self.queues
 
@@ -263,7 +295,8 @@ class Worker:
                         "no newer attempt has started by then", *attempt)
 
     def _held(self) -> list[Attempt]:
-        return list(self.running) + list(self.breakers.reporting) + self.acks.pending_attempts()
+        return (list(self.running) + list(self._finishing) + list(self.breakers.reporting)
+                + self.acks.pending_attempts())
 
     def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
         limited = self.claimer.limited_attempts
@@ -283,7 +316,8 @@ class Worker:
         await self.pool.open(wait=True, timeout=30)
         jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
                 (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
-                (self.limits.run(), "limits")]
+                (self.limits.run(), "limits"), (self._reread_paused(), "paused"),
+                (self._reconcile_late_claims(), "reconcile")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.worker_metrics_port:
@@ -346,22 +380,26 @@ class Worker:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
-            if self.acks.backlog >= self.settings.unacked_bound:
+            if self._acks_full():
                 await self._wait_for_acks()
                 continue
             self._wake.clear()
             try:
-                if self._claim_uncertain:
-                    await self.claimer.reconcile(self._held)
-                    self._claim_uncertain = False
-                jobs = await self.breakers.probe(self._claimable(), free, self.claimer.claim_probe)
-                if len(jobs) < free:
-                    jobs += await self.claimer.claim(self._claimable(), free - len(jobs), self.breakers.blocked)
+                async with self._claiming:
+                    if self._claim_uncertain:
+                        await self.claimer.reconcile(self._held)
+                        self._claim_uncertain = False
+                    jobs = await self.breakers.probe(self._claimable(), free, self.claimer.claim_probe)
+                    if len(jobs) < free:
+                        jobs += await self.claimer.claim(self._claimable(), free - len(jobs), self.breakers.blocked)
+                    for job in jobs:
+                        self._start(job)
                 backoff = 0.1
             except NotMigrated:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
             except Exception as exc:  # an outage, a statement the server refused, a lost reply
                 self._claim_uncertain = True
+                self._late_commits_until = time.monotonic() + (self.settings.statement_timeout or LATE_COMMIT_WINDOW)
                 if isinstance(exc, DatabaseUnavailable):
                     log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
                 else:
@@ -369,10 +407,25 @@ class Worker:
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.settings.poll_interval)
                 continue
-            for job in jobs:
-                self._start(job)
             if len(jobs) < free:
                 await self._idle_wait()
+
+    async def _reconcile_late_claims(self) -> None:
+        """A claim whose reply was lost may commit after the reconcile that followed it (through
+        PgBouncer, the statement runs on while the client's connection is gone): for as long as it
+        could still be running (the statement timeout), reconcile again every heartbeat interval,
+        so that its rows go back uncounted before their lease (three intervals) runs out."""
+        while True:
+            await asyncio.sleep(self.heartbeat.interval)
+            if time.monotonic() >= self._late_commits_until:
+                continue
+            try:
+                async with self._claiming:
+                    await self.claimer.reconcile(self._held)
+            except (DatabaseUnavailable, NotMigrated) as exc:
+                log.warning("reconciling after a lost claim reply failed (%s); trying again", exc)
+            except Exception:
+                log.exception("reconciling after a lost claim reply failed; trying again")
 
     async def _wait_for_acks(self) -> None:
         """Too many finished outcomes are not written yet: claim again once some are. A fast
@@ -380,16 +433,21 @@ class Worker:
         flight), which is the bound doing its job; only a wait of seconds means the acks fail."""
         waiting_since = time.monotonic()
         warned = False
-        while self.acks.backlog >= self.settings.unacked_bound and not self.stopping:
+        while self._acks_full() and not self.stopping:
             self.acks.flushed.clear()
             try:
                 await asyncio.wait_for(self.acks.flushed.wait(), timeout=1.0)
             except asyncio.TimeoutError:
                 pass
             if not warned and time.monotonic() - waiting_since > 2.0:
-                log.warning("%d finished jobs wait for their acks to be written; not claiming until they are",
-                            self.acks.backlog)
+                log.warning("%d finished jobs (%d bytes of results and errors) wait for their acks to be written; "
+                            "not claiming until they are", self.acks.backlog, self.acks.backlog_bytes)
                 warned = True
+
+    def _acks_full(self) -> bool:
+        """Too many outcomes, or too many bytes of them, wait to be written (max_unacked, _bytes)."""
+        return (self.acks.backlog >= self.settings.unacked_bound
+                or self.acks.backlog_bytes >= self.settings.max_unacked_bytes)
 
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
@@ -400,15 +458,15 @@ class Worker:
             await self.limits.refresh()  # nor a jobqueue_limits one
         try:
             async with db.connection(self.pool) as conn:
-                next_run = await db.run(conn, job_store.next_run_at(
+                next_run_in = await db.run(conn, job_store.next_run_in(
                     queues=self._claimable(), since=time.monotonic() - self.claimer.last_claim_at + 0.001))
         except DatabaseUnavailable:
-            next_run = None
+            next_run_in = None
         except Exception:
             log.exception("looking up the next scheduled job failed; polling instead")
-            next_run = None
-        if next_run is not None:
-            timeout = min(timeout, max((next_run - datetime.now(timezone.utc)).total_seconds(), 0.0) + 0.001)
+            next_run_in = None
+        if next_run_in is not None:  # the server's clock says: this host's may be off
+            timeout = min(timeout, max(next_run_in, 0.0) + 0.001)
         if self.claimer.recheck_in is not None:  # a spent limit may have room by then
             timeout = min(timeout, self.claimer.recheck_in)
         probe_in = self.breakers.next_probe_in()
@@ -418,7 +476,7 @@ class Worker:
             remaining = self._next_wake_at - time.monotonic()
             if remaining > 0:
                 timeout = min(timeout, remaining)
-            elif self.acks.backlog:  # due, but its ack (which sets its run_at) is not written yet
+            elif self.acks.queued:  # due, but its ack (which sets its run_at) is not written yet
                 timeout = min(timeout, 0.01)
             elif -remaining < RETRY_WAKE_GRACE:
                 # Due by this worker's estimate; its run_at counts from when the ack was written, a
@@ -460,13 +518,46 @@ class Worker:
             outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
-            entry = self.running.pop(job.key, None)
-            if entry is not None:
-                self.deadline_watch.forget(entry[1])
+            self.running.pop(job.key, None)
+            self.deadline_watch.forget(asyncio.current_task())  # type: ignore[arg-type]  # this task
             self._slot_freed.set()
-        if job.key in self._released:
+            overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
+            self._abandoned.discard(job.key)
+        if job.key in self._released or overdue:
             return
-        await self.breakers.report(job, task, outcome)
+        self._finishing.add(job.key)
+        await self._finish(job, task, outcome)
+
+    def _overdue(self, running: asyncio.Task) -> None:
+        """An async handler still runs past its deadline and the grace: it swallowed its
+        cancellation. Treated like a sync handler's stuck thread: its slot is free, its attempt
+        fails as a JobTimeout now (not when the sweeper finds its lease run out), it is cancelled
+        once more and counted stuck until it returns, and a worker whose stuck handlers reach the
+        bound restarts."""
+        attempt = next((key for key, (_, task) in self.running.items() if task is running), None)
+        if attempt is None:
+            return
+        job, _ = self.running.pop(attempt)
+        self._abandoned.add(attempt)
+        self._slot_freed.set()
+        running.cancel()
+        self.threads.mark_stuck(running)
+        log.error("job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
+                  "attempt fails as a timeout and the handler counts as stuck", *attempt)
+        task = self.app.tasks.get(job.job_type)
+        self._finishing.add(attempt)
+        ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
+        self._overdue_acks.add(ack)
+        ack.add_done_callback(self._overdue_acks.discard)
+
+    async def _finish(self, job: Job, task: TaskDef | None, outcome: Outcome) -> None:
+        """Report the outcome to the breakers, count it, hand it to the acks; the attempt is in
+        ``_finishing`` until then (still held: heartbeats renew it, a reconcile keeps it)."""
+        try:
+            await self.breakers.report(job, task, outcome)
+        except BaseException:
+            self._finishing.discard(job.key)
+            raise
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
         self.processed += 1
@@ -479,9 +570,11 @@ class Worker:
                     self._wake.set()
         self.stats.record(outcome)
         self.acks.add(outcome)
+        self._finishing.discard(job.key)
         if self.threads.starving and not self.restart_requested:
-            log.error("%d sync handlers are stuck past their deadline (limit %d): this worker stops claiming "
-                      "and restarts its process to get its threads back", self.threads.stuck, self.threads.max_stuck)
+            log.error("%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
+                      "(limit %d): this worker stops claiming and restarts its process to get them back",
+                      self.threads.stuck, self.threads.max_stuck)
             self.request_restart()
 
     # --- shutdown -------------------------------------------------------------------------------

@@ -9,10 +9,15 @@ deadline runs; the worker then stops claiming and restarts its process cleanly (
 its supervisor), which is the only way to get the threads back. The threads are daemon threads, so
 a stuck one never keeps a stopping process alive (``concurrent.futures`` joins its threads at exit,
 which made SIGTERM hang forever behind a handler blocked for good).
+
+An async handler that swallows the cancellation of its deadline is the same case on the event
+loop: its task cannot be stopped either, so it is counted here too (`mark_stuck` takes its task),
+in the same ``max_stuck``, until it returns by itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import contextvars
@@ -33,7 +38,7 @@ class HandlerThreads:
         self._started = 0
         self._idle: list[queue.SimpleQueue] = []  # the inboxes of threads waiting for work
         self._backlog: collections.deque = collections.deque()  # work no thread was free for
-        self._stuck: set[concurrent.futures.Future] = set()
+        self._stuck: set[concurrent.futures.Future | asyncio.Future] = set()
 
     @property
     def stuck(self) -> int:
@@ -60,18 +65,19 @@ class HandlerThreads:
         threading.Thread(target=self._serve, args=(work,), daemon=True, name=f"{self._name}-{number}").start()
         return future
 
-    def mark_stuck(self, future: concurrent.futures.Future) -> None:
-        """The attempt running ``future`` passed its deadline; count its thread until it returns."""
+    def mark_stuck(self, future: concurrent.futures.Future | asyncio.Future) -> None:
+        """The attempt running ``future`` (a thread's, or an async handler's task) passed its
+        deadline and cannot be stopped; count it until it returns."""
         with self._lock:
             if future.done():
                 return
             self._stuck.add(future)
         future.add_done_callback(self._unstick)
 
-    def _unstick(self, future: concurrent.futures.Future) -> None:
+    def _unstick(self, future: concurrent.futures.Future | asyncio.Future) -> None:
         with self._lock:
             self._stuck.discard(future)
-        log.info("a handler that overran its deadline returned at last; its thread is free again")
+        log.info("a handler that overran its deadline returned at last; it is no longer counted stuck")
 
     def _serve(self, work: tuple) -> None:
         inbox: queue.SimpleQueue = queue.SimpleQueue()

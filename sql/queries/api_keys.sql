@@ -20,3 +20,8 @@ ORDER BY created_at, id;
 UPDATE jobqueue.api_keys SET revoked_at = now()
 WHERE id = %(id)s AND revoked_at IS NULL
 RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types;
+
+-- name: api_secret
+-- A key the REST API's processes share (jobqueue.api_secrets, migration 0023): 'cursor' seals
+-- listing cursors. Readable by the API and admin roles only.
+SELECT secret FROM jobqueue.api_secrets WHERE name = %(name)s;

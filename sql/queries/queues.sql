@@ -1,4 +1,5 @@
--- Runtime queries on queues: statistics, runnable depth for backpressure, per-queue settings
+-- Runtime queries on queues: statistics, waiting jobs for backpressure and the enqueue gates
+-- (jobqueue.queue_gates), per-queue settings
 -- (jobqueue.queue_settings: paused flag, limits, the job TTL and idempotency window that
 -- enqueue applies, and whether low-priority retries are shed above the soft limit). Changing a setting NOTIFYs jobqueue_control
 -- (a trigger), so workers re-read the paused queues at once.
@@ -13,32 +14,54 @@ FROM jobqueue.queue_stats s
 FULL JOIN jobqueue.queue_settings q ON q.queue = s.queue
 ORDER BY 1, jobqueue.priority_level(coalesce(s.priority, 'critical'));
 
--- name: queue_runnable_counts
--- Runnable jobs (pending or waiting for retry, due now) per queue, each count capped at %(cap)s
--- per priority level: a loose index scan over jobs_claim_idx finds the queues, then one probe per
--- level reads at most %(cap)s index entries bounded by priority = level AND run_at <= now(), so
--- the cost is bounded however long a backlog grows, and jobs scheduled for later are never read.
-WITH RECURSIVE queues AS (
+-- name: queue_waiting_counts
+-- Waiting jobs per queue — pending (due or scheduled for later) or waiting for a retry: what
+-- backpressure and the gates count, since every one of them is stored — each count capped at
+-- %(cap)s, and whether a live worker serves the queue (heartbeat within %(stale_seconds)s).
+-- A loose index scan over jobs_claim_idx finds the queues, then one probe per queue reads at most
+-- %(cap)s entries of the queue's prefix of jobs_claim_idx: the cost is bounded however long a
+-- backlog grows. Queues that live workers serve are listed too, with 0 when nothing waits.
+WITH RECURSIVE found AS (
     (SELECT j.queue FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') ORDER BY j.queue LIMIT 1)
     UNION ALL
     SELECT (SELECT j.queue FROM jobqueue.jobs j
-            WHERE j.state IN ('pending', 'failed') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
-    FROM queues q
-    WHERE q.queue IS NOT NULL
+            WHERE j.state IN ('pending', 'failed') AND j.queue > f.queue ORDER BY j.queue LIMIT 1)
+    FROM found f
+    WHERE f.queue IS NOT NULL
+), served AS (
+    SELECT DISTINCT unnest(w.queues) AS queue FROM jobqueue.workers w
+    WHERE w.status IN ('running', 'stopping')
+      AND w.last_heartbeat >= now() - make_interval(secs => %(stale_seconds)s)
 )
-SELECT q.queue, sum(c.runnable)::bigint AS runnable
-FROM queues q
-CROSS JOIN generate_series(0, 3) AS p(level)
-CROSS JOIN LATERAL (
-    SELECT count(*) AS runnable FROM (
-        SELECT 1 FROM jobqueue.jobs j
-        WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue AND j.priority = p.level
-          AND j.run_at <= now()
-        LIMIT %(cap)s
-    ) AS capped
-) AS c
-WHERE q.queue IS NOT NULL
-GROUP BY q.queue;
+SELECT q.queue,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') AND j.queue = q.queue
+            LIMIT %(cap)s) AS capped)::bigint AS waiting,
+       q.queue IN (SELECT s.queue FROM served s) AS served
+FROM (SELECT f.queue FROM found f WHERE f.queue IS NOT NULL UNION SELECT s.queue FROM served s) AS q;
+
+-- name: queue_gates_replace
+-- The maintenance leader's gatekeeper after a count: exactly these gates are closed now (a JSON
+-- array of {queue, reason, waiting, quota}; '' is every queue), each until %(valid_for)s seconds
+-- from now. Writes nothing while no gate is closed and none was.
+WITH wanted AS (
+    SELECT w.queue, w.reason, w.waiting, w.quota
+    FROM jsonb_to_recordset(%(gates)s::jsonb) AS w(queue text, reason text, waiting bigint, quota bigint)
+), opened AS (
+    DELETE FROM jobqueue.queue_gates g
+    WHERE NOT EXISTS (SELECT FROM wanted w WHERE w.queue = g.queue AND w.reason = g.reason)
+    RETURNING g.queue, g.reason
+), closed AS (
+    INSERT INTO jobqueue.queue_gates AS g (queue, reason, waiting, quota, counted_at, until)
+    SELECT w.queue, w.reason, w.waiting, w.quota, now(), now() + make_interval(secs => %(valid_for)s)
+    FROM wanted w
+    ON CONFLICT (queue, reason) DO UPDATE
+    SET waiting = excluded.waiting, quota = excluded.quota, counted_at = excluded.counted_at, until = excluded.until
+    RETURNING g.queue, g.reason, (xmax = 0) AS new
+)
+SELECT 'opened' AS change, o.queue, o.reason FROM opened o
+UNION ALL
+SELECT 'closed', c.queue, c.reason FROM closed c WHERE c.new;
 
 -- name: queue_settings_all
 SELECT queue, paused, soft_limit, hard_limit, job_ttl, idempotency_window, shed_low_retries

@@ -5,6 +5,10 @@
 -- true: created now; false: it existed (its password changed only when %(password)s is given).
 SELECT jobqueue.create_login(%(login)s, %(password)s);
 
+-- name: role_set_timeouts
+-- The login's statement_timeout and idle_in_transaction_session_timeout in this database (0: none).
+SELECT jobqueue.set_login_timeouts(%(login)s, %(statement_timeout)s::interval, %(idle_timeout)s::interval);
+
 -- name: role_grant
 SELECT jobqueue.grant_role(%(kind)s, %(login)s, %(producer)s);
 

@@ -19,9 +19,13 @@ SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurre
 UPDATE jobqueue.workers SET concurrency_target = %(target)s WHERE id = %(id)s;
 
 -- name: worker_heartbeat
+-- Its own statement, apart from the lease renewal (a row lock that stalls the one must not stop
+-- the other). leases_blocked: the jobs whose lease the worker's last renewal passed over because
+-- another transaction held their row locked (see job_reclaim_expired).
 UPDATE jobqueue.workers
 SET last_heartbeat = now(), status = %(status)s, stuck_handlers = %(stuck_handlers)s,
-    jobs_processed = jobs_processed + %(processed)s, jobs_failed = jobs_failed + %(failed)s
+    jobs_processed = jobs_processed + %(processed)s, jobs_failed = jobs_failed + %(failed)s,
+    leases_blocked = %(leases_blocked)s::uuid[]
 WHERE id = %(id)s
 RETURNING id;
 

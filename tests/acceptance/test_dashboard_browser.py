@@ -6,6 +6,7 @@ taken under load is saved in test-artifacts/."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -332,19 +333,129 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
 def test_the_api_docs_render_offline_in_a_real_browser(stack):
     """/schema once showed only "Unable to render this definition": Swagger UI 4 cannot read the
     OpenAPI 3.1 schema Litestar writes, and the page's icon came from a CDN. Now the operations
-    render, and the page fetches nothing from another host."""
+    render under the page's Content-Security-Policy (no console error: a refused script or style
+    would log one), and the page fetches nothing from another host."""
     url, _, _ = stack
     requested: list[str] = []
+    problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.on("request", lambda request: requested.append(request.url))
+        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning") else None)
+        page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
         try:
             page.goto(url + "/schema")
             expect(page.locator(".opblock").first).to_be_visible(timeout=15_000)
             assert page.locator(".opblock").count() > 10
             assert page.get_by_text("Unable to render this definition").count() == 0
+            page.locator(".opblock-summary").first.click()  # an operation opens (its styles and icons load)
+            expect(page.locator(".opblock-body").first).to_be_visible(timeout=10_000)
         finally:
             browser.close()
     fetched = [address for address in requested if address.startswith("http")]
     assert fetched and all(address.startswith(url + "/") for address in fetched), fetched
+    assert not problems, problems
+
+
+class _FramingSite:
+    """Another origin (its own port) whose page frames the dashboard, as a clickjacker's would."""
+
+    def __init__(self, target: str) -> None:
+        import http.server
+
+        page = (f'<!doctype html><title>win a prize</title><iframe id="victim" src="{target}" '
+                'width="1200" height="800"></iframe>').encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "_FramingSite":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_another_site_cannot_frame_the_logged_in_dashboard(stack):
+    """Issue 18: a page on another port framed the dashboard, whose key the browser keeps, so its
+    purge and retry buttons could be clicked through an invisible frame. The browser now refuses
+    to render it in a frame (frame-ancestors 'none', X-Frame-Options DENY)."""
+    url, admin_key, _ = stack
+    console: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context()
+        try:
+            own = context.new_page()  # the operator logged in earlier: the key is in localStorage
+            own.goto(url + "/dashboard")
+            own.fill("#api-key", admin_key)
+            own.click("#key-form button")
+            expect(own.locator("#live")).to_have_class(re.compile(r"\bok\b"), timeout=10_000)
+            with _FramingSite(url + "/dashboard") as site:
+                page = context.new_page()
+                page.on("console", lambda message: console.append(message.text))
+                page.goto(site.url)
+                page.wait_for_load_state("load")
+                wait_until(lambda: len(page.frames) == 2, timeout=10, message="the frame")
+                frame = page.frames[1]
+                time.sleep(1.0)  # what the dashboard's script would need to show its buttons
+
+                def dashboard_in_frame() -> bool:
+                    try:
+                        return bool(frame.evaluate("() => document.querySelector('#dead-purge') !== null"))
+                    except Exception:  # an error page that cannot be scripted: not the dashboard
+                        return False
+
+                assert not dashboard_in_frame(), "the dashboard rendered inside another site's frame"
+                assert frame.url != url + "/dashboard" or any("frame-ancestors" in text for text in console), \
+                    (frame.url, console)
+        finally:
+            browser.close()
+
+
+def test_the_dashboard_pauses_queues_whatever_their_names(stack, conn):
+    """Issue 18: a queue whose name holds "/" could not be paused from the dashboard (404); names
+    with %, ?, #, spaces and other scripts go through the same path."""
+    url, admin_key, client = stack
+    names = ["team/mail", "50% off?", "tag #1 ü/日本"]
+    for name in names:
+        client.enqueue("record", queue=name)  # no worker serves it: it waits, so the queue is listed
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning") else None)
+        try:
+            page.goto(url + "/dashboard")
+            page.fill("#api-key", admin_key)
+            page.click("#key-form button")
+            for name in names:
+                row = page.locator("#queues tbody tr").filter(has=page.locator(f"td.name[title={json.dumps(name, ensure_ascii=False)}]"))
+                expect(row).to_have_count(1, timeout=15_000)
+                row.locator("button").click()
+                expect(row.locator(".pill")).to_have_text("paused", timeout=10_000)
+                assert conn.execute("SELECT paused FROM jobqueue.queue_settings WHERE queue = %s",
+                                    (name,)).fetchone() == (True,), name
+                row.locator("button").click()
+                expect(row.locator(".pill")).to_have_text("active", timeout=10_000)
+            assert page.locator("#banner").is_hidden() or "Could not" not in page.inner_text("#banner")
+        finally:
+            browser.close()
+    assert conn.execute("SELECT count(*) FROM jobqueue.queue_settings WHERE paused").fetchone()[0] == 0
+    assert not problems, problems

@@ -1,4 +1,5 @@
-"""Sync handlers that block forever, against real `jobqueue-worker` processes.
+"""Sync handlers that block forever (and async ones that swallow their cancellation), against real
+`jobqueue-worker` processes.
 
 Before: every pool thread stayed blocked, the other sync jobs stayed pending behind them while the
 worker heartbeated "running", and SIGTERM never ended the process (the executor's threads were
@@ -22,9 +23,9 @@ def states(conn, ids) -> dict:
     return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
 
 
-def enqueue(dsn, blockers: int, others: int) -> tuple[list, list]:
+def enqueue(dsn, blockers: int, others: int, blocker: str = "blocks_forever") -> tuple[list, list]:
     with Client(dsn) as client:
-        blocked = client.enqueue_many([{"job_type": "blocks_forever", "max_attempts": 1} for _ in range(blockers)])
+        blocked = client.enqueue_many([{"job_type": blocker, "max_attempts": 1} for _ in range(blockers)])
         rest = client.enqueue_many([{"job_type": "record_sync"} for _ in range(others)])
     return blocked, rest
 
@@ -46,7 +47,7 @@ def test_stuck_handlers_restart_the_worker_and_the_other_jobs_complete(dsn, conn
         assert worker.wait(20) == 0
     finally:
         output = terminate(worker, signal.SIGKILL)
-    assert "sync handlers are stuck past their deadline" in output
+    assert "sync handlers are stuck past their deadline, or async ones ignoring their cancellation" in output
     if processes == "1":
         assert "starting this worker process afresh" in output
     else:
@@ -56,10 +57,14 @@ def test_stuck_handlers_restart_the_worker_and_the_other_jobs_complete(dsn, conn
     assert errors == [("JobTimeout",)]
 
 
-def test_sigterm_ends_a_worker_whose_handler_is_stuck_within_the_grace(dsn, conn):
-    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "4", "--shutdown-grace", "2")
+@pytest.mark.parametrize("blocker", ["blocks_forever", "swallows_cancel"])
+def test_sigterm_ends_a_worker_whose_handler_is_stuck_within_the_grace(dsn, conn, blocker):
+    """A sync handler blocked for good, or an async one that swallows every cancellation (before,
+    asyncio.run's last step waited for its task for ever: the process never exited)."""
+    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "4", "--shutdown-grace", "2",
+                          "--lease", "3")
     try:
-        blocked, rest = enqueue(dsn, blockers=1, others=3)
+        blocked, rest = enqueue(dsn, blockers=1, others=3, blocker=blocker)
         wait_until(lambda: states(conn, blocked) == {blocked[0]: "dead_letter"}, timeout=30)
         wait_until(lambda: set(states(conn, rest).values()) == {"completed"}, timeout=30)
         wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),

@@ -4,6 +4,7 @@ election (every maintenance process sweeps)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -105,3 +106,88 @@ def test_a_worker_that_is_not_the_leader_still_returns_expired_leases(dsn, conn)
         assert not worker.process.maintenance.elector.is_leader
     assert conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s", (expired,)).fetchone() == (
         "LeaseExpired",)
+
+
+def test_a_claim_that_commits_after_the_reconcile_is_released_uncounted_too(dsn, conn):
+    """Through PgBouncer a claim whose reply was lost can commit later, after the one reconcile
+    that followed it found nothing: its rows then waited out their lease, and the sweeper took
+    them with an attempt counted (max_attempts=1: a dead letter that never ran). The worker now
+    reconciles again every heartbeat interval for as long as the lost statement could still be
+    running (the statement timeout). The late commit is played by a claim made under the worker's
+    id, of a queue it does not serve (so that it is not claimed again once released)."""
+    worker = WorkerThread(apps.queue, test_settings(dsn, lease_seconds=3.0, sweep_interval=0.2))
+    first = make_job(conn, job_type="record")
+    fail_next_claims(conn, worker.worker.worker_id, times=1)
+    with worker:
+        wait_until(lambda: job_row(conn, first)["state"] == "completed", timeout=10)  # failed once, then claimed
+        late = make_job(conn, queue="elsewhere", job_type="record", max_attempts=1)
+        db.run_sync(conn, job_store.claim(worker_id=worker.worker.worker_id, queues=["elsewhere"], limit=1,
+                                          lease_seconds=3))
+        wait_until(lambda: job_row(conn, late)["state"] == "pending", timeout=2.5, message="the late claim's release")
+        time.sleep(3.5)  # past the lease it was claimed with: nothing for the sweeper to take
+    row = job_row(conn, late)
+    assert (row["state"], row["attempts"]) == ("pending", 0)
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_errors").fetchone() == (0,)
+
+
+def test_an_outcome_on_its_way_to_the_acks_is_not_released_as_a_lost_reply(dsn, conn, monkeypatch, caplog):
+    """Between the running set and the ack buffer an outcome waits while its circuit breaker is told
+    and, when that opened the breaker, re-read. A reconcile then (after an uncertain claim) counted
+    it as claimed by a lost reply and released it: its failure's ack was refused, the attempt
+    undone, and the job ran again."""
+    import os
+    import tempfile
+    import threading
+
+    from tests.support import circuit_app
+
+    down = tempfile.NamedTemporaryFile(prefix="jq-down-", delete=False)
+    down.close()
+    worker = WorkerThread(circuit_app.queue, test_settings(dsn, concurrency=3))
+    gate, refreshing = threading.Event(), threading.Event()
+    refresh = worker.worker.breakers.refresh
+
+    async def slow_refresh():
+        if worker.worker.started.is_set():
+            refreshing.set()
+            while not gate.is_set():
+                await asyncio.sleep(0.01)
+        await refresh()
+
+    monkeypatch.setattr(worker.worker.breakers, "refresh", slow_refresh)
+    try:
+        with caplog.at_level("INFO", logger="jobqueue.worker"), worker:
+            ids = [make_job(conn, job_type="call_api", payload={"down": down.name}, max_attempts=3) for _ in range(3)]
+            wait_until(refreshing.is_set, timeout=10, message="the third failure to open the breaker")
+            worker.worker._claim_uncertain = True  # as after a claim whose reply was lost
+            worker.loop.call_soon_threadsafe(worker.worker._wake.set)
+            time.sleep(0.5)  # the claim loop reconciles meanwhile
+            gate.set()
+            first_attempts = "SELECT job_id FROM jobqueue.job_errors WHERE attempt = 1 AND error_type = 'ConnectionError'"
+            wait_until(lambda: len(conn.execute(first_attempts).fetchall()) == 3, timeout=10,
+                       message="each job's first failure written")
+    finally:
+        gate.set()
+        os.unlink(down.name)
+    assert "whose reply was lost" not in caplog.text  # the reconcile found nothing to release
+    assert sorted(r[0] for r in conn.execute(first_attempts).fetchall()) == sorted(ids)
+
+
+def test_the_worker_stops_claiming_while_the_results_waiting_for_their_acks_are_too_big(dsn, conn):
+    """The bound counted outcomes only: 400 results of 64 MB each fitted under it. It is sized too
+    (JOBQUEUE_MAX_UNACKED_BYTES): with acks held up, results of 1 MB and a 3 MB bound, the worker
+    stops claiming after about three, although the count bound would allow a thousand."""
+    ids = [make_job(conn, job_type="big_result", payload={"bytes": 1_000_000}) for _ in range(40)]
+    settings = test_settings(dsn, concurrency=2, max_unacked=1000, max_unacked_bytes=3_000_000, ack_batch_size=10)
+    with WorkerThread(apps.queue, settings) as worker:
+        with psycopg.connect(dsn) as blocker:
+            blocker.execute("LOCK TABLE jobqueue.job_results IN EXCLUSIVE MODE")
+            time.sleep(1.5)
+            held = worker.worker.acks.backlog_bytes
+            taken = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state <> 'pending'").fetchone()[0]
+            blocker.rollback()
+        assert 3_000_000 <= held <= 3_000_000 + 2 * 1_000_100  # the bound, and what the two slots finished meanwhile
+        assert taken <= 3 + 2 + 2  # the bound, the slots, the claims that filled them
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] == len(ids), timeout=30)
+    assert worker.worker.acks.backlog_bytes == 0

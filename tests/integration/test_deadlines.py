@@ -4,6 +4,7 @@ worker cannot. Retries a worker scheduled itself run on time, not at the next po
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -67,7 +68,7 @@ def test_the_heartbeat_never_extends_a_lease_past_the_deadline(dsn, conn):
     later = datetime.now(timezone.utc) + timedelta(seconds=20)
     held = db.run_sync(conn, job_store.extend_leases(worker_id="w", attempts=[job.key], lease_seconds=30,
                                                      deadline_grace=2.0, now=later))
-    assert held == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
+    assert held.written == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
     row = job_row(conn, job_id)
     assert row["locked_until"] == row["deadline_at"] + timedelta(seconds=2.0)  # not later + 30 s
 
@@ -122,12 +123,12 @@ def test_a_retry_due_just_after_the_claim_is_found_when_the_next_run_lookup_runs
     due a few ms after the worker's own estimate (its run_at counts from the ack), so the claim at
     the estimate comes just early, and a bound 50 ms late hid the retry until the next poll (30 s
     here; it failed in CI under load)."""
-    late_lookup = job_store.next_run_at
+    late_lookup = job_store.next_run_in
 
-    def next_run_at(*, queues, since=0.0, now=None):
+    def next_run_in(*, queues, since=0.0, now=None):
         return late_lookup(queues=queues, since=since - 0.05, now=now)
 
-    monkeypatch.setattr(job_store, "next_run_at", next_run_at)
+    monkeypatch.setattr(job_store, "next_run_in", next_run_in)
     # acks written 30 ms after the failure, as a loaded box writes them: the run_at comes that late
     with WorkerThread(apps.queue, test_settings(dsn, poll_interval=30.0, concurrency=1, ack_flush_interval=0.03)):
         first = conn.execute("SELECT jobqueue.enqueue('fails_fast')").fetchone()[0]
@@ -229,3 +230,65 @@ def test_a_sigterm_during_a_self_restart_stops_the_worker_for_good(dsn):
     assert worker.restart_requested and worker.stopping
     worker.request_stop()
     assert not worker.restart_requested and worker.stopping
+
+
+def skew_the_workers_clock(monkeypatch, seconds: float) -> None:
+    """The worker's host clock runs ``seconds`` ahead of the database server's (behind if negative)."""
+    from jobqueue.worker import runner
+
+    class Skewed(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.now(tz) + timedelta(seconds=seconds)
+
+    monkeypatch.setattr(runner, "datetime", Skewed)
+
+
+@pytest.mark.parametrize("skew", [2.0, -2.0], ids=["worker-ahead", "worker-behind"])
+def test_a_scheduled_job_starts_on_the_servers_time_whatever_the_workers_clock(dsn, conn, monkeypatch, skew):
+    """The idle wait compared the server's run_at with the worker host's clock: a worker 2 s ahead
+    claimed (and looked the next run up) every millisecond until the job fell due — hundreds of
+    statements; one 2 s behind started it 2 s late. The time left is the server's to say."""
+    skew_the_workers_clock(monkeypatch, skew)
+    worker = WorkerThread(apps.queue, test_settings(dsn, poll_interval=30.0))
+    claims: list[float] = []
+    claim = worker.worker.claimer.claim
+
+    async def counted(*args, **kwargs):
+        claims.append(time.monotonic())
+        return await claim(*args, **kwargs)
+
+    worker.worker.claimer.claim = counted  # type: ignore[method-assign]
+    with worker:
+        job_id = conn.execute("SELECT jobqueue.enqueue('record', delay => interval '1.5 seconds')").fetchone()[0]
+        enqueued = time.monotonic()
+        wait_until(lambda: job_row(conn, job_id)["state"] == "completed", timeout=10)
+    row = job_row(conn, job_id)
+    assert timedelta(0) <= row["started_at"] - row["run_at"] < timedelta(seconds=0.5)
+    waiting = [at for at in claims if enqueued < at < enqueued + 1.4]
+    assert len(waiting) <= 5, len(waiting)  # the NOTIFY's claim, then a sleep until it is due
+
+
+def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_slot_back(dsn, conn):
+    """An async handler that catches the CancelledError of its deadline kept its slot for ever and
+    was never counted as stuck (its lease ran out at the deadline's cap, and the sweeper failed the
+    attempt; every new attempt took another slot). Past its deadline and half the lease's grace it
+    is now treated like a stuck sync thread: its attempt is failed by its worker as a JobTimeout,
+    it is cancelled again and counted stuck, its slot is free, and when the stuck ones reach
+    JOBQUEUE_MAX_STUCK_HANDLERS the worker restarts."""
+    first = make_job(conn, job_type="swallows_cancel", max_attempts=1)
+    settings = test_settings(dsn, concurrency=1, max_stuck_handlers=2, lease_seconds=1.5, sweep_interval=0.2)
+    apps.swallowers_released.clear()
+    with WorkerThread(apps.queue, settings) as worker:
+        wait_until(lambda: job_row(conn, first)["state"] == "dead_letter", timeout=10)
+        wait_until(lambda: worker.worker.threads.stuck == 1, timeout=5, message="the handler counted stuck")
+        other = make_job(conn, job_type="record")
+        wait_until(lambda: job_row(conn, other)["state"] == "completed", timeout=5, message="the slot back")
+        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+                   timeout=5, message="the heartbeat to report the stuck handler")
+        assert not worker.worker.restart_requested
+        make_job(conn, job_type="swallows_cancel", max_attempts=1)
+        wait_until(lambda: worker.worker.restart_requested, timeout=10, message="a restart for the second one")
+        apps.swallowers_released.set()  # they may end before the worker's loop closes (else it drops them)
+    [(error_type, message)] = errors_of(conn, first)
+    assert error_type == "JobTimeout" and "deadline (0.3 s)" in message  # its worker's verdict, not the sweeper's

@@ -33,7 +33,7 @@ def fail(conn, queue: str, *, priority: str = "low", action: str = "retry", max_
     rows = db.run_sync(conn, job_store.fail_many(
         worker_id="w", ids=[job_id], attempts=[1], actions=[action], retry_in=[5.0], error_types=["Timeout"],
         messages=["upstream timed out"], tracebacks=[None], default_limits=defaults))
-    assert [r[0] for r in rows] == [job_id]
+    assert [r[0] for r in rows.written] == [job_id]
     return job_row(conn, job_id)
 
 

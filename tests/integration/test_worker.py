@@ -17,7 +17,7 @@ from psycopg.conninfo import make_conninfo
 from jobqueue import Client
 from jobqueue.models import CancelOutcome, JobState
 from tests.support import apps
-from tests.support.factories import job_row, make_job
+from tests.support.factories import job_row, make_job, states
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
@@ -27,10 +27,6 @@ def _clear_runs():
     apps.runs.clear()
     yield
     apps.runs.clear()
-
-
-def states(conn, ids) -> dict:
-    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
 
 
 def all_in(conn, ids, state: str) -> bool:
@@ -296,17 +292,17 @@ def test_late_ack_after_reclaim_is_refused(dsn, conn):
         assert again[0].attempt == 2
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
                                                      results=['{"from": "A"}'], durations=[1.0]))
-        assert late == []
+        assert late.written == [] and late.busy == set()
         row = job_row(conn, job_id)
         assert row["state"] == "processing" and row["locked_by"] == "B"
         late_failure = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
             error_types=["X"], messages=["late"], tracebacks=[None], default_limits=(50_000, 100_000)))
-        assert late_failure == []
+        assert late_failure.written == [] and late_failure.busy == set()
         assert job_row(conn, job_id)["state"] == "processing"
         done = db.run_sync(a, job_store.complete_many(worker_id="B", ids=[job_id], attempts=[2],
                                                      results=['{"from": "B"}'], durations=[1.0]))
-        assert done == [job_id]
+        assert done.written == [job_id]
     errors = conn.execute("SELECT attempt, error_type FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchall()
     assert errors == [(1, "LeaseExpired")]
 
@@ -324,7 +320,7 @@ def test_a_late_success_completes_its_job_while_no_newer_attempt_has_started(dsn
         assert job_row(conn, job_id)["state"] == "pending"
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
                                                      results=['{"computed_on_attempt": 1}'], durations=[1.0]))
-        assert late == [job_id]
+        assert late.written == [job_id]
     with WorkerThread(apps.queue, test_settings(dsn)):
         time.sleep(0.3)
     assert [run for run in apps.runs if run[0] == job_id] == []  # never run again
@@ -350,7 +346,7 @@ def test_a_late_success_after_a_dead_letter_or_a_newer_attempt_writes_nothing(ds
         late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[held_again, last], attempts=[1, 1],
                                                      results=['{"from": "A"}', '{"from": "A"}'],
                                                      durations=[1.0, 1.0]))
-        assert late == []
+        assert late.written == [] and late.busy == set()
     assert job_row(conn, held_again)["state"] == "processing" and job_row(conn, held_again)["locked_by"] == "B"
     assert job_row(conn, last)["state"] == "dead_letter"
     results = dict(conn.execute("SELECT job_id, error FROM jobqueue.job_results").fetchall())
@@ -524,12 +520,59 @@ def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, c
         assert (first.id, first.attempt, second.attempt) == (job_id, 1, 2)
         held = db.run_sync(a, job_store.extend_leases(worker_id="A", attempts=[first.key, second.key],
                                                      lease_seconds=30, deadline_grace=5))
-        assert held == {second.key: False}
+        assert held.written == {second.key: False} and held.busy == set()
         stale = db.run_sync(a, job_store.fail_many(
             worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
             error_types=["X"], messages=["stale"], tracebacks=[None], default_limits=(50_000, 100_000)))
-        assert stale == []
+        assert stale.written == []
         assert db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[2],
-                                                     results=['{"attempt": 2}'], durations=[1.0])) == [job_id]
+                                                     results=['{"attempt": 2}'], durations=[1.0])).written == [job_id]
     assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
         {"attempt": 2},)
+
+
+def test_a_busy_poll_only_worker_stops_claiming_a_paused_queue_within_a_second(dsn, conn):
+    """With JOBQUEUE_LISTEN=0 (behind PgBouncer) a worker re-read the paused queues only before an
+    idle sleep: one with a backlog never idles, and kept claiming a paused queue until its backlog
+    was gone (202 jobs taken 1.5–4.5 s after a pause, in the issue)."""
+    conn.execute("INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.05}' "
+                 "FROM generate_series(1, 3000)")
+    with WorkerThread(apps.queue, test_settings(dsn, listen=False, poll_interval=30.0, concurrency=10)):
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
+                                        ).fetchone()[0] >= 50, timeout=20)
+        with Client(dsn) as client:
+            client.pause_queue("default")
+        paused_at = conn.execute("SELECT now()").fetchone()[0]
+        time.sleep(2.5)
+        late, waiting = conn.execute(
+            "SELECT count(*) FILTER (WHERE started_at > %s + interval '1.2 seconds'), "
+            "       count(*) FILTER (WHERE state = 'pending') FROM jobqueue.jobs", (paused_at,)).fetchone()
+    assert waiting > 0  # the backlog was not gone: the worker had more to claim
+    assert late == 0, f"{late} jobs started more than 1.2 s after the pause"
+
+
+def test_a_pause_whose_notification_came_to_nothing_is_seen_at_the_next_periodic_read(dsn, conn, monkeypatch):
+    """In LISTEN mode the paused set was re-read only on a jobqueue_control NOTIFY: a read that
+    failed then (the database busy for a moment) kept the old set until the next change."""
+    from jobqueue.errors import DatabaseUnavailable
+    from jobqueue.store import queues as queue_store
+
+    read = queue_store.paused_among
+    failing = {"left": 0}
+
+    def paused_among(queues):
+        if failing["left"]:
+            failing["left"] -= 1
+            raise DatabaseUnavailable("database unavailable: injected")
+        return read(queues)
+
+    monkeypatch.setattr(queue_store, "paused_among", paused_among)
+    with WorkerThread(apps.queue, test_settings(dsn, poll_interval=60.0, lease_seconds=1.5)) as worker:
+        failing["left"] = 1  # the read the pause's NOTIFY starts fails
+        with Client(dsn) as client:
+            client.pause_queue("default")
+        wait_until(lambda: failing["left"] == 0, timeout=5, message="the notification's read")
+        wait_until(lambda: worker.worker._paused == {"default"}, timeout=3, message="the periodic read")
+        job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
+        time.sleep(0.5)
+        assert job_row(conn, job_id)["state"] == "pending"

@@ -168,3 +168,19 @@ async def gated_flaky(job: Job):
     while not os.path.exists(job.payload["gate"]):
         await asyncio.sleep(0.02)
     raise TimeoutError("the upstream timed out")
+
+
+#: set by a test to let the swallows_cancel handlers of this process end (before its loop closes)
+swallowers_released = threading.Event()
+
+
+@queue.task("swallows_cancel", timeout=0.3, max_attempts=1)
+async def swallows_cancel(job: Job):
+    """Catches every cancellation and carries on: it never ends by itself, whatever the deadline,
+    until a test sets ``swallowers_released``."""
+    _record(job)
+    while not swallowers_released.is_set():
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass

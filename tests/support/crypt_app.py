@@ -31,3 +31,10 @@ async def echo(job: Job):
     """Declares nothing: only what a call (or a SQL producer) encrypts is encrypted."""
     _record(job)
     return {"ok": True}
+
+
+@queue.task("mirror")
+async def mirror(job: Job):
+    """Returns its payload as its result: what an attacker wants a copied ciphertext opened by."""
+    _record(job)
+    return job.payload

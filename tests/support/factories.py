@@ -48,6 +48,11 @@ def job_row(conn: psycopg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
         return cur.execute("SELECT * FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()
 
 
+def states(conn: psycopg.Connection, ids) -> dict:
+    """{job id: state} of the given jobs (missing ones left out)."""
+    return dict(conn.execute("SELECT id, state FROM jobqueue.jobs WHERE id = ANY(%s)", (list(ids),)).fetchall())
+
+
 def count_jobs(conn: psycopg.Connection, queue: str | None = None) -> int:
     """Jobs in the table (of ``queue`` when given): what "nothing was written" tests count."""
     return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE %(queue)s::text IS NULL OR queue = %(queue)s",

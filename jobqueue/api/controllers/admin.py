@@ -17,7 +17,8 @@ from litestar.response import Response
 
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_response, error_responses
-from jobqueue.api.schemas import Count, JobList, JobListItem, RetryResult
+from jobqueue.api.controllers.jobs import list_page
+from jobqueue.api.schemas import Count, JobList, RetryResult
 from jobqueue.api.services import ServicesDep
 from jobqueue.errors import JobNotFound
 from jobqueue.models import DeleteOutcome, RetryOutcome
@@ -35,9 +36,8 @@ class AdminController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
-        page = await services.reads.read(request.user.id, lambda client: client.list_jobs(
-            limit=limit, cursor=cursor, state="dead_letter", queue=queue, job_type=job_type))
-        return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
+        return await list_page(services, request.user, limit=limit, cursor=cursor, state="dead_letter", queue=queue,
+                               job_type=job_type)
 
     @post("/jobs/{job_id:uuid}/retry", summary="Retry one dead job now (one more attempt)", status_code=200,
           responses=error_responses(403, 404, 409, 503))

@@ -1,6 +1,7 @@
 """``/circuits``: the circuit breakers workers declared — state, failures in the current window,
-settings and job types (any valid key, as ``/queues``); an operator may hold one open or close it
-(admin). An unknown name is a 404: breakers come from the workers' code, not from the API.
+settings and job types; an operator may hold one open or close it. Admin keys only: a breaker is
+the workers' state, over job types of any producer (a producer sees its effect in its own jobs,
+which wait while their breaker is open). An unknown name is a 404: breakers come from the workers' code, not from the API.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class CircuitsController(Controller):
     path = "/circuits"
     tags = ["circuits"]
 
-    @get("/", summary="Every circuit breaker: state (closed, open, half_open), failures, settings, job types",
-         responses=error_responses(503))
+    @get("/", summary="Every circuit breaker: state (closed, open, half_open), failures, settings, job types (admin)",
+         guards=[admin_only], responses=error_responses(403, 503))
     async def list_circuits(self, services: ServicesDep) -> CircuitList:
         return CircuitList(await services.client.circuits())
 

@@ -27,6 +27,7 @@ from jobqueue.client import NewJob
 from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
+from jobqueue.tracing import check_traceparent
 
 
 _CANCEL_REFUSED = {
@@ -36,17 +37,26 @@ _CANCEL_REFUSED = {
 }
 
 
-def visible(info: JobInfo, user: Principal) -> JobInfo:
-    """The job if this key may see it; another producer's job does not exist for it."""
-    if not user.is_admin and info.producer_id != user.producer_id:
-        raise JobNotFound(info.id)
-    return info
+async def list_page(services: ServicesDep, user: Principal, *, cursor: str | None, **filters: Any) -> JobList:
+    """One page of a listing (`AsyncClient.list_jobs`), its cursors sealed for this key
+    (`jobqueue.api.cursors`): the position a page stopped at is often another producer's job."""
+    before = await services.cursors.open(cursor, user)
+    page = await services.reads.read(user.id, lambda client: client.list_jobs(cursor=before, **filters))
+    return JobList([JobListItem.of(job) for job in page.jobs], await services.cursors.seal(page.next_cursor, user))
+
+
+async def visible_job(services: ServicesDep, user: Principal, job_id: uuid.UUID) -> JobInfo:
+    """The job if this key may see it; another producer's job does not exist for it. The query
+    itself checks the producer (`job_store.get`), so such a job is never read: it costs what a
+    missing id costs, and its answer is the same 404."""
+    owner = None if user.is_admin else user.producer_id
+    return await services.reads.read(user.id, lambda client: client.get(job_id, producer_id=owner))
 
 
 async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSubmission],
                   batch: bool) -> list[SubmittedJob]:
     user = request.user
-    traceparent = request.headers.get("traceparent")
+    traceparent = _traceparent(request)
     for index, item in enumerate(items):
         if json_depth_exceeds(item.payload):
             raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
@@ -72,11 +82,24 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
             raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
         raise
+    services.backpressure.committed(_demands(job for job, (_, created) in zip(accepted, results) if created))
     if not all(created for _, created in results):
         services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
         return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
                 for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
     return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+
+
+def _traceparent(request: AnyRequest) -> str | None:
+    """The request's ``traceparent`` header, checked once for the whole request (a batch copies it
+    into every job): a W3C trace context or none, else 422 naming the header."""
+    found = request.headers.getall("traceparent", None)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValidationError("traceparent", "must be given once (the request has several traceparent headers)")
+    check_traceparent(found[0])
+    return found[0]
 
 
 def _where(index: int, batch: bool) -> str:
@@ -146,24 +169,20 @@ class JobsController(Controller):
         cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
         user = request.user
-        owner = producer_id if user.is_admin else user.producer_id
-        page = await services.reads.read(user.id, lambda client: client.list_jobs(
-            limit=limit, cursor=cursor, state=job_state, job_type=job_type, queue=queue, priority=priority,
-            producer_id=owner, scheduled=scheduled))
-        return JobList([JobListItem.of(job) for job in page.jobs], page.next_cursor)
+        return await list_page(services, user, limit=limit, cursor=cursor, state=job_state, job_type=job_type,
+                               queue=queue, priority=priority, scheduled=scheduled,
+                               producer_id=producer_id if user.is_admin else user.producer_id)
 
     @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
          responses=error_responses(404, 503))
     async def get_job(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> JobDetail:
         user = request.user
-        info = await services.reads.read(user.id, lambda client: client.get(job_id))
-        return JobDetail.of(visible(info, user), tracebacks=user.is_admin)
+        return JobDetail.of(await visible_job(services, user, job_id), tracebacks=user.is_admin)
 
     @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
          responses=error_responses(404, 503))
     async def get_result(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[JobResult]:
-        user = request.user
-        info = visible(await services.reads.read(user.id, lambda client: client.get(job_id)), user)
+        info = await visible_job(services, request.user, job_id)
         if info.state is not JobState.COMPLETED:
             return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
                                   error="no_result", state=info.state.value)

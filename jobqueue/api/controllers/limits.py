@@ -1,6 +1,7 @@
 """``/limits``: the global concurrency and rate limits per job type or queue — settings, who set
-them, jobs running under each and the starts in its current window (any valid key, as
-``/circuits``); an operator may set or clear one (admin). A limit set here wins over the workers'
+them, jobs running under each and the starts in its current window; an operator may set or clear
+one. Admin keys only: the running jobs and starts counted are every producer's, and the names are
+other producers' job types and queues. A limit set here wins over the workers'
 code until it is cleared.
 """
 
@@ -31,8 +32,8 @@ class LimitsController(Controller):
     path = "/limits"
     tags = ["limits"]
 
-    @get("/", summary="Every limit: concurrency, rate, set by code or admin, running jobs, starts in the window",
-         responses=error_responses(503))
+    @get("/", summary="Every limit: concurrency, rate, set by code or admin, running jobs, starts in the window "
+                      "(admin)", guards=[admin_only], responses=error_responses(403, 503))
     async def list_limits(self, services: ServicesDep) -> LimitList:
         return LimitList(await services.client.limits())
 

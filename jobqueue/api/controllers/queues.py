@@ -1,6 +1,11 @@
 """``/queues``: depth and state counts per queue and priority; pause/resume; limits, enqueue
 defaults (job TTL, idempotency window) and load shedding of low-priority retries (admin).
 
+Who sees what: an admin key lists every queue; a producer key with a queue allow-list lists those
+queues only (it submits there, and their depth, limits and pause decide its submissions); a
+producer key without one is refused (403) — every queue it could name is potentially another
+producer's, and the listing is every producer's queues, as /metrics, which is locked the same way.
+
 The listing is the cached metrics snapshot (`jobqueue.metrics.Collector`, the one /metrics and the
 dashboard share), never a count per request: any number of callers cost one bounded collection
 per ``JOBQUEUE_METRICS_TTL`` (2 s) per API process, and the answer says when it was measured and
@@ -12,7 +17,9 @@ change NOTIFYs ``jobqueue_control``) and resume the same way.
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Controller, get, post, put
+from litestar.exceptions import PermissionDeniedException
 from litestar.params import FromPath, JSONBody
 
 from jobqueue.api.auth import AnyRequest, admin_only
@@ -27,11 +34,21 @@ class QueuesController(Controller):
     tags = ["queues"]
 
     @get("/", summary="Per queue and priority: depth, scheduled, retrying, processing, dead, oldest age "
-         "(the cached metrics snapshot: see measured_at and max_age_seconds)", responses=error_responses(503))
+         "(the cached metrics snapshot: see measured_at and max_age_seconds); admin keys, or the queues of a "
+         "key's allow-list", responses=error_responses(403, 503))
     async def list_queues(self, request: AnyRequest, services: ServicesDep) -> QueueList:
+        user = request.user
+        if not user.is_admin and user.queues is None:
+            raise PermissionDeniedException("/queues lists every producer's queues: it needs an admin API key, or a "
+                                            "key with a queue allow-list (it lists those queues)")
         cache = collector(request, services)
         snapshot = await cache.snapshot()
-        return QueueList.of(snapshot, cache.valid_for(snapshot))
+        listing = QueueList.of(snapshot, cache.valid_for(snapshot))
+        if user.is_admin:
+            return listing
+        allowed = set(user.queues or ())
+        # ``other`` sums queues beyond the listing's cap: other producers' too, so a producer key gets none.
+        return msgspec.structs.replace(listing, queues=[q for q in listing.queues if q.queue in allowed], other=None)
 
     @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
           guards=[admin_only], responses=error_responses(403, 422, 503))

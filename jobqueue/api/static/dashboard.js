@@ -22,7 +22,8 @@
   const HISTORY_MINUTES = 60;  // the hour chart's span
   const HISTORY_POLL_MS = 20000;
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const ROUTES = window.JOBQUEUE_ROUTES || {};
+  // The REST routes, from the page's JSON data block (no inline script: the page's policy forbids it).
+  const ROUTES = JSON.parse(document.getElementById("jobqueue-routes").textContent);
 
   const state = {
     key: localStorage.getItem("jobqueue.apiKey") || "",
@@ -48,6 +49,7 @@
       if (value === undefined || value === null || value === false) continue;
       if (name === "onclick") node.addEventListener("click", value);
       else if (name === "className") node.className = value;
+      else if (name === "style") Object.assign(node.style, value);  // CSSOM: a style attribute is refused by the page's policy
       else node.setAttribute(name, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
@@ -373,12 +375,14 @@
   function renderQueues(queues) {
     replaceRows("#queues", queues.map((q) => {
       const p = q.depth_by_priority;
-      const toggle = el("button", {
+      // The queues not listed by name, summed (the server lists the largest ones): not a queue to pause.
+      const folded = q.other_queues !== undefined;
+      const toggle = folded ? "" : el("button", {
         className: "admin", "data-queue": q.queue,
         onclick: () => setPaused(q.queue, !q.paused),
       }, q.paused ? "Resume" : "Pause");
-      return el("tr", { "data-queue": q.queue },
-        nameCell(q.queue),
+      return el("tr", folded ? { className: "other-queues" } : { "data-queue": q.queue },
+        folded ? el("td", { title: "the smaller queues, summed" }, `${fmtInt(q.other_queues)} other queues`) : nameCell(q.queue),
         el("td", { className: "num depth" }, fmtInt(q.depth)),
         el("td", { className: "mono" }, `${fmtInt(p.critical)} / ${fmtInt(p.high)} / ${fmtInt(p.normal)} / ${fmtInt(p.low)}`),
         el("td", { className: "num" }, fmtInt(q.scheduled)),
@@ -387,7 +391,7 @@
         el("td", { className: q.processing_age_seconds > 900 ? "bad" : "" }, q.processing ? fmtAge(q.processing_age_seconds) : "–"),
         el("td", { className: "num" }, fmtInt(q.dead)),
         el("td", { className: q.oldest_age_seconds > 600 ? "bad" : "" }, fmtAge(q.oldest_age_seconds)),
-        el("td", {}, el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
+        el("td", {}, folded ? "–" : el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
         el("td", {}, toggle));
     }));
   }
@@ -411,7 +415,7 @@
       el("td", {}, el("span", { className: "pill " + w.status }, w.status)),
       nameCell(w.queues.join(", ")),
       el("td", { className: "num" }, w.concurrency),
-      el("td", {}, el("span", { className: "bar" }, el("span", { style: `width:${Math.min(100, w.utilization * 100).toFixed(0)}%` })), fmtPct(w.utilization)),
+      el("td", {}, el("span", { className: "bar" }, el("span", { style: { width: `${Math.min(100, w.utilization * 100).toFixed(0)}%` } })), fmtPct(w.utilization)),
       w.alive ? runningCell(w) : el("td", { className: "muted" }, "–"),
       el("td", { className: "num" }, fmtInt(w.jobs_processed)),
       el("td", { className: "num" }, fmtInt(w.jobs_failed)),

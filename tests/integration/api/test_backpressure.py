@@ -4,12 +4,14 @@ optional shedding of low-priority jobs; limits per queue; cached depths, not a c
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import psycopg
 
 from jobqueue.api.backpressure import Backpressure, TokenBucket
 from jobqueue.client import AsyncClient
+from jobqueue.quotas import WaitingCounts
 from tests.integration.api.conftest import api_settings
 from tests.support.factories import count_jobs
 from tests.support.waiting import wait_until
@@ -141,19 +143,26 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
     assert asyncio.run(scenario()) == [6, 6, 6, 4, 4, 0]
 
 
-def test_runnable_depth_counts_every_level_due_now_and_nothing_scheduled(dsn, conn):
+def test_the_count_is_every_waiting_job_scheduled_included_and_the_queues_workers_serve(dsn, conn):
+    """What backpressure counts: pending (due or not) and waiting for a retry, at every level; not
+    running or finished jobs. Queues a live worker serves are listed even with nothing waiting."""
     conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, priority, state, run_at, attempts) VALUES
                     ('x', 'mix', 0, 'pending', now(), 0), ('x', 'mix', 2, 'pending', now(), 0),
                     ('x', 'mix', 3, 'failed', now() - interval '1 second', 1),
                     ('x', 'mix', 1, 'pending', now() + interval '1 day', 0),
                     ('x', 'mix', 0, 'failed', now() + interval '1 minute', 1),
-                    ('x', 'other', 2, 'pending', now(), 0)""")
+                    ('x', 'mix', 0, 'processing', now(), 1), ('x', 'mix', 0, 'completed', now(), 1),
+                    ('x', 'other', 2, 'pending', now() + interval '3000 days', 0)""")
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w', 'h', 1, '{idle,other}', 1)")
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
+                 "VALUES ('gone', 'h', 2, '{stale}', 1, now() - interval '2 minutes')")
 
-    async def counts() -> dict[str, int]:
+    async def counts(cap: int) -> WaitingCounts:
         async with AsyncClient(dsn, pool_size=1) as client:
-            return await client.runnable_counts(cap=100)
+            return await client.waiting_counts(cap=cap, stale_seconds=60)
 
-    assert asyncio.run(counts()) == {"mix": 3, "other": 1}
+    assert asyncio.run(counts(100)) == WaitingCounts({"mix": 5, "other": 1, "idle": 0}, frozenset({"idle", "other"}))
+    assert asyncio.run(counts(2)).depths["mix"] == 2
 
 
 def test_jobs_uncommitted_during_a_count_are_still_growth_after_it(dsn, conn):
@@ -199,15 +208,15 @@ def refreshed_depth(dsn: str, failure: Exception, failures: int, *, every: float
 
     async def scenario() -> int:
         async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
-            counts, calls = client.runnable_counts, []
+            counts, calls = client.waiting_counts, []
 
-            async def failing(*, cap: int) -> dict[str, int]:
+            async def failing(*, cap: int, stale_seconds: float) -> WaitingCounts:
                 calls.append(cap)
                 if len(calls) <= failures:
                     raise failure
-                return await counts(cap=cap)
+                return await counts(cap=cap, stale_seconds=stale_seconds)
 
-            client.runnable_counts = failing
+            client.waiting_counts = failing  # type: ignore[method-assign]
             backpressure = Backpressure(client, settings)
             refresher = asyncio.create_task(backpressure.run())
             for _ in range(200):
@@ -241,3 +250,49 @@ def test_a_refresher_refused_for_want_of_a_grant_says_so_once_and_recovers(dsn, 
     said = [record for record in caplog.records if "refresh refused" in record.getMessage()]
     assert len(said) == 1 and said[0].exc_info is None and "jobqueue_api" in said[0].getMessage()
     assert "Traceback" not in caplog.text
+
+
+def test_scheduled_jobs_count_toward_the_limits(start_api, keys, conn):
+    """Issue 18: backpressure counted runnable jobs only, so a queue with hard limit 10 held 40
+    far-future jobs after 44 s, and kept growing: every recount found it empty."""
+    server = start_api(api_soft_limit=10, api_hard_limit=10, api_depth_max_age=0.1)
+    alice = client_for(server, keys["alice"])
+    far = {"job_type": "x", "queue": "later", "delay_seconds": 3000 * 86400}
+    statuses = []
+    for _ in range(40):
+        statuses.append(alice.post("/jobs", json=far).status_code)
+        time.sleep(0.02)  # recounted every 0.1 s
+    # (a job committed while a count ran may be counted twice until the next count: refused early, never late)
+    assert statuses[:9] == [201] * 9 and set(statuses[9:]) <= {201, 503} and statuses.count(201) <= 10
+    assert count_jobs(conn, "later") == statuses.count(201)
+    fill(conn, "behind", 10)  # scheduled behind the API's back: counted too
+    conn.execute("UPDATE jobqueue.jobs SET run_at = now() + interval '1 day' WHERE queue = 'behind'")
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "behind"}).status_code == 503,
+               message="a recount that sees the scheduled jobs")
+    refusal = alice.post("/jobs", json={"job_type": "x", "queue": "behind"}).json()
+    assert refusal["error"] == "queue_full" and "waiting jobs, limit 10)" in refusal["message"]
+
+
+def test_a_producer_cannot_invent_queue_names_past_the_cap(start_api, keys, conn, dsn):
+    """Issue 18: three batches on new queue names grew /metrics from 49 KB to 23.7 MB. Past
+    JOBQUEUE_API_MAX_QUEUES (1,000) queues holding jobs that no worker serves and no admin
+    configured, a new name is 503 too_many_queues; the queues that exist keep taking jobs."""
+    server = start_api()
+    alice, admin = client_for(server, keys["alice"]), client_for(server, keys["admin"])
+    created = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "queue": f"n{n}"} for n in range(1000)]})
+    assert created.status_code == 201
+    more = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "queue": f"m{n}"} for n in range(10)]})
+    assert more.status_code == 503 and more.json()["error"] == "too_many_queues"
+    assert "Retry-After" in more.headers
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "m0"}).status_code == 503
+    assert count_jobs(conn) == 1000
+    assert alice.post("/jobs", json={"job_type": "x", "queue": "n7"}).status_code == 201  # exists
+    assert admin.put("/queues/declared/limits", json={"soft_limit": 5, "hard_limit": 10}).status_code == 200
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "declared"}).status_code == 201,
+               message="a queue an admin configured")
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)")
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "served"}).status_code == 201,
+               message="a queue a live worker serves")
+    conn.execute("DELETE FROM jobqueue.jobs WHERE queue LIKE 'n%%'")
+    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "m0"}).status_code == 201,
+               message="room again once the invented queues drained")

@@ -17,7 +17,7 @@ from tests.support.workers import WorkerThread, test_settings
 def test_an_admin_holds_a_breaker_open_over_rest_and_workers_obey_until_it_is_closed(http, conn, dsn):
     admin = http("admin")
     with WorkerThread(circuit_app.queue, test_settings(dsn, poll_interval=30)):  # the worker declares it
-        listed = http("alice").get("/circuits").json()["circuits"]
+        listed = admin.get("/circuits").json()["circuits"]
         assert [(c["name"], c["state"], c["job_types"]) for c in listed] == [
             ("flaky-api", "closed", ["call_api", "call_api_checked"])]
         assert http("alice").post("/circuits/flaky-api/open").status_code == 403

@@ -220,7 +220,8 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
         async with AsyncClient(dsn, pool_size=1) as client:
             hub = EventHub(client, dsn)
             slow = await hub.subscribe(queue=None, job_id=None, producer_id=None)
-            await client.enqueue_many([{"job_type": "x"} for _ in range(MAX_BACKLOG + 1)])
+            for chunk in (MAX_BACKLOG, 1):  # one enqueue_many takes at most MAX_BATCH_JOBS
+                await client.enqueue_many([{"job_type": "x"} for _ in range(chunk)])
             for _ in range(500):
                 if slow.overflowed:
                     break

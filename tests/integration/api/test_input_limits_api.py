@@ -82,3 +82,15 @@ def test_above_the_total_soft_limit_each_producer_is_rate_limited_whatever_the_q
         assert refused.status_code == 429 and "total soft limit" in refused.json()["message"]
         assert [submit(bob, n) for n in range(30, 34)] == [201, 201, 201, 429]  # bob has a bucket of his own
     assert count_jobs(conn) == 26
+
+
+def test_a_payload_over_1_mib_as_stored_is_422_even_under_the_body_limit(http, conn):
+    """The bound is the database's (migration 0023): 250,000 zeros are 500 KB of JSON text and
+    about 3 MB of jsonb."""
+    zeros = {"n": [0] * 250_000}
+    alice = http("alice")
+    response = alice.post("/jobs", json={"job_type": "x", "payload": zeros})
+    assert response.status_code == 422 and response.json()["field"] == "payload", response.text
+    batch = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x"}, {"job_type": "x", "payload": zeros}]})
+    assert batch.status_code == 422 and batch.json()["field"] == "jobs[1].payload"
+    assert count_jobs(conn) == 0

@@ -177,7 +177,7 @@ def test_the_schema_pages_work_offline(http):
         response = anonymous.get(page)
         assert response.status_code == 200
         assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", response.text)
-        assert len(assets) == 4 and all(asset.startswith("/schema/assets/") for asset in assets), assets
-        for asset in assets:
+        assert len(assets) == 6 and all(asset.startswith("/schema/") for asset in assets), assets
+        for asset in assets:  # Swagger UI's files, and the start-up script (the page has no inline script)
             served = anonymous.get(asset)
-            assert served.status_code == 200 and len(served.content) > 1000, asset
+            assert served.status_code == 200 and len(served.content) > 200, asset

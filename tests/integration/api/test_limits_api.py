@@ -24,7 +24,7 @@ def test_an_admin_sets_and_clears_a_limit_over_rest_and_a_running_worker_obeys(h
         conn.execute("UPDATE jobqueue.jobs SET limited = true WHERE id = %s", (held,))
         waiting = make_job(conn, job_type="api")
         conn.execute("NOTIFY jobqueue_jobs, 'default'")
-        listed = http("alice").get("/limits").json()["limits"]
+        listed = admin.get("/limits").json()["limits"]
         assert [(lim["name"], lim["running"]) for lim in listed] == [("api", 1)]
         samples = parse(admin.get("/metrics").text)
         assert value(samples, "jobqueue_limit_running", scope="job_type", limit="api") == 1

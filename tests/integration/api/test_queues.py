@@ -23,7 +23,7 @@ def test_queue_stats_per_queue_and_priority(http, conn):
     conn.execute("UPDATE jobqueue.jobs SET run_at = now() + interval '1 hour' WHERE id = %s",
                  (make_job(conn, queue="mail", priority="low"),))
     make_job(conn, queue="img", state="completed")
-    body = http("bob").get("/queues").json()
+    body = http("admin").get("/queues").json()
     mail = next(q for q in body["queues"] if q["queue"] == "mail")
     # as /metrics counts: depth = runnable now, the failed job whose retry is due included
     assert (mail["depth"], mail["scheduled"], mail["retrying"], mail["processing"], mail["dead"]) == (3, 1, 1, 1, 1)
@@ -38,11 +38,11 @@ def test_queues_are_served_from_the_cached_snapshot_and_say_how_old_it_may_be(st
     the table changed, with when they were measured and how long they may be served."""
     api = start_api(metrics_ttl=30.0)
     make_job(conn, queue="mail")
-    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {keys['bob']}"}, timeout=10) as bob:
-        first = bob.get("/queues").json()
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {keys['admin']}"}, timeout=10) as admin:
+        first = admin.get("/queues").json()
         for _ in range(3):
             make_job(conn, queue="mail")
-        again = bob.get("/queues").json()
+        again = admin.get("/queues").json()
     assert again == first and first["max_age_seconds"] == 30.0
     assert [(q["queue"], q["depth"]) for q in first["queues"]] == [("mail", 1)]
     measured = datetime.fromisoformat(first["measured_at"])
@@ -105,7 +105,7 @@ def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
     assert datetime.fromisoformat(shown["expires_at"]) == row["expires_at"]
     assert conn.execute("SELECT expires_at - created_at FROM jobqueue.idempotency_keys").fetchone()[0] == \
         timedelta(minutes=10)
-    queue = next(q for q in http("bob").get("/queues").json()["queues"] if q["queue"] == "mail")
+    queue = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "mail")
     assert (queue["job_ttl_seconds"], queue["idempotency_window_seconds"]) == (3600, 600)
     for body, field in (({"job_ttl_seconds": 0}, "job_ttl"), ({"idempotency_window_seconds": -1}, "idempotency_window"),
                         ({"job_ttl": 5}, "job_ttl")):

@@ -70,7 +70,7 @@ def test_invalid_schedules_are_422_naming_the_field(http, conn):
 
 def test_workers_lists_the_registry(http, dsn):
     with WorkerThread(apps.queue, test_settings(dsn, queues=("default", "mail"), run_maintenance=False)) as worker:
-        workers = http("bob").get("/workers").json()["workers"]
+        workers = http("admin").get("/workers").json()["workers"]
     assert [w["id"] for w in workers] == [worker.worker.worker_id]
     assert workers[0]["status"] == "running" and workers[0]["queues"] == ["default", "mail"]
     assert set(workers[0]) >= {"host", "pid", "concurrency", "jobs_processed", "last_heartbeat", "started_at"}

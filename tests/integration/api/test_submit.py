@@ -46,6 +46,36 @@ def test_the_traceparent_header_is_stored_with_the_job(http, conn):
     assert job_row(conn, body["id"])["traceparent"] == traceparent
 
 
+@pytest.mark.parametrize("traceparent", ["00-" + "a" * 1_000_000, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+                                         "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"],
+                         ids=["1MB", "no-flags", "upper-case"])
+def test_an_invalid_traceparent_header_is_422_naming_it_and_writes_nothing(http, conn, traceparent):
+    """The attack of issue 18: a small batch under a 1 MB header stored the header in every job."""
+    client = http("alice")
+    for path, body in (("/jobs", {"job_type": "x"}), ("/jobs/batch", {"jobs": [{"job_type": "x"}] * 20})):
+        response = client.post(path, json=body, headers={"traceparent": traceparent})
+        assert response.status_code == 422, response.text[:300]
+        error = response.json()
+        assert error["field"] == "traceparent" and "W3C traceparent" in error["message"], error
+        assert len(response.content) < 1000
+    assert count_jobs(conn) == 0
+
+
+def test_two_traceparent_headers_are_422(http, conn):
+    valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    response = http("alice").post("/jobs", json={"job_type": "x"},
+                                  headers=[("traceparent", valid), ("traceparent", valid.replace("0af7", "1af7"))])
+    assert response.status_code == 422 and response.json()["field"] == "traceparent"
+    assert count_jobs(conn) == 0
+
+
+def test_a_batchs_traceparent_header_is_stored_with_each_of_its_jobs(http, conn):
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    body = http("alice").post("/jobs/batch", json={"jobs": [{"job_type": "x"}] * 3},
+                              headers={"traceparent": traceparent}).json()
+    assert {job_row(conn, job["id"])["traceparent"] for job in body["jobs"]} == {traceparent}
+
+
 def test_same_idempotency_key_returns_the_existing_job(http, conn):
     client = http("alice")
     first = client.post("/jobs", json={"job_type": "x", "idempotency_key": "order-1"})

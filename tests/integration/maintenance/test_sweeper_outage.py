@@ -40,7 +40,7 @@ def _renew(dsn: str, job_id) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         call = job_store.extend_leases(worker_id="live-worker", attempts=[(job_id, 1)], lease_seconds=30,
                                        deadline_grace=30)
-        assert db.run_sync(conn, call), "the heartbeat found no lease to renew"
+        assert db.run_sync(conn, call).written, "the heartbeat found no lease to renew"
 
 
 def _states(dsn: str, *ids) -> list[str]:

@@ -89,7 +89,7 @@ def test_figures_may_be_made_public_explicitly(dsn):
 def test_dashboard_page_and_files_are_served_from_the_package(server):
     page = httpx.get(server.url + "/dashboard")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "window.JOBQUEUE_ROUTES" in page.text and '"/admin/dlq"' in page.text
+    assert 'id="jobqueue-routes"' in page.text and '"/admin/dlq"' in page.text
     script = httpx.get(server.url + "/dashboard/static/dashboard.js")
     assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
     assert "function renderChart" in script.text
@@ -165,3 +165,40 @@ def test_dashboard_endpoints_stay_quick_with_100k_jobs(server, conn, admin_key):
     print("dashboard calls with 100k jobs (s):", {k: round(v, 4) for k, v in timings.items()},
           "collection (ms):", overview["collect_ms"])
     assert max(timings.values()) < 1.0, timings
+
+
+def test_metrics_queues_and_the_overview_list_the_largest_queues_and_fold_the_rest(server, conn, admin_key):
+    """Issue 18: three batches on new queue names grew /metrics from 49 KB to 23.7 MB (90,512 series)
+    and /queues to 1.7 MB. Each lists every declared queue (a live worker serves it, an admin
+    configured it) and the JOBQUEUE_METRICS_MAX_QUEUES (50) largest others; the rest are summed
+    into queue="(other)", so every total still adds up."""
+    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, priority, state, run_at, attempts)
+                    SELECT 't' || (g % 7), 'spam-' || (g % 300), g % 4,
+                           CASE WHEN g % 10 = 0 THEN 'dead_letter' ELSE 'pending' END,
+                           now() + CASE WHEN g % 3 = 0 THEN interval '1 day' ELSE interval '0' END, 0
+                    FROM generate_series(1, 3000) g""")
+    conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', 'big' FROM generate_series(1, 40)")
+    conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('quiet', true)")
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)")
+    headers = {"Authorization": f"Bearer {admin_key}"}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=10) as http:
+        text = http.get("/metrics").text
+        queues = http.get("/queues").json()
+        overview = http.get("/dashboard/overview").json()
+    samples = parse(text)
+    named = {dict(labels)["queue"] for (name, labels) in samples if "queue" in dict(labels)}
+    assert {"big", "served", "quiet", "(other)"} <= named and len(named) == 50 + 3  # the declared ones, and other
+    assert total(samples, "jobqueue_queue_depth") == 40 + 1800  # 2,700 pending, a third of them tomorrow
+    assert total(samples, "jobqueue_jobs_scheduled") == 900
+    assert total(samples, "jobqueue_jobs_in_dlq") == 300
+    dead_pairs = {labels for (name, labels) in samples if name == "jobqueue_jobs_in_dlq"}
+    assert len(dead_pairs) <= 50 + 50 + 1
+    assert len(text) < 200_000, len(text)
+    listed = [q["queue"] for q in queues["queues"]]
+    assert len(listed) == 52 and {"big", "quiet"} <= set(listed) and "(other)" not in listed
+    other = queues["other"]
+    assert other["queues"] == 300 - 49 and other["dead"] + sum(q["dead"] for q in queues["queues"]) == 300
+    assert other["depth"] + sum(q["depth"] for q in queues["queues"]) == 1840
+    rows = overview["queues"]
+    assert len(rows) == 53 and rows[-1]["queue"] == "(other)" and rows[-1]["other_queues"] == 300 - 49
+    assert overview["depth"] == 1840

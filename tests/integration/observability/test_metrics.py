@@ -104,7 +104,8 @@ def _scans(conn, name: str, params: dict) -> set[tuple[str, str, str]]:
 
 
 def test_collection_never_scans_the_job_table(dsn):
-    """Finished rows dominate a real table; the metric queries must reach only the live partial indexes."""
+    """Finished rows dominate a real table; the metric queries (and backpressure's count of waiting
+    jobs) must reach only the live partial indexes."""
     with psycopg.connect(dsn) as conn:
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, priority, state, finished_at, attempts)
                         SELECT 't' || (g % 3), 'q' || (g % 4), g % 4,
@@ -114,8 +115,10 @@ def test_collection_never_scans_the_job_table(dsn):
         conn.execute("ANALYZE jobqueue.jobs")
         counts = _scans(conn, "metrics_queue_counts", {"cap": 1000, "stale_seconds": 60, "now": None})
         dead = _scans(conn, "metrics_dead_letters", {"cap": 1000})
+        waiting = _scans(conn, "queue_waiting_counts", {"cap": 1000, "stale_seconds": 60})  # backpressure, the gates
         conn.rollback()
-    job_scans = {(kind, index) for kind, relation, index in counts | dead if relation == "jobs"}
+    assert {index for _, relation, index in waiting if relation == "jobs"} - {""} == {"jobs_claim_idx"}, waiting
+    job_scans = {(kind, index) for kind, relation, index in counts | dead | waiting if relation == "jobs"}
     assert ("Seq Scan", "") not in job_scans, job_scans
     # Partial indexes over live states, or over dead letters (jobs_finished_idx leads with state).
     assert {index for _, index in job_scans} - {""} <= {"jobs_claim_idx", "jobs_lease_idx", "jobs_retry_wait_idx",

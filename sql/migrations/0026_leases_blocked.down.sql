@@ -1,0 +1,1 @@
+ALTER TABLE jobqueue.workers DROP COLUMN leases_blocked;

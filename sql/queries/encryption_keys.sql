@@ -1,0 +1,13 @@
+-- Queries of jobqueue.encryption_keys: the key ids `jobqueue keys rotate` has held (jobqueue.rotation).
+
+-- name: encryption_key_record
+-- Records the ids of the key ring a rotation runs with (those not recorded yet), and returns
+-- every id ever recorded, these included.
+WITH added AS (
+    INSERT INTO jobqueue.encryption_keys (key_id)
+    SELECT unnest(%(key_ids)s::text[])
+    ON CONFLICT (key_id) DO NOTHING
+)
+SELECT key_id FROM jobqueue.encryption_keys
+UNION
+SELECT unnest(%(key_ids)s::text[]);
