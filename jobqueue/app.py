@@ -21,7 +21,9 @@ elected scheduler enqueues one ``cleanup`` job per tick.
     async def charge(job): ...
 
 declares a circuit breaker shared by every worker (`jobqueue.circuits`): workers write it and the
-job types behind it to ``jobqueue.circuits`` when they start.
+job types behind it to ``jobqueue.circuits`` when they start. Breakers and limits are the declaring
+app's (``JobQueue(name)``, by default its module): another app sharing the database, with tasks of
+the same names, neither redefines nor removes them. A worker claims only its app's job types.
 
     @queue.task("charge", encrypted=["card.number", "ssn"], encrypt_result=True)
     async def charge(job): ...
@@ -35,13 +37,17 @@ just before the handler runs, and encrypts the handler's result too with ``encry
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from jobqueue.limits import LimitSpec
 from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
+from jobqueue.durations import duration_problem
 from jobqueue.encryption import check_paths
+from jobqueue.errors import ValidationError
 from jobqueue.models import Priority
+from jobqueue.names import name_problem
 from jobqueue.retry import Backoff
 from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
 
@@ -63,7 +69,15 @@ class TaskDef:
 
 
 class JobQueue:
-    def __init__(self, name: str = "jobqueue") -> None:
+    def __init__(self, name: str | None = None) -> None:
+        """``name`` says which app this is (default: the module that creates it, e.g. ``myapp``):
+        the breakers and limits it declares are its own, so another app sharing the database, with
+        tasks of the same names, neither redefines nor removes them. Give each app its own name when
+        two apps live in modules of the same name."""
+        if name is None:
+            name = sys._getframe(1).f_globals.get("__name__") or "jobqueue"
+        if problem := name_problem(name):
+            raise ValidationError("name", problem)
         self.name = name
         self.tasks: dict[str, TaskDef] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
@@ -121,8 +135,8 @@ class JobQueue:
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        if timeout is not None and timeout <= 0:
-            raise ValueError("timeout must be positive")
+        if timeout is not None and (problem := duration_problem(timeout)):
+            raise ValidationError("timeout", problem)  # it becomes every claim's JSON and the job's deadline
         if circuit is not None and circuit not in self.circuits:
             raise ValueError(f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
                              "the tasks that use it")

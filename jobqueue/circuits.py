@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from jobqueue.durations import duration_problem
 from jobqueue.errors import ValidationError
 
 CLOSED, HALF_OPEN, OPEN = "closed", "half_open", "open"
@@ -35,12 +36,13 @@ DEFAULT_THRESHOLD = 5
 DEFAULT_WINDOW = 60.0
 DEFAULT_RESET_AFTER = 30.0
 _INT32 = 2**31 - 1
-_LONGEST = 3650 * 86400.0  # ten years: the column holds seconds, intervals stop somewhere
 
 
 def _seconds(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= _LONGEST:
-        raise ValidationError(field, f"must be a number of seconds above 0, at most {_LONGEST:g} (got {value!r})")
+    """A window or reset time: seconds (the column's unit), by the rule of `jobqueue.durations`."""
+    problem = f"must be a number of seconds (got {value!r})" if isinstance(value, timedelta) else duration_problem(value)
+    if problem:
+        raise ValidationError(field, problem)
     return float(value)
 
 
@@ -92,6 +94,7 @@ class Circuit:
     probe_job_id: uuid.UUID | None
     updated_at: datetime
     job_types: list[str]
+    declared_by: str = ""  # the app whose workers write its settings ('': declared before 0027)
 
     @property
     def state_value(self) -> int:

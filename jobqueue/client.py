@@ -31,6 +31,7 @@ from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
 from jobqueue.limits import SCOPES, Limit, LimitSpec
 from jobqueue.encryption import Binding, Sealer, new_job_id, open_result
+from jobqueue.durations import LONGEST, duration_problem
 from jobqueue.errors import (CircuitNotFound, EncryptionError, JobFailed, JobNotFound, LimitNotFound, ValidationError,
                              WaitTimeout)
 from jobqueue.job_events import EventHub, EventsUnavailable
@@ -52,6 +53,7 @@ from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.history import ThroughputMinute
+from jobqueue.store.queues import Unserved
 from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
@@ -62,7 +64,7 @@ _ENQUEUE_FIELDS = frozenset({
 #: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
 MISMATCH_MODES = ("return", "reject")
 #: The longest timeout, expiry or idempotency window (as jobqueue.job_problem enforces).
-LONGEST_SPAN = timedelta(days=3650)
+LONGEST_SPAN = LONGEST
 #: The priority names as the database takes them: the common case needs no parsing.
 _PRIORITY_LABELS = frozenset(level.label for level in Priority)
 #: A str as a JSON string, exactly as `json.dumps` writes it (the C encoder's own function).
@@ -75,20 +77,12 @@ SEAL_OFF_LOOP = 64
 
 
 def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
-    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN."""
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.durations`)."""
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            value = timedelta(seconds=value)
-        except (OverflowError, ValueError):
-            raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days (got {value!r})") from None
-    if not isinstance(value, timedelta):
-        raise invalid(name, "must be seconds or a timedelta")
-    if not timedelta(0) < value <= LONGEST_SPAN:
-        raise invalid(name, f"must be more than 0 and at most {LONGEST_SPAN.days} days "
-                            f"(got {value.total_seconds():g} s)")
-    return value
+    if problem := duration_problem(value):
+        raise invalid(name, problem)
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
 def _interval_text(value: timedelta) -> str:
@@ -156,15 +150,10 @@ class NewJob:
             if run_at - datetime.now(timezone.utc) > LONGEST_SPAN:
                 raise invalid("run_at", f"must be at most {LONGEST_SPAN.days} days from now (got {run_at.isoformat()})")
         if delay is not None:
-            if isinstance(delay, (int, float)) and not isinstance(delay, bool):
-                try:
-                    delay = timedelta(seconds=delay)
-                except (OverflowError, ValueError):  # beyond timedelta's range, or NaN
-                    raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days in seconds (got {delay!r})") from None
+            if problem := duration_problem(delay, zero=True):
+                raise invalid("delay", problem)
             if not isinstance(delay, timedelta):
-                raise invalid("delay", "must be seconds or a timedelta")
-            if not timedelta(0) <= delay <= LONGEST_SPAN:
-                raise invalid("delay", f"must be 0 to {LONGEST_SPAN.days} days (got {delay.total_seconds():g} s)")
+                delay = timedelta(seconds=delay)
             if run_at is not None:
                 raise invalid("run_at", "give run_at or delay, not both")
         if max_attempts is not None and (
@@ -402,6 +391,10 @@ def _defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call
     return queue_store.set_enqueue_defaults(_queue_name(queue), job_ttl=_span(job_ttl, ValidationError, "job_ttl"),
                                             idempotency_window=_span(idempotency_window, ValidationError,
                                                                      "idempotency_window"))
+
+
+def _unserved_call(settings: Settings, cap: int) -> db.Call[list[Unserved]]:
+    return queue_store.unserved(cap=cap, stale_seconds=settings.worker_stale_seconds)
 
 
 def _shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
@@ -753,6 +746,12 @@ class AsyncClient:
     async def queue_stats(self) -> list[QueueStats]:
         return await self._run(queue_store.stats(), None)
 
+    async def unserved_jobs(self, *, cap: int = 1_000_000) -> list[Unserved]:
+        """Runnable jobs whose type no live worker of their queue has a handler for, per queue and
+        job type (counts stop at ``cap`` per priority level): no worker claims them until one whose
+        app can run them starts."""
+        return await self._run(_unserved_call(self.settings, cap), None)
+
     async def circuits(self) -> list[Circuit]:
         """Every circuit breaker workers declared, with its state and job types."""
         return await self._run(circuit_store.list_all(), None)
@@ -993,6 +992,9 @@ class Client:
 
     def queue_stats(self) -> list[QueueStats]:
         return self._run(queue_store.stats(), None)
+
+    def unserved_jobs(self, *, cap: int = 1_000_000) -> list[Unserved]:
+        return self._run(_unserved_call(self.settings, cap), None)
 
     def circuits(self) -> list[Circuit]:
         return self._run(circuit_store.list_all(), None)

@@ -3,6 +3,10 @@
 `SystemClock` is wall-clock UTC and sleeps with asyncio (woken early by an event). `ManualClock`
 stands still until a test moves it; its sleepers wake when it passes their deadline, so a test can
 drive a scheduler through a month of ticks in a second.
+
+`db_now()` is the time to compare the database's own timestamps with (heartbeats, leases): None
+for the system clock, so the statement uses the server's ``now()`` — a host whose clock is off
+must not judge times the database wrote — and the test's time for a manual clock.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from datetime import datetime, timedelta, timezone
 class SystemClock:
     def now(self) -> datetime:
         return datetime.now(timezone.utc)
+
+    def db_now(self) -> datetime | None:
+        return None
 
     async def sleep(self, seconds: float, wake: asyncio.Event) -> None:
         """Sleep `seconds`, or less when `wake` is set."""
@@ -34,6 +41,9 @@ class ManualClock:
         self._now = start
 
     def now(self) -> datetime:
+        return self._now
+
+    def db_now(self) -> datetime | None:
         return self._now
 
     def set(self, when: datetime) -> None:

@@ -6,6 +6,7 @@ Nothing reads the environment at import time; `Settings.from_env()` is called by
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Mapping
@@ -13,6 +14,7 @@ from typing import Mapping
 from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
+from jobqueue.durations import LONGEST, duration_problem
 from jobqueue.keyring import KeyRing
 from jobqueue.names import MAX_BATCH_JOBS, name_problem
 
@@ -38,6 +40,62 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number (got {raw!r})") from None
+
+
+#: Every setting that is a span of seconds (days, for retention), by the environment variable that
+#: sets it, and whether 0 is allowed (off, none, no wait). Each is checked by the one duration rule
+#: (`jobqueue.durations`: finite, not negative, at most 3650 days), so `inf`, `nan` or 1e300 from
+#: the environment is one clear line at start-up (exit 2 from the CLI), not a wedged worker.
+_DURATIONS: dict[str, tuple[str, bool]] = {
+    "autoscale_interval": ("JOBQUEUE_AUTOSCALE_INTERVAL", False),
+    "autoscale_up_cooldown": ("JOBQUEUE_AUTOSCALE_UP_COOLDOWN", True),
+    "autoscale_down_cooldown": ("JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN", True),
+    "lease_seconds": ("JOBQUEUE_LEASE_SECONDS (--lease)", False),
+    "poll_interval": ("JOBQUEUE_POLL_INTERVAL (--poll-interval)", False),
+    "shutdown_grace": ("JOBQUEUE_SHUTDOWN_GRACE (--shutdown-grace)", True),
+    "ack_flush_interval": ("JOBQUEUE_ACK_FLUSH_MS (in seconds here)", True),
+    "sweep_interval": ("JOBQUEUE_SWEEP_INTERVAL", False),
+    "processing_ttl": ("JOBQUEUE_PROCESSING_TTL", False),
+    "leader_ttl": ("JOBQUEUE_LEADER_TTL", False),
+    "misfire_grace": ("JOBQUEUE_MISFIRE_GRACE", True),
+    "prune_interval": ("JOBQUEUE_PRUNE_INTERVAL", False),
+    "history_interval": ("JOBQUEUE_HISTORY_INTERVAL", True),
+    "reindex_interval": ("JOBQUEUE_REINDEX_INTERVAL", True),
+    "vacuum_interval": ("JOBQUEUE_VACUUM_INTERVAL", True),
+    "maintenance_xact_age": ("JOBQUEUE_MAINTENANCE_XACT_AGE", True),
+    "statement_timeout": ("JOBQUEUE_STATEMENT_TIMEOUT", True),
+    "lock_timeout": ("JOBQUEUE_LOCK_TIMEOUT", True),
+    "idle_in_transaction_timeout": ("JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT", True),
+    "api_db_timeout": ("JOBQUEUE_API_DB_TIMEOUT", False),
+    "api_depth_refresh": ("JOBQUEUE_API_DEPTH_REFRESH", False),
+    "api_depth_max_age": ("JOBQUEUE_API_DEPTH_MAX_AGE", False),
+    "api_submit_stall": ("JOBQUEUE_API_SUBMIT_STALL", False),
+    "api_key_cache_seconds": ("JOBQUEUE_API_KEY_CACHE_SECONDS", True),
+    "read_after_write": ("JOBQUEUE_READ_AFTER_WRITE_SECONDS", True),
+    "stats_interval": ("JOBQUEUE_STATS_INTERVAL", False),
+    "metrics_ttl": ("JOBQUEUE_METRICS_TTL", True),
+    "worker_stale_seconds": ("JOBQUEUE_WORKER_STALE_SECONDS", False),
+}
+_RETENTION_DAYS = {"retention_completed_days": "JOBQUEUE_RETENTION_COMPLETED_DAYS",
+                   "retention_cancelled_days": "JOBQUEUE_RETENTION_CANCELLED_DAYS",
+                   "retention_dead_letter_days": "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS"}
+#: Settings that are numbers but not durations: finite, and their own range (checked in Settings).
+_OTHER_FLOATS = {"api_rate_limit": "JOBQUEUE_API_RATE_LIMIT", "reindex_factor": "JOBQUEUE_REINDEX_FACTOR",
+                 "reindex_min_waste_mb": "JOBQUEUE_REINDEX_MIN_WASTE_MB"}
+
+
+def _check_spans(settings: "Settings") -> None:
+    """The duration rule over every seconds setting (see _DURATIONS), naming the variable."""
+    for name, (variable, zero) in _DURATIONS.items():
+        if problem := duration_problem(getattr(settings, name), zero=zero):
+            raise ValueError(f"{variable}: {problem}")
+    for name, variable in _RETENTION_DAYS.items():
+        days = getattr(settings, name)
+        if duration_problem(days * 86400.0 if isinstance(days, (int, float)) else days, zero=True):
+            raise ValueError(f"{variable}: must be a finite number of days from 0 to {LONGEST.days} (got {days!r})")
+    for name, variable in _OTHER_FLOATS.items():
+        if not math.isfinite(getattr(settings, name)):
+            raise ValueError(f"{variable}: must be a finite number (got {getattr(settings, name)!r})")
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -198,18 +256,15 @@ class Settings:
     encryption_keys: KeyRing | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        _check_spans(self)
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not 0 <= self.concurrency_min <= self.concurrency:
             raise ValueError("the autoscaling minimum concurrency must be between 1 and the concurrency")
-        if self.autoscale_interval <= 0 or min(self.autoscale_up_cooldown, self.autoscale_down_cooldown) < 0:
-            raise ValueError("the autoscaling interval must be positive, its cooldowns not negative")
         if self.autoscale_step < 1 or not 1 <= self.autoscale_min_workers <= self.autoscale_max_workers:
             raise ValueError("the autoscaling step must be positive, and 1 <= min workers <= max workers")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
-        if self.lease_seconds <= 0:
-            raise ValueError("lease must be positive")
         if self.priority_mode not in ("strict", "weighted"):
             raise ValueError(f"priority mode must be 'strict' or 'weighted' (got {self.priority_mode!r})")
         if not self.queues or not all(q.strip() for q in self.queues):
@@ -224,29 +279,19 @@ class Settings:
                           ("JOBQUEUE_READ_DSN", self.read_dsn)):
             if dsn is not None:
                 _check_dsn(name, dsn)
-        if self.processing_ttl <= 0:
-            raise ValueError("the processing TTL must be positive")
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
         if self.max_unacked_bytes < 1:
             raise ValueError("max unacked bytes (JOBQUEUE_MAX_UNACKED_BYTES) must be positive")
-        if self.reindex_interval < 0 or self.vacuum_interval < 0 or self.history_interval < 0:
-            raise ValueError("the reindex, vacuum and history intervals must not be negative (0 turns the service off)")
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
             raise ValueError("the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
                              "dead rows not negative")
-        if self.maintenance_xact_age < 0:
-            raise ValueError("the maintenance transaction age must not be negative")
-        if self.leader_ttl <= 0 or self.misfire_grace < 0 or self.prune_interval <= 0:
-            raise ValueError("leader TTL and prune interval must be positive, misfire grace not negative")
-        if min(self.retention_completed_days, self.retention_cancelled_days, self.retention_dead_letter_days) < 0:
-            raise ValueError("retention days must not be negative")
         if not 0 < self.api_soft_limit <= self.api_hard_limit:
             raise ValueError("the API soft limit must be positive and at most the hard limit")
         if not 0 < self.api_total_soft_limit <= self.api_total_hard_limit:
             raise ValueError("the API total soft limit must be positive and at most the total hard limit")
-        if self.api_submit_lanes < 0 or self.api_submit_stall <= 0:
-            raise ValueError("API submit lanes must not be negative, the submit stall time must be positive")
+        if self.api_submit_lanes < 0:
+            raise ValueError("API submit lanes must not be negative")
         if self.api_max_batch < 1 or self.api_rate_limit <= 0 or self.api_rate_burst < 1:
             raise ValueError("API batch size, rate limit and burst must be positive")
         if self.api_max_batch > MAX_BATCH_JOBS:
@@ -254,8 +299,6 @@ class Settings:
                              f"enqueue_many() takes (got {self.api_max_batch})")
         if self.api_max_queues < 1 or self.metrics_max_queues < 0:
             raise ValueError("JOBQUEUE_API_MAX_QUEUES must be positive, JOBQUEUE_METRICS_MAX_QUEUES not negative")
-        if min(self.statement_timeout, self.lock_timeout, self.idle_in_transaction_timeout) < 0:
-            raise ValueError("statement, lock and idle-in-transaction timeouts must not be negative (0 turns one off)")
         if self.pgbouncer and self.listen and not self.direct_dsn:
             raise ValueError("LISTEN does not work through PgBouncer in transaction mode: with JOBQUEUE_PGBOUNCER=1 "
                              "set JOBQUEUE_DIRECT_DSN (a connection that bypasses it) or JOBQUEUE_LISTEN=0")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+from jobqueue.durations import duration_problem
+
 
 class JobQueueError(Exception):
     """Base of every error jobqueue raises on purpose."""
@@ -155,11 +157,14 @@ class Retry(Exception):
     """Raise from a handler to fail this attempt and run again after ``after`` seconds.
 
     Counts as an attempt: when no attempts remain the job is dead-lettered like any failure.
+    ``after``: seconds, finite, from 0 to 3650 days (`jobqueue.durations`).
     """
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
-        if after is not None and after < 0:
-            raise ValueError("Retry(after=...) must not be negative")
+        if after is not None and (problem := duration_problem(after, zero=True)):
+            # refused here, in the handler that raised it (its attempt fails with this message):
+            # inf, nan or a span past year 9999 would be stored as the job's run_at and wedge its row
+            raise ValueError(f"Retry(after=...) {problem}")
         self.after = after
         self.reason = reason
         super().__init__(reason)

@@ -97,6 +97,7 @@ class Limit:
     running: int  # processing jobs claimed under it
     window_starts: int  # starts within the last period_seconds
     updated_at: datetime
+    declared_by: str = ""  # set_by code: the app that declared it ('': before 0027)
 
     @property
     def rate_text(self) -> str | None:

@@ -29,6 +29,7 @@ Metric names (SPEC's, in Prometheus spelling), all prefixed ``jobqueue_``:
   worker_count                               gauge    live workers (heartbeat within stale_seconds)
   worker_stuck_handlers{worker}              gauge    handlers past their deadline still holding a thread
   queue_paused{queue}                        gauge    1 while the queue is paused
+  jobs_unserved{queue}                       gauge    runnable jobs of types no live worker of the queue serves
   desired_workers{queue}                     gauge    workers the autoscaling rule asks for (jobqueue.autoscale)
   circuit_state{circuit}                     gauge    0 closed, 1 half-open, 2 open (per circuit breaker)
   circuit_failures{circuit}                  gauge    counted failures in the breaker's current window
@@ -66,6 +67,7 @@ from jobqueue.store import limits as limit_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store.metrics import DURATION_BUCKETS_MS, DeadCount, QueueCounts, TypeTotals, WorkerRow
+from jobqueue.store.queues import Unserved
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -84,6 +86,7 @@ class Snapshot:
     circuits: list[Circuit] = field(default_factory=list)
     settings: dict[str, QueueSettings] = field(default_factory=dict)  # every queue an admin configured
     limits: list[Limit] = field(default_factory=list)
+    unserved: list[Unserved] = field(default_factory=list)  # runnable jobs no live worker has a handler for
     bounds: tuple[float, ...] = field(default=DURATION_BUCKETS_MS)
     other_queues: int = 0  # queues folded into the OTHER rows (see `fold`)
 
@@ -104,10 +107,11 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     settings = await db.run(conn, queue_store.all_settings())
     circuits = await db.run(conn, circuit_store.list_all())
     limits = await db.run(conn, limit_store.list_all(now=now))
+    unserved = await db.run(conn, queue_store.unserved(cap=cap, stale_seconds=stale_seconds))
     snapshot = Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
                         totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
                         paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
-                        settings=settings, limits=limits)
+                        settings=settings, limits=limits, unserved=unserved)
     return snapshot if max_queues is None else fold(snapshot, max_queues)
 
 
@@ -137,7 +141,7 @@ def fold(snapshot: Snapshot, limit: int) -> Snapshot:
     if not hidden and len(snapshot.dead) <= limit:
         return snapshot
     return replace(snapshot, queues=_fold_counts(snapshot.queues, hidden), dead=_fold_dead(snapshot.dead, hidden, limit),
-                   other_queues=len(hidden))
+                   unserved=_fold_unserved(snapshot.unserved, hidden), other_queues=len(hidden))
 
 
 def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCounts]:
@@ -151,6 +155,12 @@ def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCount
             was.processing + q.processing, max(was.oldest_age_seconds, q.oldest_age_seconds),
             max(was.processing_age_seconds, q.processing_age_seconds), max(was.overdue_seconds, q.overdue_seconds))
     return [q for q in counts if q.queue not in hidden] + [folded[level] for level in sorted(folded)]
+
+
+def _fold_unserved(unserved: list[Unserved], hidden: set[str]) -> list[Unserved]:
+    """The unserved jobs of the hidden queues as one (`OTHER`, `OTHER`) row."""
+    rest = sum(u.runnable for u in unserved if u.queue in hidden)
+    return [u for u in unserved if u.queue not in hidden] + ([Unserved(OTHER, OTHER, rest)] if rest else [])
 
 
 def _fold_dead(dead: list[DeadCount], hidden: set[str], limit: int) -> list[DeadCount]:
@@ -308,6 +318,14 @@ def desired_workers(snapshot: Snapshot, *, rule: Rule, low: int, high: int) -> d
     return desired
 
 
+def unserved_by_queue(snapshot: Snapshot) -> dict[str, int]:
+    """Per queue, the runnable jobs of types no live worker of it serves (every queue with jobs: 0 too)."""
+    counts = {q.queue: 0 for q in snapshot.queues}
+    for u in snapshot.unserved:
+        counts[u.queue] = counts.get(u.queue, 0) + u.runnable
+    return counts
+
+
 def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int, int] = (2, 100)) -> str:
     """The fleet's figures; ``rule`` and ``worker_bounds`` (min, max workers) drive desired_workers."""
     text = _Text()
@@ -338,6 +356,9 @@ def render(snapshot: Snapshot, *, rule: Rule = Rule(), worker_bounds: tuple[int,
     known_queues = sorted(({q.queue for q in snapshot.queues} - {OTHER}) | set(snapshot.paused))
     text.family("jobqueue_queue_paused", "gauge", "1 while the queue is paused (workers do not claim from it).",
                 [(dict(queue=name), int(name in snapshot.paused)) for name in known_queues])
+    text.family("jobqueue_jobs_unserved", "gauge",
+                "Runnable jobs whose job type no live worker of the queue has a handler for: nobody claims them.",
+                [(dict(queue=name), n) for name, n in sorted(unserved_by_queue(snapshot).items())])
     text.family("jobqueue_desired_workers", "gauge",
                 "Workers the autoscaling rule asks for per queue: the live ones serving it, one step up (depth per "
                 "worker > 100 or utilization > 0.9) or down (both < 10 and < 0.2), within the bounds.",
@@ -383,6 +404,7 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
     def queue_row(name: str) -> dict[str, Any]:
         return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
                                         "dead": 0, "oldest_age_seconds": 0.0, "processing_age_seconds": 0.0,
+                                        "unserved": 0, "unserved_job_types": [],
                                         "depth_by_priority": {p.label: 0 for p in Priority},
                                         **({"other_queues": snapshot.other_queues} if name == OTHER else {})})
 
@@ -397,6 +419,9 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         row["processing_age_seconds"] = max(row["processing_age_seconds"], round(q.processing_age_seconds, 3))
     for d in snapshot.dead:
         queue_row(d.queue)["dead"] += d.dead
+    for u in snapshot.unserved:
+        queue_row(u.queue)["unserved"] += u.runnable
+        queue_row(u.queue)["unserved_job_types"].append(u.job_type)
     for name in snapshot.paused:
         queue_row(name)
     dead_by_type = {(d.queue, d.job_type): d.dead for d in snapshot.dead}

@@ -1209,10 +1209,11 @@ COMMENT ON TABLE jobqueue.api_secrets IS 'Keys the REST API shares across its pr
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
     circuit text NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL
 );
 
-COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breaker each job type belongs to (@queue.task(circuit=...)), synced at worker start.';
+COMMENT ON TABLE jobqueue.circuit_job_types IS 'The circuit breakers each job type belongs to, by the app that declared it (@queue.task(circuit=...)), synced at worker start: the type is blocked while any of them is not closed.';
 
 CREATE TABLE jobqueue.circuits (
     name text NOT NULL,
@@ -1226,6 +1227,7 @@ CREATE TABLE jobqueue.circuits (
     window_seconds double precision NOT NULL,
     reset_after_seconds double precision NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT circuits_name_not_blank CHECK ((btrim(name) <> ''::text)),
     CONSTRAINT circuits_open_has_opened_at CHECK (((state = 'closed'::text) OR (opened_at IS NOT NULL))),
     CONSTRAINT circuits_reset_positive CHECK ((reset_after_seconds > (0)::double precision)),
@@ -1241,6 +1243,8 @@ COMMENT ON COLUMN jobqueue.circuits.failures IS 'Counted failures in the window 
 COMMENT ON COLUMN jobqueue.circuits.probe_job_id IS 'half_open: the one job let through to probe the dependency.';
 
 COMMENT ON COLUMN jobqueue.circuits.forced_by_admin IS 'Opened by an operator: stays open, without probes, until an operator closes it.';
+
+COMMENT ON COLUMN jobqueue.circuits.declared_by IS 'The app whose workers write this breaker''s settings (another app''s declaration of the same name does not change them while a worker of this one is alive); '''' : declared before 0027.';
 
 CREATE TABLE jobqueue.job_errors (
     job_id uuid NOT NULL,
@@ -1374,6 +1378,7 @@ CREATE TABLE jobqueue.job_limits (
     set_by text DEFAULT 'code'::text NOT NULL,
     recent_starts timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT job_limits_concurrency_positive CHECK ((concurrency >= 1)),
     CONSTRAINT job_limits_name_present CHECK ((length(name) > 0)),
     CONSTRAINT job_limits_period_positive CHECK (((period_seconds > (0)::double precision) AND (period_seconds <= (86400)::double precision))),
@@ -1386,9 +1391,11 @@ CREATE TABLE jobqueue.job_limits (
 
 COMMENT ON TABLE jobqueue.job_limits IS 'Global limits enforced by the claim: at most concurrency jobs of the job type (or queue) processing at once, at most rate starts in any period_seconds.';
 
-COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in the app, rewritten at worker start; admin: set by an operator, kept until cleared.';
+COMMENT ON COLUMN jobqueue.job_limits.set_by IS 'code: declared in an app (declared_by), rewritten when a worker of that app starts; admin: set by an operator, kept until cleared.';
 
 COMMENT ON COLUMN jobqueue.job_limits.recent_starts IS 'Claim times of the starts within the last period, ascending (the sliding window the rate is checked against).';
+
+COMMENT ON COLUMN jobqueue.job_limits.declared_by IS 'set_by code: the app that declared it, the only one whose worker starts redefine or remove it while a worker of it is alive; '''' : declared before 0027.';
 
 CREATE TABLE jobqueue.job_results (
     job_id uuid NOT NULL,
@@ -1608,6 +1615,7 @@ CREATE TABLE jobqueue.workers (
     concurrency_target integer,
     job_types text[] DEFAULT '{}'::text[] NOT NULL,
     leases_blocked uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    app text,
     CONSTRAINT workers_concurrency_bounds CHECK (((concurrency_min >= 1) AND (concurrency_min <= concurrency) AND (concurrency_target >= concurrency_min) AND (concurrency_target <= concurrency))),
     CONSTRAINT workers_status_known CHECK ((status = ANY (ARRAY['running'::text, 'stopping'::text, 'stopped'::text, 'lost'::text])))
 );
@@ -1626,6 +1634,8 @@ COMMENT ON COLUMN jobqueue.workers.job_types IS 'The job types this worker has h
 
 COMMENT ON COLUMN jobqueue.workers.leases_blocked IS 'Jobs this worker holds whose lease its last renewal could not extend because another transaction held their row locked; the sweeper leaves them to it while it heartbeats.';
 
+COMMENT ON COLUMN jobqueue.workers.app IS 'The app (its JobQueue''s name) whose tasks this worker runs, written at registration.';
+
 ALTER TABLE ONLY jobqueue.api_keys
     ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
 
@@ -1636,7 +1646,7 @@ ALTER TABLE ONLY jobqueue.api_secrets
     ADD CONSTRAINT api_secrets_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY jobqueue.circuit_job_types
-    ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type);
+    ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type, circuit, declared_by);
 
 ALTER TABLE ONLY jobqueue.circuits
     ADD CONSTRAINT circuits_pkey PRIMARY KEY (name);
@@ -1703,6 +1713,10 @@ CREATE INDEX circuit_job_types_circuit_idx ON jobqueue.circuit_job_types USING b
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
 
 CREATE INDEX jobs_claim_idx ON jobqueue.jobs USING btree (queue, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
+
+CREATE INDEX jobs_claim_type_idx ON jobqueue.jobs USING btree (queue, job_type, priority, run_at, seq) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]));
+
+COMMENT ON INDEX jobqueue.jobs_claim_type_idx IS 'The runnable jobs of each (queue, job type) in claim order: claims by type past other apps'' jobs, and the job types waiting in a queue.';
 
 CREATE INDEX jobs_dead_letter_idx ON jobqueue.jobs USING btree (queue, job_type, finished_at) WHERE (state = 'dead_letter'::text);
 

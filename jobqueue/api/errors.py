@@ -126,7 +126,7 @@ def _mismatch(_request: Request, exc: IdempotencyMismatch) -> Response:
 
 def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
     log.warning("503: %s", exc)
-    return error_response(503, "the database is unavailable; nothing was done, retry later",
+    return error_response(503, "the database is unavailable; retry later (with the same idempotency key: the connection may have dropped after a commit, and the repeat returns that job)",
                           error="database_unavailable", retry_after=_services_retry_after(request))
 
 

@@ -233,14 +233,18 @@ class QueueOut(msgspec.Struct):
     dead: int
     oldest_age_seconds: float
     priorities: list[PriorityLevel]
+    unserved: int = 0
+    unserved_job_types: dict[str, int] = {}
 
     @classmethod
-    def of(cls, name: str, settings: QueueSettings, levels: list[PriorityLevel], dead: int) -> "QueueOut":
+    def of(cls, name: str, settings: QueueSettings, levels: list[PriorityLevel], dead: int,
+           unserved: dict[str, int] | None = None) -> "QueueOut":
         return cls(name, settings.paused, settings.soft_limit, settings.hard_limit,
                    seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries,
                    sum(s.depth for s in levels), sum(s.scheduled for s in levels), sum(s.retrying for s in levels),
                    sum(s.processing for s in levels), dead,
-                   max((s.oldest_age_seconds for s in levels), default=0.0), levels)
+                   max((s.oldest_age_seconds for s in levels), default=0.0), levels,
+                   sum((unserved or {}).values()), unserved or {})
 
 
 class OtherQueues(msgspec.Struct):
@@ -262,7 +266,9 @@ class QueueList(msgspec.Struct):
     ``max_age_seconds`` after that. Same figures as /metrics: ``depth`` runnable now (pending, or
     failed and due), ``scheduled`` run_at still ahead (delays, retries not yet due), ``retrying``
     waiting for a retry (state failed, counted in depth or scheduled too), ``processing``,
-    ``dead`` dead-lettered; each count stops at ``count_cap``. Listed by name: every queue a
+    ``dead`` dead-lettered; ``unserved`` runnable jobs whose job type no live worker of the queue has
+    a handler for (``unserved_job_types``: how many of each) — no worker claims them, they wait; each
+    count stops at ``count_cap``. Listed by name: every queue a
     live worker serves or an admin configured, and the ``JOBQUEUE_METRICS_MAX_QUEUES`` largest
     others; ``other`` sums up the rest (null when there is none)."""
 
@@ -283,9 +289,12 @@ class QueueList(msgspec.Struct):
         dead: dict[str, int] = {}
         for d in snapshot.dead:
             dead[d.queue] = dead.get(d.queue, 0) + d.dead
+        unserved: dict[str, dict[str, int]] = {}
+        for u in snapshot.unserved:
+            unserved.setdefault(u.queue, {})[u.job_type] = u.runnable
         names = sorted((set(levels) | set(dead) | set(snapshot.settings)) - {OTHER})
         listed = [QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
-                              dead.get(name, 0)) for name in names]
+                              dead.get(name, 0), unserved.get(name)) for name in names]
         other = None
         if snapshot.other_queues:
             rest = QueueOut.of(OTHER, QueueSettings(OTHER), levels.get(OTHER, []), dead.get(OTHER, 0))

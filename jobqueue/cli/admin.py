@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import functools
 import json
+import sys
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -88,6 +89,21 @@ def _print_page(args: argparse.Namespace, page, columns: tuple[str, ...] = JOB_C
     return 0
 
 
+def _jobs_list(client: Client, args: argparse.Namespace) -> int:
+    """One page of jobs, and on stderr (so --json stays JSON) a line naming the runnable jobs nobody
+    serves, if there are any among the queues and type asked for: they would wait unnoticed."""
+    status = _print_page(args, client.list_jobs(limit=args.limit, cursor=args.cursor, state=args.state,
+                                                queue=args.queue, job_type=args.job_type, priority=args.priority,
+                                                producer_id=args.producer))
+    unserved = [u for u in client.unserved_jobs()
+                if args.queue in (None, u.queue) and args.job_type in (None, u.job_type)]
+    if unserved:
+        listed = ", ".join(f"{u.job_type} in {u.queue} ({u.runnable})" for u in unserved)
+        print(f"note: {sum(u.runnable for u in unserved)} runnable jobs wait for a worker with a handler for "
+              f"their type (no live worker of their queue has one): {listed}", file=sys.stderr)
+    return status
+
+
 def _list_options(parser: argparse.ArgumentParser, *, state: bool) -> None:
     if state:
         parser.add_argument("--state", choices=[s.value for s in JobState])
@@ -148,7 +164,7 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
 
 
 WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat",
-                  "job_types")
+                  "app", "job_types")
 
 
 def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
@@ -173,18 +189,20 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
                                                           else w.concurrency),
                                              target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
                                              failed=w.jobs_failed, stuck=w.stuck_handlers,
-                                             last_heartbeat=_when(w.last_heartbeat),
+                                             last_heartbeat=_when(w.last_heartbeat), app=w.app,
                                              job_types=",".join(w.job_types)) for w in workers]))
     return 0
 
 
-CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types")
+CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types",
+                   "declared_by")
 
 
 def _circuit_row(c: Circuit) -> dict[str, Any]:
     state = f"{c.state} (held by an operator)" if c.forced_by_admin else c.state
     return dict(name=c.name, state=state, failures=c.failures, threshold=c.threshold, window_s=f"{c.window_seconds:g}",
-                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types))
+                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types),
+                declared_by=c.declared_by or None)
 
 
 def _circuits(client: Client, args: argparse.Namespace) -> int:
@@ -201,12 +219,13 @@ def _force_circuit(method: str, client: Client, args: argparse.Namespace) -> int
     return 0
 
 
-LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_starts", "set_by")
+LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_starts", "set_by", "declared_by")
 
 
 def _limit_row(lim: Limit) -> dict[str, Any]:
     return dict(scope=lim.scope, name=lim.name, concurrency=lim.concurrency, running=lim.running, rate=lim.rate_text,
-                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by)
+                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by,
+                declared_by=lim.declared_by or None)
 
 
 def _limits(client: Client, args: argparse.Namespace) -> int:
@@ -249,9 +268,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
                                                                                               required=True)
     p = jobs.add_parser("list", help="jobs newest first, with filters")
     _list_options(p, state=True)
-    command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state=a.state, queue=a.queue,
-                                                       job_type=a.job_type, priority=a.priority,
-                                                       producer_id=a.producer)))
+    command(p, _jobs_list)
     p = jobs.add_parser("get", help="a job with its result and every attempt's error (JSON)")
     p.add_argument("job_id")
     command(p, lambda c, a: print(_json(dataclasses.asdict(c.get(a.job_id)))) or 0)

@@ -35,7 +35,7 @@ class Historian(Service):
     async def run_once(self) -> int:
         """Write this minute's sample and drop expired minutes; returns how many rows were dropped
         (the sample itself is routine, not worth a log line every 15 s)."""
-        now = self.clock.now()
+        now = self.clock.db_now()  # minutes by the database's clock, as the dashboard reads them
         async with db.connection(self._pool) as conn:
             await db.run(conn, history_store.record(now=now))
             return await db.run(conn, history_store.prune(keep_seconds=self.keep, now=now))

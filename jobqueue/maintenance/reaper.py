@@ -39,7 +39,7 @@ class Reaper(Service):
         self.retire_stats_after = retire_stats_after
 
     async def run_once(self) -> int:
-        now = self.clock.now()
+        now = self.clock.db_now()  # heartbeats are the database's times: judged by its clock
         async with db.connection(self._pool) as conn:
             lost = await db.run(conn, worker_store.mark_lost(missed_beats=self.missed_beats, now=now))
             forgotten = await db.run(conn, worker_store.forget(forget_after=self.forget_after, now=now))

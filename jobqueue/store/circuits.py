@@ -28,14 +28,23 @@ class Blocking:
     job_types: tuple[str, ...]
 
 
-def sync(circuits: Sequence[CircuitSpec], circuit_by_type: Mapping[str, str | None]) -> Call[None]:
+#: A declaration a worker start did not apply: (what, name, the app that declared it otherwise),
+#: e.g. ("circuit", "payments-api", "shop") — that app has a live worker and keeps its own.
+Overruled = tuple[str, str, str]
+
+
+def decode_overruled(rows: list[tuple]) -> list[Overruled]:
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def sync(circuits: Sequence[CircuitSpec], circuit_by_type: Mapping[str, str | None], *, app: str) -> Call[list[Overruled]]:
+    """App ``app``'s breakers and memberships (see circuit_sync: another app's stay as it declared them)."""
     members = {job_type: name for job_type, name in circuit_by_type.items() if name is not None}
     return Call("circuit_sync", {
-        "names": [c.name for c in circuits], "thresholds": [c.threshold for c in circuits],
+        "app": app, "names": [c.name for c in circuits], "thresholds": [c.threshold for c in circuits],
         "windows": [c.window for c in circuits], "resets": [c.reset_after for c in circuits],
-        "job_types": list(members), "circuits": list(members.values()),
-        "without": [job_type for job_type, name in circuit_by_type.items() if name is None],
-    }, no_result)
+        "job_types": list(members), "circuits": list(members.values()), "all_types": list(circuit_by_type),
+    }, decode_overruled)
 
 
 def blocking(*, now: datetime | None = None) -> Call[list[Blocking]]:
@@ -79,7 +88,7 @@ def force(name: str, action: str) -> Call[str | None]:
 def _decode_circuits(rows: list[tuple]) -> list[Circuit]:
     return [Circuit(name=r[0], state=r[1], failures=r[2], window_started_at=r[3], opened_at=r[4],
                     forced_by_admin=r[5], threshold=r[6], window_seconds=r[7], reset_after_seconds=r[8],
-                    probe_job_id=r[9], updated_at=r[10], job_types=list(r[11])) for r in rows]
+                    probe_job_id=r[9], updated_at=r[10], job_types=list(r[11]), declared_by=r[12]) for r in rows]
 
 
 def list_all(name: str | None = None) -> Call[list[Circuit]]:

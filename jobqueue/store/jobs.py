@@ -70,8 +70,10 @@ class Deadlines:
 def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
           deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), blocked: Sequence[str] = (),
           only: Sequence[str] | None = None, limited: bool | None = None,
-          until: tuple[int, tuple | None] = (3, None), now: datetime | None = None) -> Call[list[Job]]:
-    """``resume`` applies to a one-queue claim only. ``blocked``: job types not to claim (those of
+          until: tuple[int, tuple | None] = (3, None), served: Sequence[str] | None = None,
+          now: datetime | None = None) -> Call[list[Job]]:
+    """``resume`` applies to a one-queue claim only. ``served``: the job types the worker has
+    handlers for, the only ones it claims (None: any type). ``blocked``: job types not to claim (those of
     open circuit breakers); ``only``: claim jobs of these types alone (a half-open circuit's probe).
     ``limited``: None — this worker knows of no limit (the claim takes nothing once one exists);
     False/True — a claim inside a transaction that holds `limits.allowances`, which marks what it
@@ -84,6 +86,7 @@ def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: f
         "until_seq": until[1][1] if until[1] else None,
         "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
         "blocked": list(blocked), "only": None if only is None else list(only),
+        "served": None if served is None else list(served),
         "after_run_at": [point[0] if point else None for point in resume],
         "after_seq": [point[1] if point else None for point in resume],
     }, _decode_jobs)
@@ -91,10 +94,10 @@ def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: f
 
 def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lease_seconds: float,
                    deadlines: Deadlines = Deadlines(), blocked: Sequence[str] = (),
-                   now: datetime | None = None) -> Call[list[Job]]:
-    """slots: (queue, priority level, how many) triples; ``blocked`` as for `claim`."""
+                   served: Sequence[str] | None = None, now: datetime | None = None) -> Call[list[Job]]:
+    """slots: (queue, priority level, how many) triples; ``blocked`` and ``served`` as for `claim`."""
     return Call("job_claim_weighted", {
-        "worker_id": worker_id, "blocked": list(blocked),
+        "worker_id": worker_id, "blocked": list(blocked), "served": None if served is None else list(served),
         "queues": [s[0] for s in slots], "priorities": [s[1] for s in slots],
         "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
     }, _decode_jobs)

@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 
 from jobqueue.db import Call, scalar, scalar_or_none
 from jobqueue.limits import Allowance, Limit, LimitSpec
+from jobqueue.store.circuits import Overruled, decode_overruled
 
 
 def allowances(queues: Sequence[str], *, now: datetime | None = None) -> Call[list[Allowance]]:
@@ -27,13 +28,14 @@ def any_for(queues: Sequence[str]) -> Call[bool]:
     return Call("limit_any", {"queues": list(queues)}, scalar)
 
 
-def sync(declared: Sequence[LimitSpec], undeclared: Sequence[tuple[str, str]]) -> Call[None]:
+def sync(declared: Sequence[LimitSpec], undeclared: Sequence[tuple[str, str]], *, app: str) -> Call[list[Overruled]]:
+    """App ``app``'s limits (see limit_sync: another app's stay as it declared them)."""
     return Call("limit_sync", {
-        "scopes": [d.scope for d in declared], "names": [d.name for d in declared],
+        "app": app, "scopes": [d.scope for d in declared], "names": [d.name for d in declared],
         "concurrency": [d.concurrency for d in declared], "rates": [d.rate for d in declared],
         "periods": [d.period for d in declared],
         "undeclared_scopes": [u[0] for u in undeclared], "undeclared_names": [u[1] for u in undeclared],
-    }, lambda rows: None)
+    }, decode_overruled)
 
 
 def set_limit(spec: LimitSpec) -> Call[int]:

@@ -1,10 +1,12 @@
 """Calls about queues (sql/queries/queues.sql): statistics, waiting jobs and the enqueue gates
 (`jobqueue.quotas`), paused flag, limits,
-enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries."""
+enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries, and the
+jobs nobody serves."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
@@ -82,3 +84,24 @@ def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Cal
     """queue → (runnable depth counted up to per_worker x workers + 1, live workers serving it)."""
     return Call("queue_load", {"queues": list(queues), "per_worker": per_worker, "stale_seconds": stale_seconds},
                 lambda rows: {name: (int(runnable), int(workers)) for name, workers, runnable in rows})
+
+
+#: The most (queue, job type) pairs `unserved` looks at: its cost stays bounded whatever a producer
+#: names its job types.
+MAX_UNSERVED_PAIRS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Runnable jobs of one queue and job type that no live worker of the queue has a handler for:
+    no worker claims them, so they wait, no attempt used (`/queues`, /metrics, the dashboard, and
+    `jobqueue jobs list` show them)."""
+
+    queue: str
+    job_type: str
+    runnable: int  # counted up to the cap per priority level
+
+
+def unserved(*, cap: int, stale_seconds: float, max_pairs: int = MAX_UNSERVED_PAIRS) -> Call[list[Unserved]]:
+    return Call("queue_unserved", {"cap": cap, "stale_seconds": stale_seconds, "max_pairs": max_pairs},
+                lambda rows: [Unserved(q, t, int(n)) for q, t, n in rows])

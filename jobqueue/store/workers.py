@@ -30,12 +30,14 @@ class WorkerInfo:
     concurrency_min: int | None = None  # autoscaling (--concurrency MIN:MAX): MIN; concurrency is MAX
     concurrency_target: int | None = None  # autoscaling: the slots it runs now (None: fixed concurrency)
     job_types: list[str] = field(default_factory=list)  # the types its app has handlers for
+    app: str | None = None  # its app's name (JobQueue.name; None: registered before 0027)
 
 
 def register(*, worker_id: str, host: str, pid: int, queues: Sequence[str], concurrency: int,
              heartbeat_interval: float = 10.0, concurrency_min: int | None = None,
-             concurrency_target: int | None = None, job_types: Sequence[str] = ()) -> Call[None]:
-    return Call("worker_register", {
+             concurrency_target: int | None = None, job_types: Sequence[str] = (),
+             app: str | None = None) -> Call[None]:
+    return Call("worker_register", {"app": app,
         "id": worker_id, "host": host, "pid": pid, "queues": list(queues), "concurrency": concurrency,
         "heartbeat_interval": heartbeat_interval, "concurrency_min": concurrency_min,
         "concurrency_target": concurrency_target, "job_types": sorted(job_types),

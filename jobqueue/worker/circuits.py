@@ -75,9 +75,10 @@ class Breakers(SharedStateCopy[list[Blocking]]):
 
     # --- the blocked set --------------------------------------------------------------------
 
-    def sync(self) -> db.Call[None]:
-        """The statement that writes the app's breakers and job types (run at worker start)."""
-        return circuit_store.sync(list(self.app.circuits.values()), self.app.circuit_by_type())
+    def sync(self) -> db.Call[list[circuit_store.Overruled]]:
+        """The statement that writes the app's breakers and job types (run at worker start): its
+        own, never another app's (see circuit_sync)."""
+        return circuit_store.sync(list(self.app.circuits.values()), self.app.circuit_by_type(), app=self.app.name)
 
     def _read(self) -> db.Call[list[Blocking]]:
         """The circuits that are not closed."""

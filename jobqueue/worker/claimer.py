@@ -8,8 +8,12 @@ an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when 
   mark — a reclaimed lease, a late commit with an old ``run_at`` — waits at most that long).
 - Several queues: `job_claim` from the start. Weighted priorities: `job_claim_weighted` with
   slots drawn by weight, then a strict fill-up claim for slots a level could not use.
-- Every claim sets each attempt's deadline and lease from `Deadlines`, and skips ``blocked`` job
-  types (those of open circuit breakers); `claim_probe` takes one job of a half-open breaker's types.
+- Every claim sets each attempt's deadline and lease from `Deadlines`, takes only the job types
+  in ``served`` (those the app has handlers for: another app's jobs in the same queue stay pending,
+  no attempt used) and skips ``blocked`` ones (those of open circuit breakers); `claim_probe` takes
+  one job of a half-open breaker's types. When the head of a queue's level is a job this worker
+  may not take (another app's backlog, a type nobody serves), the claim goes by type past it
+  (see job_claim), so what lies in front costs it nothing.
 - Global limits (`jobqueue.limits`): while ``limits.active``, `claim_limited` claims in one
   transaction that first locks and reads what each limit allows (``limit_allowances``), then
   claims per `LimitPlan` (strict priority order within each statement, no resume points, weights
@@ -44,8 +48,11 @@ RESUME_FOR = 1.0
 
 class Claimer:
     def __init__(self, pool, worker_id: str, settings: Settings, deadlines: Deadlines,
-                 limits: LimitWatch | None = None) -> None:
+                 limits: LimitWatch | None = None, *, served: Sequence[str] | None) -> None:
         self._pool = pool
+        #: the job types this worker has handlers for: the only ones its claims take (None: any
+        #: type — for tests of the claim itself; a worker always gives its app's)
+        self.served = None if served is None else sorted(served)
         self.limits = limits
         #: after a limited claim: seconds until a limit it found spent may have room (None: none was)
         self.recheck_in: float | None = None
@@ -75,7 +82,7 @@ class Claimer:
             return await self._claim_resuming(queues[0], free, blocked)
         return await self._run(job_store.claim(
             worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, blocked=blocked))
+            deadlines=self.deadlines, blocked=blocked, served=self.served))
 
     async def claim_limited(self, queues: Sequence[str], free: int, blocked: Sequence[str] = ()) -> list[Job]:
         """Up to ``free`` jobs, within every limit that applies to ``queues``, in one transaction."""
@@ -120,7 +127,7 @@ class Claimer:
                     only: Sequence[str] | None = None, until: tuple[int, tuple | None] = (3, None)) -> db.Call[list[Job]]:
         return job_store.claim(worker_id=self.worker_id, queues=queues, limit=limit,
                                lease_seconds=self.settings.lease_seconds, deadlines=self.deadlines,
-                               blocked=blocked, only=only, limited=limited, until=until)
+                               blocked=blocked, only=only, limited=limited, until=until, served=self.served)
 
     async def claim_probe(self, conn, queues: Sequence[str], job_types: Sequence[str]) -> list[Job]:
         """One job of ``job_types`` (a half-open circuit's probe), on ``conn``: in the transaction
@@ -129,14 +136,14 @@ class Claimer:
             return await self._claim_within_limits(conn, queues, 1, (), only=job_types)
         return await db.run(conn, job_store.claim(
             worker_id=self.worker_id, queues=queues, limit=1, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, only=job_types))
+            deadlines=self.deadlines, only=job_types, served=self.served))
 
     async def _claim_resuming(self, queue: str, free: int, blocked: Sequence[str]) -> list[Job]:
         resuming = time.monotonic() < self._resume_until and self._resume_queue == queue
         resume = self._resume if resuming else ()
         jobs = await self._run(job_store.claim(
             worker_id=self.worker_id, queues=[queue], limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, resume=resume, blocked=blocked))
+            deadlines=self.deadlines, resume=resume, blocked=blocked, served=self.served))
         if len(jobs) < free:
             self._resume_until = 0.0
             return jobs
@@ -153,11 +160,12 @@ class Claimer:
         slots = draw_slots(free, self.settings.priority_weights, list(queues), self._rng)
         async with db.connection(self._pool) as conn:
             jobs = await db.run(conn, job_store.claim_weighted(
-                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines, blocked=blocked))
+                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines, blocked=blocked,
+                served=self.served))
             if len(jobs) < free:
                 more = await db.run(conn, job_store.claim(
                     worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
-                    deadlines=self.deadlines, blocked=blocked))
+                    deadlines=self.deadlines, blocked=blocked, served=self.served))
                 jobs.extend(more)
         return jobs
 

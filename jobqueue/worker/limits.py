@@ -51,12 +51,13 @@ class LimitWatch(SharedStateCopy[bool]):
         self.active = False
         self._on_change = on_change
 
-    def sync(self) -> db.Call[None]:
-        """The app's limits, and the code limits its job types and queues no longer declare."""
+    def sync(self) -> db.Call[list[tuple[str, str, str]]]:
+        """The app's limits, and the code limits it declared for its job types and queues and no
+        longer declares (another app's stay: see limit_sync)."""
         declared = self.app.limits()
         named = {(d.scope, d.name) for d in declared}
         undeclared = [(JOB_TYPE, t) for t in self.app.tasks] + [(QUEUE, q) for q in self.queues]
-        return limit_store.sync(declared, [key for key in undeclared if key not in named])
+        return limit_store.sync(declared, [key for key in undeclared if key not in named], app=self.app.name)
 
     def _read(self) -> db.Call[bool]:
         return limit_store.any_for(self.queues)

@@ -148,7 +148,8 @@ class Worker:
                                  on_change=self._wake.set)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
-            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits)
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
+            served=list(app.tasks))
         self.breakers = Breakers(self.pool, app, interval=self.heartbeat.interval,
                                  retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set)
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
@@ -165,7 +166,6 @@ class Worker:
         self._late_commits_until = 0.0  # a lost claim may commit until then: reconcile every heartbeat interval
         self._claiming = asyncio.Lock()  # a claim and the start of its jobs, or a reconcile: never both at once
         self._finishing: set[Attempt] = set()  # out of the running set, not in the acks yet
-        self._unknown_types: set[tuple[str, str]] = set()  # (queue, job type) without a handler, warned of
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._released: set[Attempt] = set()
@@ -362,12 +362,12 @@ class Worker:
                 worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
                 queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
                 concurrency_min=self.settings.concurrency_min or None, concurrency_target=self.slots if self.scaler else None,
-                job_types=list(self.app.tasks)))
+                job_types=list(self.app.tasks), app=self.app.name))
             if self.app.tasks:
                 await db.run(conn, worker_store.sync_task_defaults(
                     self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
-                await db.run(conn, self.breakers.sync())
-            await db.run(conn, self.limits.sync())
+                await self.breakers.declare(conn, self.app.name)
+            await self.limits.declare(conn, self.app.name)
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
                 await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
                                                        now=datetime.now(timezone.utc)))
@@ -375,7 +375,9 @@ class Worker:
     async def _claim_loop(self) -> None:
         backoff = 0.1
         while not self.stopping:
-            free = self.slots - len(self.running)
+            # An outcome being reported to its breaker still holds its slot: the report may open the
+            # breaker, and the next claim must know before it picks another job of its types.
+            free = self.slots - len(self.running) - len(self.breakers.reporting)
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -496,12 +498,7 @@ class Worker:
             pass
 
     def _start(self, job: Job) -> None:
-        handler = self.app.tasks.get(job.job_type)
-        if handler is None and (job.queue, job.job_type) not in self._unknown_types:
-            self._unknown_types.add((job.queue, job.job_type))
-            log.warning("queue %r has jobs of type %r, which this worker has no handler for: they fail and are "
-                        "retried, then dead-lettered (every worker of a queue should know all its job types)",
-                        job.queue, job.job_type)
+        handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
         task = asyncio.create_task(self._run_job(job, handler))
         self.deadline_watch.watch(task, attempt_timeout(job, handler))
         self.running[job.key] = (job, task)
@@ -558,6 +555,8 @@ class Worker:
         except BaseException:
             self._finishing.discard(job.key)
             raise
+        finally:
+            self._slot_freed.set()  # a report held the slot (see _claim_loop)
         # The registry's counts mean what /metrics' do (WorkerStats): every finished attempt is
         # processed; failed ones exclude an honoured cancel request.
         self.processed += 1

@@ -6,30 +6,59 @@
 -- Every time comparison takes an optional %(now)s so tests can control the clock.
 
 -- name: circuit_sync
--- At worker start: the app's breakers (their settings; a running circuit keeps its state) and
--- which of its job types belong to which; %(without)s are its job types that belong to none (a
--- task moved out of its breaker leaves it).
-WITH declared AS (
-    INSERT INTO jobqueue.circuits AS c (name, threshold, window_seconds, reset_after_seconds)
+-- At worker start: app %(app)s's breakers (their settings; a running circuit keeps its state) and
+-- which of its job types belong to which. Each declaration is the declaring app's own:
+-- * a breaker's settings are written when it is new, when this app declared it, or when the app
+--   that did has no live worker (running or stopping, a heartbeat within three of its intervals)
+--   — then this app takes it over; one declared differently by a live other app is left as that
+--   app declared it, and returned (the worker logs it);
+-- * memberships are rows per (job type, breaker, app): this app adds its own and removes those it
+--   made and makes no more (%(all_types)s, its job types: a task moved out of a breaker leaves it);
+--   another app's stay, so a same-named task of another app that declares no breaker takes
+--   nothing out of this one's. A membership stored before 0027 (app '') becomes this app's when it
+--   declares the same one.
+WITH live_apps AS (
+    SELECT DISTINCT w.app FROM jobqueue.workers w
+    WHERE w.app IS NOT NULL AND w.app <> %(app)s AND w.status IN ('running', 'stopping')
+      AND w.last_heartbeat >= now() - make_interval(secs => 3 * w.heartbeat_interval)
+), wanted AS (
     SELECT * FROM unnest(%(names)s::text[], %(thresholds)s::integer[], %(windows)s::float8[], %(resets)s::float8[])
+        AS d(name, threshold, window_seconds, reset_after_seconds)
+), declared AS (
+    INSERT INTO jobqueue.circuits AS c (name, threshold, window_seconds, reset_after_seconds, declared_by)
+    SELECT d.name, d.threshold, d.window_seconds, d.reset_after_seconds, %(app)s FROM wanted d
     ON CONFLICT (name) DO UPDATE
     SET threshold = excluded.threshold, window_seconds = excluded.window_seconds,
-        reset_after_seconds = excluded.reset_after_seconds, updated_at = now()
-    WHERE (c.threshold, c.window_seconds, c.reset_after_seconds)
-          IS DISTINCT FROM (excluded.threshold, excluded.window_seconds, excluded.reset_after_seconds)
+        reset_after_seconds = excluded.reset_after_seconds, declared_by = excluded.declared_by, updated_at = now()
+    WHERE (c.declared_by = excluded.declared_by OR c.declared_by NOT IN (SELECT app FROM live_apps))
+      AND (c.threshold, c.window_seconds, c.reset_after_seconds, c.declared_by)
+          IS DISTINCT FROM (excluded.threshold, excluded.window_seconds, excluded.reset_after_seconds,
+                            excluded.declared_by)
     RETURNING c.name
+), overruled AS (
+    SELECT c.name, c.declared_by FROM jobqueue.circuits c JOIN wanted d ON d.name = c.name
+    WHERE c.declared_by IN (SELECT app FROM live_apps)
+      AND (c.threshold, c.window_seconds, c.reset_after_seconds)
+          IS DISTINCT FROM (d.threshold, d.window_seconds, d.reset_after_seconds)
+), memberships AS (
+    SELECT * FROM unnest(%(job_types)s::text[], %(circuits)s::text[]) AS m(job_type, circuit)
 ), members AS (
-    INSERT INTO jobqueue.circuit_job_types AS m (job_type, circuit)
-    SELECT * FROM unnest(%(job_types)s::text[], %(circuits)s::text[])
-    ON CONFLICT (job_type) DO UPDATE SET circuit = excluded.circuit, updated_at = now()
-    WHERE m.circuit <> excluded.circuit
+    INSERT INTO jobqueue.circuit_job_types AS m (job_type, circuit, declared_by)
+    SELECT m.job_type, m.circuit, %(app)s FROM memberships m
+    ON CONFLICT (job_type, circuit, declared_by) DO NOTHING
+    RETURNING m.job_type
+), adopted AS (
+    DELETE FROM jobqueue.circuit_job_types m USING memberships w
+    WHERE m.declared_by = '' AND m.job_type = w.job_type AND m.circuit = w.circuit
     RETURNING m.job_type
 ), left_out AS (
-    DELETE FROM jobqueue.circuit_job_types m WHERE m.job_type = ANY(%(without)s::text[])
+    DELETE FROM jobqueue.circuit_job_types m
+    WHERE m.declared_by = %(app)s AND m.job_type = ANY(%(all_types)s::text[])
+      AND NOT EXISTS (SELECT FROM memberships w WHERE w.job_type = m.job_type AND w.circuit = m.circuit)
     RETURNING m.job_type
 )
-SELECT (SELECT count(*) FROM declared) AS declared, (SELECT count(*) FROM members) AS members,
-       (SELECT count(*) FROM left_out) AS left_out;
+-- (Every data-modifying CTE above runs to completion whether this reads it or not.)
+SELECT 'circuit' AS what, o.name, o.declared_by FROM overruled o ORDER BY o.name;
 
 -- name: circuit_blocking
 -- The worker's view: every circuit not closed, with its job types (no worker claims them) and, when
@@ -43,7 +72,7 @@ SELECT c.name, c.state, c.forced_by_admin, c.probe_job_id,
             WHEN NOT EXISTS (SELECT 1 FROM jobqueue.jobs j WHERE j.id = c.probe_job_id AND j.state = 'processing')
             THEN 0::float8
        END AS probe_in,
-       array_agg(t.job_type ORDER BY t.job_type) AS job_types
+       array_agg(DISTINCT t.job_type ORDER BY t.job_type) AS job_types
 FROM jobqueue.circuits c
 JOIN jobqueue.circuit_job_types t ON t.circuit = c.name
 WHERE c.state <> 'closed'
@@ -96,7 +125,7 @@ WHERE c.name = %(name)s AND NOT c.forced_by_admin
         AND c.opened_at + make_interval(secs => c.reset_after_seconds) <= coalesce(%(now)s::timestamptz, now()))
        OR (c.state = 'half_open' AND c.probe_job_id = %(stale_probe)s::uuid
            AND NOT EXISTS (SELECT 1 FROM jobqueue.jobs j WHERE j.id = c.probe_job_id AND j.state = 'processing')))
-RETURNING (SELECT array_agg(t.job_type ORDER BY t.job_type) FROM jobqueue.circuit_job_types t
+RETURNING (SELECT array_agg(DISTINCT t.job_type ORDER BY t.job_type) FROM jobqueue.circuit_job_types t
            WHERE t.circuit = c.name) AS job_types;
 
 -- name: circuit_probe_claimed
@@ -137,8 +166,9 @@ RETURNING c.name;
 -- Every circuit with its settings, state and job types (`GET /circuits`, the CLI, /metrics).
 SELECT c.name, c.state, c.failures, c.window_started_at, c.opened_at, c.forced_by_admin, c.threshold,
        c.window_seconds, c.reset_after_seconds, c.probe_job_id, c.updated_at,
-       coalesce((SELECT array_agg(t.job_type ORDER BY t.job_type) FROM jobqueue.circuit_job_types t
-                 WHERE t.circuit = c.name), '{}') AS job_types
+       coalesce((SELECT array_agg(DISTINCT t.job_type ORDER BY t.job_type) FROM jobqueue.circuit_job_types t
+                 WHERE t.circuit = c.name), '{}') AS job_types,
+       c.declared_by
 FROM jobqueue.circuits c
 WHERE %(name)s::text IS NULL OR c.name = %(name)s::text
 ORDER BY c.name;

@@ -46,11 +46,19 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- index descent, whatever lies behind. The worker resumes only while its claims fill up and does
 -- a full scan at least every second, so jobs put back behind the mark (a reclaimed lease, a late
 -- commit with an old run_at) wait at most that long; NULL marks scan from the start.
--- Circuit breakers: %(blocked)s, the job types of open circuits (an empty array when none), are
--- skipped; the test runs on each entry the index scan hands on, after the index, so jobs of those
--- types in front of runnable ones are walked by every scan from the start (docs/workers.md, "Circuit
--- breakers", has the figures). %(only)s (NULL: any type) is the half-open probe's claim of one job
--- of its circuit's types.
+-- Served types: %(served)s, the job types the worker has handlers for (NULL: any), are the only
+-- ones it claims; %(blocked)s, the job types of open circuits (an empty array when none), and
+-- types outside %(only)s (NULL: any type; a half-open probe's or a limited type's own claim) are
+-- skipped too. What the worker may take is k.types (served, not blocked, within only). Each
+-- (queue, level) probe first reads its head, the first runnable entry (one index descent, no
+-- lock): when the head is of a type the worker may take, the ordered probe above runs, testing the
+-- type on each entry it hands on (jobs of other types interleaved with its own cost what they are
+-- interleaved; docs/workers.md, "Circuit breakers", has the figures); when it is not — a run of
+-- another app's jobs, a type nobody serves, an open circuit's backlog at the front — the probe
+-- goes by type instead: one probe of jobs_claim_type_idx (queue, job_type, priority, run_at, seq)
+-- per type in k.types, merged by (run_at, seq), so what lies in front costs nothing, however long
+-- it is. That path locks up to %(limit)s rows per type with runnable jobs at the level (the
+-- merge takes them whole), released at the statement's end.
 -- Limits (jobqueue.job_limits): %(limits_checked)s false (a worker that knows of no limit) claims
 -- nothing at all once a limit applies to these queues (any job-type limit, or one of theirs, as
 -- limit_any says) — a one-time filter on the small table, so a worker that
@@ -60,56 +68,132 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 -- with room (%(only)s that type) looks no further than the claim of the other types just before it
 -- in the same transaction reached: levels below %(until_level)s whole, that level up to
 -- (%(until_run_at)s, %(until_seq)s), none after it (defaults: 3 and NULL, no bound) — an index
--- bound, so a limited type with no job in front costs a scan as long as that claim's, not one of
--- the whole queue.
-WITH next AS (
+-- bound (b.until_*), so a limited type costs a probe of its own jobs up to that point.
+WITH kinds AS (
+    SELECT ARRAY(SELECT s.t FROM unnest(%(served)s::text[]) AS s(t)
+                 WHERE s.t <> ALL(%(blocked)s::text[])
+                   AND (%(only)s::text[] IS NULL OR s.t = ANY(%(only)s::text[]))) AS types
+), next AS (
     SELECT c.id
-    FROM generate_series(0, 3) AS p(level)
+    FROM kinds k
+    CROSS JOIN generate_series(0, 3) AS p(level)
     CROSS JOIN LATERAL (
-        SELECT one.id FROM (
-            SELECT j.id
+        SELECT coalesce((%(after_run_at)s::timestamptz[])[p.level + 1], '-infinity') AS after_run_at,
+               coalesce((%(after_seq)s::bigint[])[p.level + 1], 0) AS after_seq,
+               CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
+                    WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
+                    ELSE '-infinity' END AS until_run_at,
+               CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
+                    THEN %(until_seq)s::bigint ELSE 9223372036854775807 END AS until_seq
+    ) AS b
+    CROSS JOIN LATERAL (
+        SELECT %(served)s::text[] IS NOT NULL AND coalesce((
+            SELECT j.job_type <> ALL(k.types)
             FROM jobqueue.jobs j
             WHERE cardinality(%(queues)s::text[]) = 1
               AND j.state IN ('pending', 'failed')
               AND j.queue = (%(queues)s::text[])[1]
               AND j.priority = p.level
               AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND (j.run_at, j.seq) > (b.after_run_at, b.after_seq)
+              AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
+            ORDER BY j.run_at, j.seq
+            LIMIT 1), false) AS by_type
+        OFFSET 0  -- read once per level, not once per branch that tests it
+    ) AS h
+    CROSS JOIN LATERAL (
+        SELECT one.id FROM (
+            SELECT j.id
+            FROM jobqueue.jobs j
+            WHERE cardinality(%(queues)s::text[]) = 1 AND NOT h.by_type
+              AND j.state IN ('pending', 'failed')
+              AND j.queue = (%(queues)s::text[])[1]
+              AND j.priority = p.level
+              AND j.run_at <= coalesce(%(now)s::timestamptz, now())
               AND j.job_type <> ALL(%(blocked)s::text[])
-              AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
-              AND (j.run_at, j.seq) > (coalesce((%(after_run_at)s::timestamptz[])[p.level + 1], '-infinity'),
-                                       coalesce((%(after_seq)s::bigint[])[p.level + 1], 0))
-              AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
-                                         WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
-                                         ELSE '-infinity' END,
-                                    CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
-                                         THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
+              AND (%(only)s::text[] IS NULL OR (j.job_type = ANY(%(only)s::text[])) IS TRUE)
+              AND (%(served)s::text[] IS NULL OR (j.job_type = ANY(%(served)s::text[])) IS TRUE)
+              AND (j.run_at, j.seq) > (b.after_run_at, b.after_seq)
+              AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
               AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
             ORDER BY j.run_at, j.seq
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
         ) AS one
         UNION ALL
-        SELECT merged.id FROM (
+        SELECT typed.id FROM (
             SELECT c.id
-            FROM unnest(%(queues)s::text[]) AS q(name)
+            FROM unnest(CASE WHEN cardinality(%(queues)s::text[]) = 1 AND h.by_type THEN k.types END) AS t(job_type)
             CROSS JOIN LATERAL (
                 SELECT j.id, j.run_at, j.seq
                 FROM jobqueue.jobs j
                 WHERE j.state IN ('pending', 'failed')
-                  AND j.queue = q.name
+                  AND j.queue = (%(queues)s::text[])[1]
+                  AND j.job_type = t.job_type
                   AND j.priority = p.level
                   AND j.run_at <= coalesce(%(now)s::timestamptz, now())
-                  AND j.job_type <> ALL(%(blocked)s::text[])
-                  AND (%(only)s::text[] IS NULL OR j.job_type = ANY(%(only)s::text[]))
-                  AND (j.run_at, j.seq) <= (CASE WHEN p.level < %(until_level)s THEN 'infinity'::timestamptz
-                                             WHEN p.level = %(until_level)s THEN coalesce(%(until_run_at)s::timestamptz, 'infinity')
-                                             ELSE '-infinity' END,
-                                        CASE WHEN p.level = %(until_level)s AND %(until_run_at)s::timestamptz IS NOT NULL
-                                             THEN %(until_seq)s::bigint ELSE 9223372036854775807 END)
+                  AND (j.run_at, j.seq) > (b.after_run_at, b.after_seq)
+                  AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
                   AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
                 ORDER BY j.run_at, j.seq
                 LIMIT %(limit)s
                 FOR UPDATE SKIP LOCKED
+            ) AS c
+            ORDER BY c.run_at, c.seq
+            LIMIT %(limit)s
+        ) AS typed
+        UNION ALL
+        SELECT merged.id FROM (
+            SELECT c.id
+            FROM unnest(%(queues)s::text[]) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT %(served)s::text[] IS NOT NULL AND coalesce((
+                    SELECT j.job_type <> ALL(k.types)
+                    FROM jobqueue.jobs j
+                    WHERE j.state IN ('pending', 'failed')
+                      AND j.queue = q.name
+                      AND j.priority = p.level
+                      AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                      AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
+                    ORDER BY j.run_at, j.seq
+                    LIMIT 1), false) AS by_type
+                OFFSET 0
+            ) AS hq
+            CROSS JOIN LATERAL (
+                SELECT o.id, o.run_at, o.seq FROM (
+                    SELECT j.id, j.run_at, j.seq
+                    FROM jobqueue.jobs j
+                    WHERE NOT hq.by_type
+                      AND j.state IN ('pending', 'failed')
+                      AND j.queue = q.name
+                      AND j.priority = p.level
+                      AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                      AND j.job_type <> ALL(%(blocked)s::text[])
+                      AND (%(only)s::text[] IS NULL OR (j.job_type = ANY(%(only)s::text[])) IS TRUE)
+                      AND (%(served)s::text[] IS NULL OR (j.job_type = ANY(%(served)s::text[])) IS TRUE)
+                      AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
+                      AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
+                    ORDER BY j.run_at, j.seq
+                    LIMIT %(limit)s
+                    FOR UPDATE SKIP LOCKED
+                ) AS o
+                UNION ALL
+                SELECT typed.id, typed.run_at, typed.seq
+                FROM unnest(CASE WHEN hq.by_type THEN k.types END) AS t(job_type)
+                CROSS JOIN LATERAL (
+                    SELECT j.id, j.run_at, j.seq
+                    FROM jobqueue.jobs j
+                    WHERE j.state IN ('pending', 'failed')
+                      AND j.queue = q.name
+                      AND j.job_type = t.job_type
+                      AND j.priority = p.level
+                      AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                      AND (j.run_at, j.seq) <= (b.until_run_at, b.until_seq)
+                      AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
+                    ORDER BY j.run_at, j.seq
+                    LIMIT %(limit)s
+                    FOR UPDATE SKIP LOCKED
+                ) AS typed
             ) AS c
             WHERE cardinality(%(queues)s::text[]) > 1
             ORDER BY c.run_at, c.seq
@@ -148,24 +232,65 @@ ORDER BY priority, run_at, seq;
 
 -- name: job_claim_weighted
 -- Weighted priorities: %(quotas)s[i] slots for (queue %(queues)s[i], level %(priorities)s[i]).
--- The caller draws the quotas by weight, so every level with work keeps a share. %(blocked)s: as
--- in job_claim, the job types of open circuits. A worker that knows of limits claims through
--- job_claim; this one claims nothing once a limit exists (as job_claim does when limits are not checked).
-WITH next AS (
+-- The caller draws the quotas by weight, so every level with work keeps a share. %(served)s and
+-- %(blocked)s: as in job_claim, the job types the worker serves and those of open circuits, with
+-- the same head check: by type (jobs_claim_type_idx) when the slot's first runnable job is not one
+-- it may take. A worker that knows of limits claims through job_claim; this one claims nothing
+-- once a limit exists (as job_claim does when limits are not checked).
+WITH kinds AS (
+    SELECT ARRAY(SELECT s.t FROM unnest(%(served)s::text[]) AS s(t) WHERE s.t <> ALL(%(blocked)s::text[])) AS types
+), next AS (
     SELECT c.id
-    FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
+    FROM kinds k
+    CROSS JOIN unnest(%(queues)s::text[], %(priorities)s::smallint[], %(quotas)s::integer[]) AS s(queue, priority, quota)
     CROSS JOIN LATERAL (
-        SELECT j.id
-        FROM jobqueue.jobs j
-        WHERE j.state IN ('pending', 'failed')
-          AND j.queue = s.queue
-          AND j.priority = s.priority
-          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
-          AND j.job_type <> ALL(%(blocked)s::text[])
-          AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
-        ORDER BY j.run_at, j.seq
-        LIMIT s.quota
-        FOR UPDATE SKIP LOCKED
+        SELECT %(served)s::text[] IS NOT NULL AND coalesce((
+            SELECT j.job_type <> ALL(k.types)
+            FROM jobqueue.jobs j
+            WHERE j.state IN ('pending', 'failed')
+              AND j.queue = s.queue
+              AND j.priority = s.priority
+              AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+            ORDER BY j.run_at, j.seq
+            LIMIT 1), false) AS by_type
+        OFFSET 0  -- read once per level, not once per branch that tests it
+    ) AS h
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM (
+            SELECT j.id
+            FROM jobqueue.jobs j
+            WHERE NOT h.by_type
+              AND j.state IN ('pending', 'failed')
+              AND j.queue = s.queue
+              AND j.priority = s.priority
+              AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND j.job_type <> ALL(%(blocked)s::text[])
+              AND (%(served)s::text[] IS NULL OR (j.job_type = ANY(%(served)s::text[])) IS TRUE)
+              AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
+            ORDER BY j.run_at, j.seq
+            LIMIT s.quota
+            FOR UPDATE SKIP LOCKED
+        ) AS o
+        UNION ALL
+        SELECT typed.id FROM (
+            SELECT c.id
+            FROM unnest(CASE WHEN h.by_type THEN k.types END) AS t(job_type)
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.run_at, j.seq
+                FROM jobqueue.jobs j
+                WHERE j.state IN ('pending', 'failed')
+                  AND j.queue = s.queue
+                  AND j.job_type = t.job_type
+                  AND j.priority = s.priority
+                  AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+                  AND (j.expires_at IS NULL OR j.expires_at > coalesce(%(now)s::timestamptz, now()))
+                ORDER BY j.run_at, j.seq
+                LIMIT s.quota
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            ORDER BY c.run_at, c.seq
+            LIMIT s.quota
+        ) AS typed
     ) AS c
     WHERE NOT EXISTS (SELECT FROM jobqueue.job_limits l
                       WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])))

@@ -28,27 +28,45 @@ SELECT EXISTS (SELECT FROM jobqueue.job_limits l
                WHERE l.scope = 'job_type' OR (l.scope = 'queue' AND l.name = ANY(%(queues)s::text[])));
 
 -- name: limit_sync
--- At worker start: the app's declared limits (set_by 'code'). A limit an operator set is kept;
--- %(undeclared_scopes)s/%(undeclared_names)s — the app's job types and the worker's queues that
--- declare none — lose a code limit they had (the code no longer asks for it).
-WITH declared AS (
-    INSERT INTO jobqueue.job_limits AS l (scope, name, concurrency, rate, period_seconds)
+-- At worker start: app %(app)s's declared limits (set_by 'code', declared_by the app). A limit an
+-- operator set is kept. A code limit is written when it is new, when this app declared it, or when
+-- the app that did has no live worker (running or stopping, a heartbeat within three of its
+-- intervals: this app takes it over); one a live other app declared differently is left as that
+-- app declared it, and returned (the worker logs it). %(undeclared_scopes)s/%(undeclared_names)s
+-- — the app's job types and the worker's queues that it declares no limit for — lose the code
+-- limit this app had declared for them (the code no longer asks for it); another app's limit on a
+-- same-named task stays (one stored before 0027, declared_by '', stays until an app declares it
+-- again or an operator clears it).
+WITH live_apps AS (
+    SELECT DISTINCT w.app FROM jobqueue.workers w
+    WHERE w.app IS NOT NULL AND w.app <> %(app)s AND w.status IN ('running', 'stopping')
+      AND w.last_heartbeat >= now() - make_interval(secs => 3 * w.heartbeat_interval)
+), wanted AS (
     SELECT * FROM unnest(%(scopes)s::text[], %(names)s::text[], %(concurrency)s::integer[],
-                         %(rates)s::integer[], %(periods)s::float8[])
+                         %(rates)s::integer[], %(periods)s::float8[]) AS d(scope, name, concurrency, rate, period_seconds)
+), declared AS (
+    INSERT INTO jobqueue.job_limits AS l (scope, name, concurrency, rate, period_seconds, declared_by)
+    SELECT d.scope, d.name, d.concurrency, d.rate, d.period_seconds, %(app)s FROM wanted d
     ON CONFLICT (scope, name) DO UPDATE
     SET concurrency = excluded.concurrency, rate = excluded.rate, period_seconds = excluded.period_seconds,
-        updated_at = now()
+        declared_by = excluded.declared_by, updated_at = now()
     WHERE l.set_by = 'code'
-      AND (l.concurrency, l.rate, l.period_seconds)
-          IS DISTINCT FROM (excluded.concurrency, excluded.rate, excluded.period_seconds)
+      AND (l.declared_by = excluded.declared_by OR l.declared_by NOT IN (SELECT app FROM live_apps))
+      AND (l.concurrency, l.rate, l.period_seconds, l.declared_by)
+          IS DISTINCT FROM (excluded.concurrency, excluded.rate, excluded.period_seconds, excluded.declared_by)
     RETURNING l.name
+), overruled AS (
+    SELECT l.scope, l.name, l.declared_by FROM jobqueue.job_limits l JOIN wanted d USING (scope, name)
+    WHERE l.set_by = 'code' AND l.declared_by IN (SELECT app FROM live_apps)
+      AND (l.concurrency, l.rate, l.period_seconds) IS DISTINCT FROM (d.concurrency, d.rate, d.period_seconds)
 ), dropped AS (
     DELETE FROM jobqueue.job_limits l
     USING unnest(%(undeclared_scopes)s::text[], %(undeclared_names)s::text[]) AS u(scope, name)
-    WHERE l.scope = u.scope AND l.name = u.name AND l.set_by = 'code'
+    WHERE l.scope = u.scope AND l.name = u.name AND l.set_by = 'code' AND l.declared_by = %(app)s
     RETURNING l.name
 )
-SELECT (SELECT count(*) FROM declared) AS declared, (SELECT count(*) FROM dropped) AS dropped;
+-- (Every data-modifying CTE above runs to completion whether this reads it or not.)
+SELECT 'limit' AS what, o.scope || ' ' || o.name, o.declared_by FROM overruled o ORDER BY o.scope, o.name;
 
 -- name: limit_set
 -- An operator's limit (set_by 'admin': worker starts leave it alone until it is cleared). Jobs of
@@ -82,6 +100,6 @@ SELECT l.scope, l.name, l.concurrency, l.rate, l.period_seconds, l.set_by,
        (SELECT count(*)::integer FROM unnest(l.recent_starts) AS s(ts)
         WHERE l.period_seconds IS NOT NULL
           AND s.ts > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => l.period_seconds)) AS window_starts,
-       l.updated_at
+       l.updated_at, l.declared_by
 FROM jobqueue.job_limits l
 ORDER BY l.scope, l.name;

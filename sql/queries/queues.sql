@@ -111,3 +111,46 @@ CROSS JOIN LATERAL (
     WHERE q.name = ANY(wk.queues) AND wk.status IN ('running', 'stopping')
       AND wk.last_heartbeat >= now() - make_interval(secs => %(stale_seconds)s)
 ) AS w;
+
+-- name: queue_unserved
+-- Jobs nobody serves: runnable jobs (pending, or failed and due) whose job type no live worker of
+-- their queue has a handler for — workers running or stopping with a heartbeat within
+-- %(stale_seconds)s, by the job types they registered (jobqueue.workers.job_types). No worker claims
+-- them (a claim takes only its app's types): they wait, no attempt used, until one that can run them
+-- starts. The (queue, job type) pairs with waiting jobs are found by a skip scan of
+-- jobs_claim_type_idx, one descent per pair and at most %(max_pairs)s of them; each unserved pair
+-- is counted per level up to %(cap)s (bounded by priority = level AND run_at <= now()), so the cost
+-- does not grow with the backlog.
+WITH RECURSIVE pairs AS (
+    (SELECT j.queue, j.job_type, 1 AS n FROM jobqueue.jobs j
+     WHERE j.state IN ('pending', 'failed') ORDER BY j.queue, j.job_type LIMIT 1)
+    UNION ALL
+    SELECT following.queue, following.job_type, p.n + 1
+    FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.queue, j.job_type FROM jobqueue.jobs j
+        WHERE j.state IN ('pending', 'failed') AND (j.queue, j.job_type) > (p.queue, p.job_type)
+        ORDER BY j.queue, j.job_type LIMIT 1
+    ) AS following
+    WHERE p.n < %(max_pairs)s
+), unserved AS (
+    SELECT p.queue, p.job_type FROM pairs p
+    WHERE NOT EXISTS (SELECT FROM jobqueue.workers w
+                      WHERE w.status IN ('running', 'stopping')
+                        AND w.last_heartbeat >= now() - make_interval(secs => %(stale_seconds)s)
+                        AND p.queue = ANY(w.queues) AND p.job_type = ANY(w.job_types))
+)
+SELECT u.queue, u.job_type, sum(c.runnable)::bigint AS runnable
+FROM unserved u
+CROSS JOIN generate_series(0, 3) AS l(level)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runnable FROM (
+        SELECT 1 FROM jobqueue.jobs j
+        WHERE j.state IN ('pending', 'failed') AND j.queue = u.queue AND j.job_type = u.job_type
+          AND j.priority = l.level AND j.run_at <= now()
+        LIMIT %(cap)s
+    ) AS capped
+) AS c
+GROUP BY u.queue, u.job_type
+HAVING sum(c.runnable) > 0
+ORDER BY u.queue, u.job_type;

@@ -3,16 +3,16 @@
 -- name: worker_register
 -- concurrency is the most slots the worker runs; an autoscaling one (--concurrency MIN:MAX) also
 -- gives concurrency_min and its first concurrency_target (NULL both: a fixed concurrency).
--- job_types: the types its app has handlers for.
+-- job_types: the types its app has handlers for; app: that app's name (its declarations are its own).
 INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, heartbeat_interval, status, started_at,
-                              last_heartbeat, concurrency_min, concurrency_target, job_types)
+                              last_heartbeat, concurrency_min, concurrency_target, job_types, app)
 VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(heartbeat_interval)s, 'running', now(), now(),
-        %(concurrency_min)s, %(concurrency_target)s, %(job_types)s)
+        %(concurrency_min)s, %(concurrency_target)s, %(job_types)s, %(app)s)
 ON CONFLICT (id) DO UPDATE
 SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
     heartbeat_interval = EXCLUDED.heartbeat_interval, status = 'running', last_heartbeat = now(),
     concurrency_min = EXCLUDED.concurrency_min, concurrency_target = EXCLUDED.concurrency_target,
-    job_types = EXCLUDED.job_types;
+    job_types = EXCLUDED.job_types, app = EXCLUDED.app;
 
 -- name: worker_set_concurrency_target
 -- An autoscaling worker's new slot count, written when its autoscaler changes it.
@@ -35,7 +35,7 @@ UPDATE jobqueue.workers SET status = 'stopped', last_heartbeat = now() WHERE id 
 -- name: worker_list
 -- The registry as `GET /workers` and `jobqueue workers` show it: live workers first, then by start.
 SELECT id, host, pid, queues, concurrency, status, jobs_processed, jobs_failed, started_at, last_heartbeat,
-       heartbeat_interval, stuck_handlers, concurrency_min, concurrency_target, job_types
+       heartbeat_interval, stuck_handlers, concurrency_min, concurrency_target, job_types, app
 FROM jobqueue.workers
 ORDER BY status IN ('running', 'stopping') DESC, started_at DESC, id;
 

@@ -72,7 +72,7 @@ def test_queues_and_workers(dsn, conn):
     row = next(line.split() for line in table if line.startswith("q1 "))
     assert row[:3] == ["q1", "True", "1"] and row[-3:] == ["10", "20", "True"]
     assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "TARGET", "PROCESSED",
-                                                          "FAILED", "STUCK", "LAST_HEARTBEAT", "JOB_TYPES"]
+                                                          "FAILED", "STUCK", "LAST_HEARTBEAT", "APP", "JOB_TYPES"]
     assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []
 
 
@@ -82,11 +82,12 @@ def test_circuits_list_open_and_close(dsn, conn):
     from tests.support import circuit_app
 
     app = circuit_app.queue
-    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type()))
+    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type(), app=app.name))
     table = jobqueue("circuits", "list", dsn=dsn).stdout.splitlines()
     assert table[0].split() == ["NAME", "STATE", "FAILURES", "THRESHOLD", "WINDOW_S", "RESET_AFTER_S", "OPENED_AT",
-                                "JOB_TYPES"]
-    assert table[1].split() == ["flaky-api", "closed", "0", "3", "30", "1.5", "-", "call_api,call_api_checked"]
+                                "JOB_TYPES", "DECLARED_BY"]
+    assert table[1].split() == ["flaky-api", "closed", "0", "3", "30", "1.5", "-", "call_api,call_api_checked",
+                                "circuit-tests"]
     held = jobqueue("circuits", "open", "flaky-api", dsn=dsn)
     assert held.returncode == 0 and "open (held by an operator)" in held.stdout
     assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("open", True)

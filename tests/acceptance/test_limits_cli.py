@@ -12,8 +12,9 @@ def test_limits_set_list_and_clear(dsn, conn):
     set_ = jobqueue("limits", "set", "--job-type", "call_partner", "--concurrency", "5", "--rate", "10/s", dsn=dsn)
     assert set_.returncode == 0, set_.stderr
     table = set_.stdout.splitlines()
-    assert table[0].split() == ["SCOPE", "NAME", "CONCURRENCY", "RUNNING", "RATE", "WINDOW_STARTS", "SET_BY"]
-    assert table[1].split() == ["job_type", "call_partner", "5", "0", "10/s", "0", "admin"]
+    assert table[0].split() == ["SCOPE", "NAME", "CONCURRENCY", "RUNNING", "RATE", "WINDOW_STARTS", "SET_BY",
+                                "DECLARED_BY"]
+    assert table[1].split() == ["job_type", "call_partner", "5", "0", "10/s", "0", "admin", "-"]
     assert jobqueue("limits", "set", "--queue", "exports", "--rate", "100/m", dsn=dsn).returncode == 0
     listed = json.loads(jobqueue("limits", "list", "--json", dsn=dsn).stdout)
     assert [(lim["scope"], lim["name"], lim["concurrency"], lim["rate_text"]) for lim in listed] == [

@@ -29,4 +29,4 @@ def test_it_stops_counting_where_more_jobs_could_not_ask_for_more_pods(conn):
         conn.execute("SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x"}] * chunk),))
     assert conn.execute(keda_query()).fetchone()[0] == 10_001  # 100 pods x 100 jobs, + 1
     plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + keda_query()).fetchall())
-    assert "jobs_claim_idx" in plan, plan
+    assert "jobs_claim_idx" in plan or "jobs_claim_type_idx" in plan, plan  # a partial index over waiting jobs

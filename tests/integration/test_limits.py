@@ -33,7 +33,8 @@ def claims(dsn: str, rounds: list[tuple[list[str], int]], app: JobQueue | None =
         await pool.open(wait=True)
         try:
             watch = LimitWatch(pool, app or JobQueue(), rounds[0][0], interval=10)
-            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), limits=watch)
+            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), limits=watch,
+                              served=None if app is None else list(app.tasks))
             await watch.refresh()
             taken = []
             for queues, free in rounds:
@@ -169,6 +170,57 @@ def test_workers_write_the_code_limits_and_leave_an_operators_alone(dsn, conn):
         later.task("local")(lambda job: None)
         db.run_sync(conn, LimitWatch(None, later, ["default"], interval=10).sync())
         assert [(lim.scope, lim.name, lim.set_by) for lim in client.limits()] == [("job_type", "local", "admin")]
+
+
+def test_another_apps_same_named_task_neither_removes_nor_redefines_a_declared_limit(dsn, conn):
+    """Issue 17 §5: a worker of another app with a task named like a limited one deleted the limit
+    (its code "no longer declared" it), and its own declaration redefined it. Each app's are its
+    own now; an operator's change survives every app's worker start."""
+    shop = JobQueue("shop")
+    shop.task("send_sms", rate="100/m")(lambda job: None)
+    shop.task("export", concurrency=2)(lambda job: None)
+    shop.queue_limit("default", concurrency=50)
+    assert db.run_sync(conn, LimitWatch(None, shop, ["default"], interval=10).sync()) == []
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
+                 "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')")
+    billing = JobQueue("billing")
+    billing.task("send_sms")(lambda job: None)  # declares no limit on it
+    billing.task("export", concurrency=9)(lambda job: None)  # declares another one
+    overruled = db.run_sync(conn, LimitWatch(None, billing, ["default"], interval=10).sync())
+    assert overruled == [("limit", "job_type export", "shop")]
+    with Client(dsn) as client:
+        limits = {(lim.scope, lim.name): (lim.concurrency, lim.rate_text, lim.declared_by) for lim in client.limits()}
+        assert limits == {("job_type", "send_sms"): (None, "100/m", "shop"), ("job_type", "export"): (2, None, "shop"),
+                          ("queue", "default"): (50, None, "shop")}
+        client.set_limit("job_type", "send_sms", rate="5/s")  # an operator's, kept by every start
+        for app in (billing, shop):
+            db.run_sync(conn, LimitWatch(None, app, ["default"], interval=10).sync())
+        assert next(lim for lim in client.limits() if lim.name == "send_sms").rate_text == "5/s"
+        shop_later = JobQueue("shop")  # the shop's next version drops its export limit: that is its own to drop
+        shop_later.task("export")(lambda job: None)
+        shop_later.queue_limit("default", concurrency=50)
+        db.run_sync(conn, LimitWatch(None, shop_later, ["default"], interval=10).sync())
+        assert {(lim.scope, lim.name) for lim in client.limits()} == {("job_type", "send_sms"), ("queue", "default")}
+
+
+def test_a_worker_start_says_which_declarations_another_live_app_keeps(dsn, conn, caplog):
+    shop = JobQueue("shop")
+    shop.task("export", concurrency=2)(lambda job: None)
+    db.run_sync(conn, LimitWatch(None, shop, ["default"], interval=10).sync())
+    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
+                 "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')")
+    billing = JobQueue("billing")
+    billing.task("export", concurrency=9)(lambda job: None)
+
+    async def main():
+        async with await db.connect(dsn) as aconn:
+            await LimitWatch(None, billing, ["default"], interval=10).declare(aconn, billing.name)
+
+    with caplog.at_level("WARNING", logger="jobqueue.worker.limits"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == [
+        "limit 'job_type export' is declared otherwise by app 'shop', whose workers are running: it keeps that "
+        "app's settings, not those of app 'billing' (give it another name, or declare it alike)"]
 
 
 def test_an_operators_limit_counts_the_jobs_already_running(dsn, conn):

@@ -13,6 +13,7 @@ import psycopg
 from jobqueue import migrate
 from jobqueue.sql import queries
 
+from jobqueue.store.jobs import Deadlines
 from tests.support.factories import claim_params
 from tests.support.schema import SCHEMA_FILE, dump
 
@@ -111,6 +112,89 @@ def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):
     assert taken == [runnable[2], runnable[1], runnable[3], runnable[0]]
     buffers = plan[0]["Plan"]["Shared Hit Blocks"] + plan[0]["Plan"]["Shared Read Blocks"]
     assert buffers < 150, buffers
+
+
+def _claim_reads(conn, params: dict, name: str = "job_claim") -> tuple[list[tuple], int]:
+    """The claim's rows (rolled back) and the pages its executed plan read."""
+    conn.execute("SAVEPOINT probe")
+    rows = conn.execute(queries()[name], params).fetchall()
+    conn.execute("ROLLBACK TO SAVEPOINT probe")
+    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries()[name], params).fetchone()[0]
+    conn.execute("ROLLBACK TO SAVEPOINT probe")
+    return rows, plan[0]["Plan"]["Shared Hit Blocks"] + plan[0]["Plan"]["Shared Read Blocks"]
+
+
+def test_a_long_run_of_jobs_the_worker_does_not_serve_in_front_of_its_own_costs_its_claims_nothing(dsn):
+    """Issue 17 §5: a claim takes only the job types its worker serves, and 50,000 jobs of a type
+    nobody serves in front of them (another app's backlog, its workers down) are not walked by
+    every claim: it reads the head, sees a type it does not serve, and claims by type. Before the
+    filter the claim took the other app's jobs; filtered in the ordered scan alone, each claim read
+    ~1,800 pages (10 ms) to get past them. One queue, several queues and weighted claims alike."""
+    with psycopg.connect(dsn) as conn:
+        for queue in ("default", "other"):
+            conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'theirs', %s FROM generate_series(1, 50000)",
+                         (queue,))
+            conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT CASE WHEN g %% 2 = 0 THEN 'a' ELSE 'b' END, "
+                         "%s FROM generate_series(1, 1000) AS g", (queue,))
+        conn.execute("ANALYZE jobqueue.jobs")
+        first = [r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE queue = 'default' AND job_type <> "
+                                            "'theirs' ORDER BY seq LIMIT 10").fetchall()]
+        reads = {}
+        for name, params in (("one queue", CLAIM | {"queues": ["default"], "limit": 10}),
+                             ("two queues", CLAIM | {"queues": ["default", "other"], "limit": 10}),
+                             ("a served type blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["b"]}),
+                             # an open breaker's backlog in front, or a limited type claimed on its own
+                             ("the head blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["theirs"],
+                                                           "served": ["theirs", "a", "b"]}),
+                             ("only a and b", CLAIM | {"queues": ["default"], "limit": 10, "only": ["a", "b"],
+                                                       "served": ["theirs", "a", "b"]})):
+            rows, reads[name] = _claim_reads(conn, params | {"served": params["served"] or ["a", "b"]})
+            assert {row[2] for row in rows} <= {"a", "b"} and len(rows) == 10, name
+            if name in ("one queue", "the head blocked", "only a and b"):
+                assert [row[0] for row in rows] == first  # still in submission order across the types
+            if name == "a served type blocked":
+                assert {row[2] for row in rows} == {"a"}
+        weighted = {"worker_id": "w", "lease_seconds": 30, "now": None, "blocked": [], "served": ["a", "b"],
+                    "queues": ["default", "other"], "priorities": [2, 2], "quotas": [6, 4], **Deadlines().params()}
+        rows, reads["weighted"] = _claim_reads(conn, weighted, "job_claim_weighted")
+        assert len(rows) == 10 and {row[2] for row in rows} <= {"a", "b"}
+        conn.rollback()
+    assert max(reads.values()) < 400, reads  # the ordered scan past them read ~1,800 per queue
+
+
+def test_jobs_of_types_the_worker_serves_interleaved_with_others_are_claimed_in_order_by_either_path(dsn):
+    """Head served: the ordered scan, testing each entry's type; head not served: by type, merged."""
+    with psycopg.connect(dsn) as conn:
+        types = ["theirs", "a", "theirs", "b", "theirs", "a", "b", "theirs"]
+        ids = [conn.execute("INSERT INTO jobqueue.jobs (job_type) VALUES (%s) RETURNING id", (t,)).fetchone()[0]
+               for t in types]
+        ours = [i for i, t in zip(ids, types) if t != "theirs"]
+        rows, _ = _claim_reads(conn, CLAIM | {"queues": ["default"], "limit": 3, "served": ["a", "b"]})
+        assert [r[0] for r in rows] == ours[:3]  # head 'theirs': by type
+        conn.execute("DELETE FROM jobqueue.jobs WHERE id = %s", (ids[0],))
+        rows, _ = _claim_reads(conn, CLAIM | {"queues": ["default"], "limit": 3, "served": ["a", "b"]})
+        assert [r[0] for r in rows] == ours[:3]  # head 'a': the ordered scan
+        rows, _ = _claim_reads(conn, CLAIM | {"queues": ["default"], "limit": 10, "served": []})
+        assert rows == []  # an app without tasks claims nothing
+        conn.rollback()
+
+
+def test_with_a_served_head_the_claim_walks_the_claim_index_in_order_never_sorting_a_types_backlog(dsn):
+    """1,000 served jobs at the head, 50,000 of another type behind: the ordered scan takes the
+    first ten. Were the served types an index condition, the planner (knowing them rare) would sort
+    every runnable job of those types out of jobs_claim_type_idx instead — a cost that grows with
+    the worker's own backlog (it did, until the filter was written not to be one)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT CASE WHEN g <= 1000 THEN 'mine' ELSE 'theirs' END "
+                     "FROM generate_series(1, 51000) AS g")
+        conn.execute("ANALYZE jobqueue.jobs")
+        params = CLAIM | {"queues": ["default"], "limit": 10, "served": ["mine"]}
+        conn.execute("SAVEPOINT probe")
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + queries()["job_claim"], params).fetchone()[0]
+        conn.rollback()
+    ran = [node for node in _nodes(plan[0]["Plan"], "jobs_claim_type_idx") if node.get("Actual Loops")]
+    walked = [node for node in _nodes(plan[0]["Plan"], "jobs_claim_idx") if node.get("Actual Rows")]
+    assert ran == [] and walked, plan
 
 
 def test_a_one_queue_claim_locks_only_the_rows_it_takes(dsn):

@@ -227,17 +227,19 @@ def test_sync_handler_runs_in_a_thread_and_stores_its_result(dsn, conn):
     assert info.duration_ms is not None and info.duration_ms >= 0
 
 
-def test_unknown_job_type_fails_with_a_clear_error(dsn, conn, caplog):
-    job_id = make_job(conn, job_type="nobody_knows_me", max_attempts=1)
-    second = make_job(conn, job_type="nobody_knows_me", max_attempts=1)
-    with caplog.at_level("WARNING", logger="jobqueue.worker"), WorkerThread(apps.queue, test_settings(dsn)):
-        wait_until(lambda: all_in(conn, [job_id, second], "dead_letter"))
-    warnings = [r.getMessage() for r in caplog.records if "no handler for" in r.getMessage()]
-    assert warnings == ["queue 'default' has jobs of type 'nobody_knows_me', which this worker has no handler "
-                        "for: they fail and are retried, then dead-lettered (every worker of a queue should know "
-                        "all its job types)"]  # once, not per job
-    message = conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchone()[0]
-    assert "no handler registered for job type 'nobody_knows_me'" in message
+def test_a_job_of_a_type_the_worker_has_no_handler_for_is_never_claimed(dsn, conn):
+    """Issue 17 §5: it used to be claimed, failed "no handler registered" and dead-lettered; it now
+    waits, pending with no attempt used, for a worker whose app has the handler."""
+    unknown = [make_job(conn, job_type="nobody_knows_me", max_attempts=1) for _ in range(2)]
+    known = make_job(conn, job_type="record")
+    with WorkerThread(apps.queue, test_settings(dsn)):
+        wait_until(lambda: all_in(conn, [known], "completed"))
+        later = make_job(conn, job_type="record")  # another claim, past them again
+        conn.execute("NOTIFY jobqueue_jobs, 'default'")
+        wait_until(lambda: all_in(conn, [later], "completed"))
+    assert conn.execute("SELECT state, attempts FROM jobqueue.jobs WHERE id = ANY(%s)", (unknown,)).fetchall() \
+        == [("pending", 0), ("pending", 0)]
+    assert conn.execute("SELECT count(*) FROM jobqueue.job_errors").fetchone()[0] == 0
 
 
 def test_task_defaults_are_published_at_worker_start(dsn, conn):

@@ -79,5 +79,6 @@ def claim_params(**changes: Any) -> dict[str, Any]:
     params: dict[str, Any] = {
         "queues": ["default"], "limit": 10, "worker_id": "w", "lease_seconds": 30, "now": None,
         "after_run_at": [], "after_seq": [], "blocked": [], "only": None, "limits_checked": False,
-        "mark_limited": False, "until_level": 3, "until_run_at": None, "until_seq": None, **Deadlines().params()}
+        "mark_limited": False, "until_level": 3, "until_run_at": None, "until_seq": None, "served": None,
+        **Deadlines().params()}
     return params | changes

@@ -391,6 +391,8 @@
         el("td", { className: q.processing_age_seconds > 900 ? "bad" : "" }, q.processing ? fmtAge(q.processing_age_seconds) : "–"),
         el("td", { className: "num" }, fmtInt(q.dead)),
         el("td", { className: q.oldest_age_seconds > 600 ? "bad" : "" }, fmtAge(q.oldest_age_seconds)),
+        el("td", { className: "num" + (q.unserved ? " bad" : ""), title: q.unserved
+          ? "no live worker of this queue has a handler for: " + q.unserved_job_types.join(", ") : "" }, fmtInt(q.unserved)),
         el("td", {}, folded ? "–" : el("span", { className: "pill " + (q.paused ? "paused" : "running") }, q.paused ? "paused" : "active")),
         el("td", {}, toggle));
     }));

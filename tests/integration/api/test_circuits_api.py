@@ -50,7 +50,7 @@ def test_an_unknown_breaker_is_a_404_and_nothing_is_written(http, conn):
 
 def test_metrics_show_each_breakers_state_and_failures(http, conn):
     app = circuit_app.queue
-    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type()))
+    db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type(), app=app.name))
     db.run_sync(conn, circuit_store.record_failure("flaky-api"))
     samples = parse(http("admin").get("/metrics").text)
     assert value(samples, "jobqueue_circuit_state", circuit="flaky-api") == 0

@@ -12,12 +12,12 @@ import uuid
 import httpx
 import psycopg
 
-from jobqueue.store.jobs import Deadlines
 from jobqueue.api.controllers.events import event_stream
 from jobqueue.job_events import MAX_BACKLOG, EventHub, decode
 from jobqueue.client import AsyncClient, Client
 from jobqueue.sql import query
 from tests.support import apps
+from tests.support.factories import claim_params
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 
@@ -168,12 +168,7 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
         assert {(e.event, e.queue, e.producer_id) for e in queued} == {("job.queued", "bulk", "p" * 150)}
 
         with psycopg.connect(dsn, autocommit=True) as worker:
-            claimed = worker.execute(query("job_claim"), {"queues": ["bulk"], "limit": 200, "worker_id": "w",
-                                                           "lease_seconds": 30, "now": None,
-                                                           "after_run_at": [], "after_seq": [], "blocked": [],
-                                                           "only": None, "limits_checked": False, "mark_limited": False,
-                                                           "until_level": 3, "until_run_at": None, "until_seq": None,
-                                                           **Deadlines().params()}).fetchall()
+            claimed = worker.execute(query("job_claim"), claim_params(queues=["bulk"], limit=200)).fetchall()
             assert len(claimed) == 200
             started = _notifications(listener)
             assert len(started) == 1  # one statement, one NOTIFY, 200 ids

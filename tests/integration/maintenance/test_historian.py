@@ -110,7 +110,7 @@ def test_options_are_checked_and_the_runner_runs_it_unless_turned_off(dsn):
         Historian(None, interval=0)
     with pytest.raises(ValueError, match="two minutes"):
         Historian(None, keep=60)
-    with pytest.raises(ValueError, match="history intervals"):
+    with pytest.raises(ValueError, match="JOBQUEUE_HISTORY_INTERVAL: must be 0 to"):
         Settings(dsn=dsn, history_interval=-1)
 
     def services(**overrides) -> list[str]:

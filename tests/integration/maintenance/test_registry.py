@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 
 from jobqueue import Client, db
-from jobqueue.clock import ManualClock
+from jobqueue.clock import ManualClock, SystemClock
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.store import workers as worker_store
 from tests.support import apps
@@ -110,3 +110,27 @@ def test_the_reaper_folds_the_metrics_rows_of_crashed_workers(dsn, conn):
     reap(dsn, now)
     rows = dict(conn.execute("SELECT worker_id, processed FROM jobqueue.worker_stats").fetchall())
     assert rows == {"(retired)": 7, "alive": 3}
+
+
+class _HostAhead(SystemClock):
+    """The maintenance host's wall clock running ``skew`` seconds ahead of the database's."""
+
+    def __init__(self, skew: float) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return super().now() + timedelta(seconds=self.skew)
+
+
+def test_a_maintenance_host_whose_clock_runs_ahead_marks_no_live_worker_lost(dsn, conn):
+    """last_heartbeat is the database's time: the reaper compares it with the database's clock, not
+    its own host's (a host 60 s ahead marked every live worker lost at each run)."""
+    add_worker(conn, "live", silent_for=1)
+    add_worker(conn, "dead", silent_for=35)
+
+    async def main() -> int:
+        async with pools(dsn) as (pool,):
+            return await Reaper(pool, clock=_HostAhead(60)).run_once()
+
+    asyncio.run(main())
+    assert {k: v["status"] for k, v in registry(conn).items()} == {"live": "running", "dead": "lost"}

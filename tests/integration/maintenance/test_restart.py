@@ -31,4 +31,6 @@ def test_the_first_election_and_service_runs_after_a_restart_succeed(own_cluster
         finally:
             await pool.close()
 
-    assert len(asyncio.run(main())) == 7  # sweeper, scheduler, pruner, reaper, vacuumer, reindexer, historian: each ran
+    ran = asyncio.run(main())
+    # sweeper, scheduler, pruner, reaper, vacuumer, reindexer, historian, gatekeeper: each ran
+    assert len(ran) == 8

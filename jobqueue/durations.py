@@ -1,0 +1,46 @@
+"""How long a span of time jobqueue accepts: finite, not negative (or above 0 where 0 means
+nothing), and at most ten years — the rule `jobqueue.job_problem()` in SQL applies to an
+enqueue's delay, timeout, expiry and idempotency window (migrations 0017, 0022), kept here so
+that every other duration (a task's timeout, a backoff, ``Retry(after=)``, a circuit's window,
+every ``JOBQUEUE_*`` seconds setting) is refused by the same rule, with the same words, where it
+is written: at import, at start-up, or in the handler that raised it.
+
+Why: a span becomes a timestamp (``now() + span``) or a JSON number sooner or later. ``inf`` and
+``nan`` are not JSON (a task ``timeout=math.inf`` made every claim of every job type fail, as the
+claim sends the timeouts as JSON), and a huge finite span is a time after year 9999, which
+Python's datetime cannot hold: every later read of that row fails (the bug 0022 fixed for run_at).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+#: The longest span: what an enqueue accepts for a delay, timeout, expiry or idempotency window.
+LONGEST = timedelta(days=3650)
+LONGEST_SECONDS = LONGEST.total_seconds()
+
+
+def _describe(seconds: float) -> str:
+    return f"{seconds / 86400:g} days" if seconds % 86400 == 0 else f"{seconds:g} seconds"
+
+
+def duration_problem(value: Any, *, zero: bool = False, longest: float = LONGEST_SECONDS) -> str | None:
+    """Why ``value`` (seconds, or a timedelta) is refused as a duration, or None when it is fine.
+    ``zero``: 0 is allowed (a grace, a cooldown, "off"); otherwise it must be more than 0."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf
+    else:
+        return f"must be a number of seconds (got {value!r})"
+    if not math.isfinite(seconds):
+        return f"must be a finite number of seconds (got {value!r})"
+    if seconds < 0 or seconds > longest or (seconds == 0 and not zero):
+        low = "0 to" if zero else "more than 0 and at most"
+        return f"must be {low} {_describe(longest)} (got {seconds:g} s)"
+    return None
