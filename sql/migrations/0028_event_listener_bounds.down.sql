@@ -1,4 +1,4 @@
--- 0027_event_listener_bounds undone: the two functions as 0019 wrote them, no owner column.
+-- 0028_event_listener_bounds undone: the two functions as 0019 wrote them, no owner column.
 CREATE OR REPLACE FUNCTION jobqueue.register_event_listener(listener_id text, ttl double precision) RETURNS void
     LANGUAGE sql SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp

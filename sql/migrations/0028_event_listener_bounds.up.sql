@@ -1,4 +1,4 @@
--- 0027_event_listener_bounds: a registration in jobqueue.event_listeners switches job events on
+-- 0028_event_listener_bounds: a registration in jobqueue.event_listeners switches job events on
 -- for every statement on jobqueue.jobs, and any producer login may call the function (a Python
 -- client's wait() does). It took any TTL (31 years: events on for good; a negative one) and any
 -- id (100,000 characters), as many as a login liked, and let one login refresh or remove
