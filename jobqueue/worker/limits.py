@@ -42,14 +42,16 @@ class LimitWatch(SharedStateCopy[bool]):
     what = "the limits"
 
     def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float,
-                 on_change: Callable[[], None] = lambda: None) -> None:
-        """``on_change``: called when limits start or stop applying (the worker claims again: a
-        claim made with the old copy may have left a job it can take now)."""
+                 on_read: Callable[[], None] = lambda: None) -> None:
+        """``on_read``: called after every read (the worker claims again: a claim made with the
+        old copy may have left a job it can take now: a claim made while the copy says no limit
+        applies, and one does, takes nothing — and a limit set and cleared between two reads,
+        which coalesced notifications allow, leaves the copy as it was)."""
         super().__init__(pool, interval=interval, log=log)
         self.app = app
         self.queues = list(queues)
         self.active = False
-        self._on_change = on_change
+        self._on_read = on_read
 
     def sync(self) -> db.Call[list[tuple[str, str, str]]]:
         """The app's limits, and the code limits it declared for its job types and queues and no
@@ -63,12 +65,10 @@ class LimitWatch(SharedStateCopy[bool]):
         return limit_store.any_for(self.queues)
 
     def _apply(self, active: bool) -> None:
-        changed = active != self.active
-        if changed:
+        if active != self.active:
             log.info("limits %s for queues %s", "apply" if active else "no longer apply", ", ".join(self.queues))
         self.active = active
-        if changed:
-            self._on_change()
+        self._on_read()
 
 
 class LimitPlan:

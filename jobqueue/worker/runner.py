@@ -145,7 +145,7 @@ class Worker:
         # handler that swallowed its cancellation is written before the sweeper's would be.
         self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
         self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval,
-                                 on_change=self._wake.set)
+                                 on_read=self._wake.set)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
             default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
