@@ -504,6 +504,9 @@ class Worker:
         self.running[job.key] = (job, task)
 
     async def _run_job(self, job: Job, task: TaskDef | None) -> None:
+        # Taken now: a task still pending when its loop closes is finished by the garbage collector,
+        # outside any loop, where asyncio.current_task() raises (and fails whatever runs then).
+        this_task = asyncio.current_task()
         try:
             outcome = await traced(self.tracing, job, execute(
                 job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
@@ -516,7 +519,7 @@ class Worker:
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
             self.running.pop(job.key, None)
-            self.deadline_watch.forget(asyncio.current_task())  # type: ignore[arg-type]  # this task
+            self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
             self._slot_freed.set()
             overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
             self._abandoned.discard(job.key)
