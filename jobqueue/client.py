@@ -860,6 +860,11 @@ class AsyncClient:
     async def unregister_event_listener(self, listener_id: str) -> None:
         await self._run(event_store.unregister_listener(listener_id), None)
 
+    async def job_event_rows(self, job_ids: Sequence[uuid.UUID], *,
+                             recent_seconds: float) -> dict[uuid.UUID, event_store.EventRow]:
+        """The rows of jobs that job-event notifications named (what the event hub checks them against)."""
+        return await self._run(event_store.job_rows(job_ids, recent_seconds=recent_seconds), None)
+
 
 class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""

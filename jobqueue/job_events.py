@@ -15,12 +15,21 @@ comes back, streams get ``stream.reconnected``: events in between may have been 
 A transaction pooler cannot carry LISTEN: behind PgBouncer the LISTEN connection goes to
 ``JOBQUEUE_DIRECT_DSN``; with none (or with ``JOBQUEUE_LISTEN=0``) there is no stream, and
 ``/events`` answers 503 `EventsUnavailable` saying so.
+
+**A notification is a hint, not an event.** Any login that may connect may NOTIFY
+``jobqueue_events`` with any payload (naming any job, any producer, any event). So the hub
+decodes strictly (the six job event names only, typed fields; malformed payloads are dropped with
+one log line a minute at most), keeps the ids some subscription might want, reads those jobs (one
+query for whatever arrived meanwhile, at most one per ``CONFIRM_GAP``; row-level security applies
+to a producer's client) and fans out only the events their rows bear out (`confirms`), under the
+row's own queue and producer — never the payload's — and each at most once per change of the row.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
 import json
 import logging
@@ -28,12 +37,13 @@ import os
 import socket
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
 
-from typing import Protocol
-
-from jobqueue.errors import DatabaseUnavailable, JobQueueError, NotMigrated
-from jobqueue.notifier import Notifier
+from jobqueue.errors import DatabaseUnavailable, JobQueueError, NotMigrated, PermissionDenied
+from jobqueue.notifier import LogLimit, Notifier, Throttled
+from jobqueue.store.events import EventRow
 
 log = logging.getLogger("jobqueue.events")
 
@@ -41,6 +51,20 @@ CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
 LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
+
+#: what each job event announces: the state the job entered
+ANNOUNCES = {"job.queued": "pending", "job.started": "processing", "job.failed": "failed",
+             "job.completed": "completed", "job.dead_letter": "dead_letter", "job.cancelled": "cancelled"}
+#: an event other than a pending job's job.queued announces a change of the last RECENT_SECONDS
+RECENT_SECONDS = 60.0
+#: the jobs notifications name are read at most once per CONFIRM_GAP seconds (the first at once)
+CONFIRM_GAP = 0.01
+#: events waiting to be read back; past that, streams get stream.reconnected (events were missed)
+MAX_PENDING = 20_000
+#: events read back per query
+READ_BATCH = 2_000
+#: (job, event, row version) pairs already fanned out, so a forged copy is not delivered again
+SEEN_SIZE = 50_000
 
 
 class EventsUnavailable(JobQueueError):
@@ -53,6 +77,9 @@ class Registrar(Protocol):
     async def register_event_listener(self, listener_id: str, *, ttl: float) -> None: ...
 
     async def unregister_event_listener(self, listener_id: str) -> None: ...
+
+    async def job_event_rows(self, job_ids: Sequence[uuid.UUID], *, recent_seconds: float) -> dict[uuid.UUID, EventRow]:
+        """The jobs named by notifications, as this client may see them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,26 +95,71 @@ class JobEvent:
                            "queue": self.queue, "at": self.at})
 
 
-def decode(payload: str, at: float) -> list[JobEvent]:
-    """The events of one notification. Anything else on the channel (cancel() also sends a JSON
-    object there; the trigger reports that transition too) is ignored."""
+def decode(payload: str, at: float, *, complaints: LogLimit | None = None) -> list[JobEvent]:
+    """What one notification claims, in the triggers' format (pieces of ``[event, queue,
+    producer, ids]``), as unconfirmed events. Anything else — not JSON, nested too deep, an unknown
+    event name, a field of the wrong type, an id that is not 22 characters of base64 — is dropped
+    (and, with ``complaints``, counted in its rate-limited log)."""
     try:
         pieces = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
+        pieces = None
+    if not isinstance(pieces, list):
+        _complain(complaints, payload)
         return []
     events: list[JobEvent] = []
-    if not isinstance(pieces, list):
-        return events
+    bad = None
     for piece in pieces:
-        try:
-            name, queue, producer, codes = piece
-            ids = [uuid.UUID(bytes=base64.b64decode(codes[i:i + ID_WIDTH] + "=="))
-                   for i in range(0, len(codes), ID_WIDTH)]
-        except (TypeError, ValueError):
-            log.warning("undecodable job event piece: %.200r", piece)
-            continue
-        events.extend(JobEvent(name, job_id, queue, producer, at) for job_id in ids)
+        decoded = _piece(piece, at)
+        if decoded is None:
+            bad = piece if bad is None else bad
+        else:
+            events.extend(decoded)
+    if bad is not None:
+        _complain(complaints, bad)
     return events
+
+
+def _piece(piece: Any, at: float) -> list[JobEvent] | None:
+    if not isinstance(piece, list) or len(piece) != 4:
+        return None
+    name, queue, producer, codes = piece
+    if (not isinstance(name, str) or name not in ANNOUNCES or not isinstance(codes, str) or not codes
+            or len(codes) % ID_WIDTH or not all(value is None or isinstance(value, str) for value in (queue, producer))):
+        return None
+    try:
+        ids = [uuid.UUID(bytes=base64.b64decode(codes[i:i + ID_WIDTH] + "==", validate=True))
+               for i in range(0, len(codes), ID_WIDTH)]
+    except (ValueError, binascii.Error):
+        return None
+    return [JobEvent(name, job_id, queue, producer, at) for job_id in ids]
+
+
+def _complain(complaints: LogLimit | None, what: object) -> None:
+    if complaints is not None:
+        complaints.log(logging.WARNING, "ignored a malformed notification on %s: %.200r", CHANNEL, what)
+
+
+def confirms(event: str, row: EventRow) -> bool:
+    """Whether a job's row bears out an event a notification claimed for it: the job is in the
+    state the event announces (job.failed: or back in pending, as after a lost lease), or — for
+    job.queued, job.started and job.failed, which a job passes through in milliseconds — it has
+    moved on since: job.started and job.failed need the attempt they were about, and a failure
+    followed by a run one attempt more. Only a pending job's job.queued holds however old the row
+    is; every other event announces a change of the last `RECENT_SECONDS`, so an old transition
+    cannot be replayed."""
+    if event == "job.queued" and row.state == "pending":
+        return True
+    if not row.recent:
+        return False
+    if row.state == ANNOUNCES[event] or (event == "job.failed" and row.state == "pending"):
+        return event not in ("job.started", "job.failed") or row.attempts >= 1
+    if event in ("job.completed", "job.cancelled", "job.dead_letter"):
+        return False  # final, or (a dead job) left only by an admin's retry, long after its event was read
+    if event == "job.queued":
+        return True
+    ran_again = event == "job.failed" and row.state in ("processing", "completed")
+    return row.attempts >= (2 if ran_again else 1)
 
 
 @dataclass(eq=False)
@@ -97,15 +169,26 @@ class Subscription:
     producer_id: str | None  # None: every producer's jobs (admin keys)
     inbox: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(MAX_BACKLOG))
     overflowed: bool = False
+    told_of_gap: bool = False  # the last thing delivered was stream.reconnected: once says it all
 
     def wants(self, event: JobEvent) -> bool:
         return ((self.job_id is None or event.job_id == self.job_id)
                 and (self.queue is None or event.queue == self.queue)
                 and (self.producer_id is None or event.producer_id == self.producer_id))
 
+    def may_want(self, claim: JobEvent) -> bool:
+        """Before the row is read: the notification's queue and producer may be false (or NULL, for
+        names too long for a payload), so only its job id can rule the event out for certain; the
+        rest is checked again, on the row, by `wants`."""
+        return ((self.job_id is None or claim.job_id == self.job_id)
+                and (self.queue is None or claim.queue is None or claim.queue == self.queue)
+                and (self.producer_id is None or claim.producer_id is None or claim.producer_id == self.producer_id))
+
     def deliver(self, event: JobEvent) -> None:
-        if self.overflowed:
+        gap = event.event == "stream.reconnected"
+        if self.overflowed or (gap and self.told_of_gap):
             return
+        self.told_of_gap = gap
         try:
             self.inbox.put_nowait(event)
         except asyncio.QueueFull:
@@ -132,6 +215,12 @@ class EventHub:
         self._stopping: asyncio.Task | None = None  # a listener cancelled, still unregistering
         self._registered = asyncio.Event()
         self._name = name
+        self._malformed = LogLimit(log)  # what anyone can send: one line a minute at most
+        self._troubles = LogLimit(log)  # events dropped: their reads failed, or too many waited
+        self._pending: list[JobEvent] = []  # claimed by notifications, not read back yet
+        self._missed = False  # some were dropped (too many pending, or their read failed)
+        self._seen: OrderedDict[tuple, None] = OrderedDict()
+        self._confirm = Throttled(self._confirm_pending, gap=CONFIRM_GAP, name=f"{name}-confirm")
 
     async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None,
                         producer_id: str | None) -> Subscription:
@@ -165,6 +254,7 @@ class EventHub:
 
     async def stop(self) -> None:
         self._subscriptions.clear()
+        self._confirm.cancel()
         for task in (self._listener, self._stopping):
             if task is not None:
                 task.cancel()
@@ -193,12 +283,57 @@ class EventHub:
                 await asyncio.shield(self.client.unregister_event_listener(self.listener_id))
 
     def _on_notification(self, payload: str) -> None:
+        """Note what the notification claims for a subscription to have it read back soon."""
         if not self._subscriptions:
             return
-        for event in decode(payload, time.time()):
+        subscriptions = list(self._subscriptions)
+        claims = [claim for claim in decode(payload, time.time(), complaints=self._malformed)
+                  if any(subscription.may_want(claim) for subscription in subscriptions)]
+        if not claims:
+            return
+        room = MAX_PENDING - len(self._pending)
+        if len(claims) > room:
+            self._missed = True
+            self._troubles.log(logging.WARNING, "%d job events wait to be read back: dropped %d, streams are told "
+                               "they may have missed some", len(self._pending), len(claims) - room)
+            claims = claims[:room]
+        self._pending.extend(claims)
+        self._confirm.request()
+
+    async def _confirm_pending(self) -> None:
+        """Read back the jobs of pending events and fan out the events their rows bear out."""
+        batch, self._pending = self._pending[:READ_BATCH], self._pending[READ_BATCH:]
+        if self._pending:
+            self._confirm.request()
+        rows: dict[uuid.UUID, EventRow] = {}
+        if batch:
+            try:
+                rows = await self.client.job_event_rows(sorted({claim.job_id for claim in batch if claim.job_id}),
+                                                        recent_seconds=RECENT_SECONDS)
+            except (DatabaseUnavailable, NotMigrated, PermissionDenied) as exc:
+                self._troubles.log(logging.WARNING, "cannot read back the jobs of %d job events (%s): streams "
+                                   "are told they may have missed some", len(batch), exc)
+                self._missed = True
+        if self._missed:
+            self._missed = False
+            self._on_reconnect()
+        for claim in batch:
+            row = rows.get(claim.job_id) if claim.job_id else None
+            if row is None or not confirms(claim.event, row) or self._seen_before(claim, row):
+                continue
+            event = JobEvent(claim.event, claim.job_id, row.queue, row.producer_id, claim.at)
             for subscription in list(self._subscriptions):
                 if subscription.wants(event):
                     subscription.deliver(event)
+
+    def _seen_before(self, claim: JobEvent, row: EventRow) -> bool:
+        key = (claim.job_id, claim.event, row.state, row.attempts, row.updated_at)
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        if len(self._seen) > SEEN_SIZE:
+            self._seen.popitem(last=False)
+        return False
 
     def _on_reconnect(self) -> None:
         gap = JobEvent("stream.reconnected", None, None, None, time.time())

@@ -5,14 +5,23 @@ Channels jobqueue uses: ``jobqueue_jobs`` (payload: queue name; new or returned 
 (payload: role name; a leader resigned). When the connection drops, the notifier reconnects with
 backoff and calls the ``on_reconnect`` callbacks, because anything sent meanwhile was missed; the
 worker's poll interval covers the gap, so LISTEN is an accelerator, never a requirement.
+
+**A notification is a hint, never a fact.** PostgreSQL lets any login that may connect to the
+database ``NOTIFY`` any channel, with any payload, as often as it likes. So a callback treats a
+notification as "something may have changed: look in the database", and two helpers here keep a
+flood of forged ones cheap: `Coalescer` (at most one call per key per gap, the first of a quiet
+period at once) and `Throttled` (an async re-read run at most once per gap, never twice at the same
+time). `LogLimit` keeps malformed payloads from filling the log: one line per interval, with a
+count of what it left out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
-from typing import Callable
+from typing import Awaitable, Callable
 
 import psycopg
 from psycopg import sql as pgsql
@@ -20,6 +29,110 @@ from psycopg import sql as pgsql
 log = logging.getLogger("jobqueue.notifier")
 
 Callback = Callable[[str], None]
+
+#: how often a repeated complaint about what arrived on a channel is logged at most (seconds)
+LOG_EVERY = 60.0
+
+
+class LogLimit:
+    """One log line per ``every`` seconds at most; the next line says how many it left out. For
+    complaints anyone can cause at will (a malformed NOTIFY), which must neither fill the log nor
+    cost a traceback each."""
+
+    def __init__(self, logger: logging.Logger, *, every: float = LOG_EVERY) -> None:
+        self._log = logger
+        self.every = every
+        self._last: float | None = None
+        self.suppressed = 0
+
+    def log(self, level: int, message: str, *args: object, exc_info: bool = False) -> None:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < self.every:
+            self.suppressed += 1
+            return
+        if self.suppressed:
+            message += " (and %d more like it in the last %.0f s)"
+            args = (*args, self.suppressed, now - self._last if self._last is not None else 0.0)
+        self._last, self.suppressed = now, 0
+        self._log.log(level, message, *args, exc_info=exc_info)
+
+
+class Coalescer:
+    """Calls ``fire(payload)`` at most once per ``gap`` seconds per key: a hit after a quiet
+    ``gap`` fires at once, hits within the gap are merged into one call at its end (with the last
+    of their payloads). The key is the payload when ``by_payload`` (per queue, per role name), else
+    the channel as a whole (a callback that ignores the payload). Keys are forgotten once their gap
+    is over, so a flood of distinct payloads holds no memory beyond one gap's worth."""
+
+    def __init__(self, gap: float, fire: Callback, *, by_payload: bool = False) -> None:
+        self.gap = gap
+        self._fire = fire
+        self._by_payload = by_payload
+        self._last: dict[str, float] = {}
+        self._waiting: dict[str, str] = {}  # key -> the payload its trailing call will carry
+        self._prune_above = 64
+
+    def __call__(self, payload: str) -> None:
+        key = payload if self._by_payload else ""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        last = self._last.get(key)
+        if last is None or now - last >= self.gap:
+            self._last[key] = now
+            if len(self._last) > self._prune_above:
+                self._prune(now)
+            self._fire(payload)
+        else:
+            if key not in self._waiting:
+                loop.call_at(last + self.gap, self._trailing, key)
+            self._waiting[key] = payload
+
+    def _trailing(self, key: str) -> None:
+        payload = self._waiting.pop(key)
+        self._last[key] = asyncio.get_running_loop().time()
+        self._fire(payload)
+
+    def _prune(self, now: float) -> None:
+        self._last = {key: at for key, at in self._last.items() if now - at < self.gap or key in self._waiting}
+        self._prune_above = max(64, 2 * len(self._last))
+
+
+class Throttled:
+    """An async action (a re-read of the database) run on request: at once when the last run
+    ended more than ``gap`` seconds ago, else at the end of the gap; requests made meanwhile, or
+    while it runs, make one more run, never a second one at the same time. Failures are logged
+    (rate-limited) and the next request runs it again."""
+
+    def __init__(self, action: Callable[[], Awaitable[None]], *, gap: float, name: str) -> None:
+        self._action = action
+        self.gap = gap
+        self._name = name
+        self._wanted = False
+        self._last: float | None = None
+        self._task: asyncio.Task | None = None
+        self._failures = LogLimit(log)
+
+    def request(self, _payload: str = "") -> None:
+        self._wanted = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name=self._name)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._wanted:
+            if self._last is not None and loop.time() - self._last < self.gap:
+                await asyncio.sleep(self._last + self.gap - loop.time())
+            self._wanted = False
+            try:
+                await self._action()
+            except Exception:
+                self._failures.log(logging.ERROR, "%s failed", self._name, exc_info=True)
+            finally:
+                self._last = loop.time()
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 class Notifier:
@@ -31,6 +144,7 @@ class Notifier:
         self._reconnect_delay = reconnect_delay
         self._max_reconnect_delay = max_reconnect_delay
         self._conn: psycopg.AsyncConnection | None = None
+        self._failures = LogLimit(log)
 
     def subscribe(self, channel: str, callback: Callback) -> None:
         """Register before `run()` starts: channels are LISTENed to when the connection opens."""
@@ -61,8 +175,9 @@ class Notifier:
                     for callback in self._callbacks.get(notification.channel, ()):
                         try:
                             callback(notification.payload)
-                        except Exception:  # a bad callback must not stop the listener
-                            log.exception("notification callback failed")
+                        except Exception:  # a bad callback must not stop the listener, nor a flood fill the log
+                            self._failures.log(logging.ERROR, "callback of %s failed on a notification",
+                                               notification.channel, exc_info=True)
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:

@@ -920,14 +920,35 @@ END $$;
 COMMENT ON FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[]) IS 'Raise (SQLSTATE 53400; DETAIL {"reason", "queue"} as JSON) if a gate of jobqueue.queue_gates is closed for any of these queues; returns when all may take jobs (the jobs inserted: not counted as waiting in them).';
 
 CREATE FUNCTION jobqueue.register_event_listener(listener_id text, ttl double precision) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    DELETE FROM jobqueue.event_listeners WHERE expires_at < now() - interval '1 hour';
-    INSERT INTO jobqueue.event_listeners AS l (listener_id, expires_at)
-    VALUES (register_event_listener.listener_id, now() + make_interval(secs => register_event_listener.ttl))
-    ON CONFLICT (listener_id) DO UPDATE SET expires_at = excluded.expires_at;
-$$;
+DECLARE
+    max_ttl constant double precision := 120;
+    per_login constant integer := 64;
+    holder text;
+BEGIN
+    IF listener_id IS NULL OR length(listener_id) NOT BETWEEN 1 AND 255 THEN
+        PERFORM jobqueue.invalid('listener_id', format('must be 1 to 255 characters (got %s)',
+                                                       coalesce(length(listener_id)::text, 'none')));
+    END IF;
+    IF ttl IS NULL OR ttl = 'NaN' OR ttl <= 0 THEN
+        PERFORM jobqueue.invalid('ttl', format('must be a number of seconds more than 0 (got %s)', coalesce(ttl::text, 'none')));
+    END IF;
+    DELETE FROM jobqueue.event_listeners l WHERE l.expires_at < now();
+    SELECT l.registered_by INTO holder FROM jobqueue.event_listeners l
+     WHERE l.listener_id = register_event_listener.listener_id FOR UPDATE;
+    IF FOUND AND holder <> session_user THEN
+        PERFORM jobqueue.invalid('listener_id', 'is registered by another login');
+    ELSIF NOT FOUND AND (SELECT count(*) FROM jobqueue.event_listeners l WHERE l.registered_by = session_user) >= per_login THEN
+        PERFORM jobqueue.invalid('listener_id', format('login %s holds %s registrations already, the most one may',
+                                                       session_user, per_login));
+    END IF;
+    INSERT INTO jobqueue.event_listeners AS l (listener_id, expires_at, registered_by)
+    VALUES (register_event_listener.listener_id, now() + make_interval(secs => least(ttl, max_ttl)), session_user)
+    ON CONFLICT ON CONSTRAINT event_listeners_pkey DO UPDATE SET expires_at = excluded.expires_at
+        WHERE l.registered_by = excluded.registered_by;
+END $$;
 
 CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
@@ -1111,7 +1132,8 @@ CREATE FUNCTION jobqueue.unregister_event_listener(listener_id text) RETURNS voi
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    DELETE FROM jobqueue.event_listeners l WHERE l.listener_id = unregister_event_listener.listener_id;
+    DELETE FROM jobqueue.event_listeners l
+     WHERE l.listener_id = unregister_event_listener.listener_id AND l.registered_by = session_user;
 $$;
 
 CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
@@ -1334,10 +1356,13 @@ COMMENT ON TABLE jobqueue.encryption_keys IS 'Every key id jobqueue keys rotate 
 
 CREATE TABLE jobqueue.event_listeners (
     listener_id text NOT NULL,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    registered_by text DEFAULT SESSION_USER NOT NULL
 );
 
 COMMENT ON TABLE jobqueue.event_listeners IS 'API processes streaming job events; job events are sent only while one is registered and unexpired.';
+
+COMMENT ON COLUMN jobqueue.event_listeners.registered_by IS 'The login that registered it: only it may refresh or remove it.';
 
 CREATE TABLE jobqueue.idempotency_keys (
     producer text NOT NULL,

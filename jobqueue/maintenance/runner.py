@@ -7,7 +7,10 @@ the gatekeeper (the enqueue gates of full queues, for SQL producers too),
 the historian (the dashboard's per-minute throughput), the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
 indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
-``jobqueue_schedules`` NOTIFY wakes the scheduler.
+``jobqueue_schedules`` NOTIFY wakes the scheduler. Any login may send those two notifications,
+as often as it likes: each wakes the elector or the scheduler at most once per
+`MAINTENANCE_HINT_GAP` (the first of a quiet period at once), so a flood costs an election, a
+write, twice a second at most.
 
 Their pool (``jobqueue-maintenance <id>`` in ``pg_stat_activity``) checks each connection as it
 hands it out: after a PostgreSQL restart every idle connection in it is dead, and without the
@@ -32,7 +35,11 @@ from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
 from jobqueue.maintenance.vacuumer import Vacuumer
-from jobqueue.notifier import Notifier
+from jobqueue.notifier import Coalescer, Notifier
+
+#: a jobqueue_leader or jobqueue_schedules NOTIFY wakes the elector or the scheduler at once,
+#: unless one did within the last MAINTENANCE_HINT_GAP seconds (then once at the end of it)
+MAINTENANCE_HINT_GAP = 0.5
 
 
 class Maintenance:
@@ -65,8 +72,9 @@ class Maintenance:
             self.services.append(Reindexer(direct, interval=settings.reindex_interval, factor=settings.reindex_factor,
                                            min_waste_mb=settings.reindex_min_waste_mb,
                                            max_xact_age=settings.maintenance_xact_age, clock=clock))
-        notifier.subscribe("jobqueue_leader", self.elector.on_leader_notification)
-        notifier.subscribe("jobqueue_schedules", lambda _name: self.scheduler.wake())
+        notifier.subscribe("jobqueue_leader", Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
+                                                        by_payload=True))
+        notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake()))
         self.elector.on_change(self._wake_services)
 
     def _wake_services(self, _leading: bool) -> None:

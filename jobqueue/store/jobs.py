@@ -235,6 +235,11 @@ def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutc
     return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
+
+def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:
+    """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
+    return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
+
 #: One encoder for every call: json.dumps with options builds a new JSONEncoder each time.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 

@@ -22,7 +22,7 @@ Options: ``interval`` = the heartbeat interval (10 s) for the fallback re-read.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 from jobqueue import db
 from jobqueue.app import JobQueue
@@ -41,11 +41,17 @@ JOB_TYPE, QUEUE = "job_type", "queue"
 class LimitWatch(SharedStateCopy[bool]):
     what = "the limits"
 
-    def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float) -> None:
+    def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float,
+                 on_read: Callable[[], None] = lambda: None) -> None:
+        """``on_read``: called after every read (the worker claims again: a claim made with the
+        old copy may have left a job it can take now: a claim made while the copy says no limit
+        applies, and one does, takes nothing — and a limit set and cleared between two reads,
+        which coalesced notifications allow, leaves the copy as it was)."""
         super().__init__(pool, interval=interval, log=log)
         self.app = app
         self.queues = list(queues)
         self.active = False
+        self._on_read = on_read
 
     def sync(self) -> db.Call[list[tuple[str, str, str]]]:
         """The app's limits, and the code limits it declared for its job types and queues and no
@@ -62,6 +68,7 @@ class LimitWatch(SharedStateCopy[bool]):
         if active != self.active:
             log.info("limits %s for queues %s", "apply" if active else "no longer apply", ", ".join(self.queues))
         self.active = active
+        self._on_read()
 
 
 class LimitPlan:

@@ -20,6 +20,10 @@ How a worker spends its time:
   its limited jobs is written.
 - With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
   `run_at` among them, or the poll interval (the fallback when LISTEN is unavailable).
+- Notifications are hints (any login may send any of them): a ``jobqueue_cancel`` one makes it
+  re-read the job's ``cancel_requested`` flag, never set it; wake-ups are coalesced per queue
+  (`WAKE_GAP`: the first of a quiet period wakes it at once) and the re-reads a control channel
+  asks for run at most once per `CONTROL_GAP`, so a flood of forged ones costs next to nothing.
 - `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
   release the rest back to `pending` at once, flush acks, mark the registry row stopped.
 
@@ -59,7 +63,7 @@ from jobqueue.app import JobQueue, TaskDef
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.models import Job
-from jobqueue.notifier import Notifier
+from jobqueue.notifier import Coalescer, Notifier, Throttled
 from jobqueue.store import jobs as job_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import schedules as schedule_store
@@ -100,6 +104,18 @@ LATE_COMMIT_WINDOW = 300.0
 RETRY_WAKE_GRACE = 0.5
 RETRY_WAKE_POLL = 0.02
 
+#: A ``jobqueue_jobs`` NOTIFY for a queue wakes an idle worker at once, unless one for that queue
+#: did within the last WAKE_GAP seconds: then it wakes it once at the end of that gap.
+WAKE_GAP = 0.02
+#: The paused queues, circuit breakers and limits are re-read at most once per CONTROL_GAP seconds
+#: on their channels' notifications (the first at once).
+CONTROL_GAP = 0.25
+#: Running jobs named by ``jobqueue_cancel`` NOTIFYs are checked in the database at most once per
+#: CANCEL_GAP seconds (the first at once); the heartbeat delivers the flag anyway.
+CANCEL_GAP = 0.05
+#: Job ids from cancel notifications waiting for that check; more are dropped (hints only).
+MAX_CANCEL_HINTS = 10_000
+
 
 class Worker:
     def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
@@ -128,7 +144,8 @@ class Worker:
         # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
         # handler that swallowed its cancellation is written before the sweeper's would be.
         self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
-        self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval)
+        self.limits = LimitWatch(self.pool, app, self.queues, interval=self.heartbeat.interval,
+                                 on_read=self._wake.set)
         self.claimer = Claimer(self.pool, self.worker_id, settings, Deadlines(
             timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
             default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
@@ -156,14 +173,17 @@ class Worker:
         self._overdue_acks: set[asyncio.Task] = set()
         self._next_wake_at: float | None = None
         self._paused: set[str] = set()
-        self._paused_refresh: asyncio.Task | None = None
+        self._paused_refresh = Throttled(self._refresh_paused, gap=CONTROL_GAP, name="paused-queues")
+        self._wake_for = Coalescer(WAKE_GAP, lambda _queue: self._wake.set(), by_payload=True)
+        self._cancel_hints: set[uuid.UUID] = set()
+        self._cancel_check = Throttled(self._check_cancel_hints, gap=CANCEL_GAP, name="cancel-check")
         self.started = asyncio.Event()
         # Subscribe before anything runs: the notifier LISTENs to the channels known when it connects.
         self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
         self.notifier.subscribe("jobqueue_control", self._on_control_notification)
-        self.notifier.subscribe("jobqueue_circuits", self.breakers.request_refresh)
-        self.notifier.subscribe("jobqueue_limits", self.limits.request_refresh)
+        self.notifier.subscribe("jobqueue_circuits", Coalescer(CONTROL_GAP, self.breakers.request_refresh))
+        self.notifier.subscribe("jobqueue_limits", Coalescer(CONTROL_GAP, self.limits.request_refresh))
         self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------
@@ -196,17 +216,19 @@ class Worker:
 
     def _on_jobs_notification(self, queue: str) -> None:
         if queue in self.queues and queue not in self._paused:
-            self._wake.set()
+            self._wake_for(queue)
 
     def _on_reconnect(self) -> None:
         """Notifications sent while LISTEN was down are lost: re-read what they would have said."""
         self._wake.set()
-        self._paused_refresh = asyncio.create_task(self._refresh_paused())
+        self._paused_refresh.request()
         self.breakers.request_refresh()
         self.limits.request_refresh()
+        self._cancel_hints.update(job.id for job, _ in self.running.values())  # a cancel NOTIFY missed?
+        self._cancel_check.request()
 
     def _on_control_notification(self, _payload: str) -> None:
-        self._paused_refresh = asyncio.create_task(self._refresh_paused())
+        self._paused_refresh.request()
 
     async def _refresh_paused(self) -> None:
         try:
@@ -238,10 +260,29 @@ class Worker:
         return [queue for queue in self.queues if queue not in self._paused] if self._paused else self.queues
 
     def _on_cancel_notification(self, payload: str) -> None:
+        """Someone says a job was asked to stop: look at its row (soon, and once for many such
+        notifications); only the row's ``cancel_requested`` reaches the handler."""
         try:
-            self._mark_cancel_requested(uuid.UUID(payload))
+            job_id = uuid.UUID(payload)
         except ValueError:
-            pass
+            return
+        if len(self._cancel_hints) < MAX_CANCEL_HINTS:
+            self._cancel_hints.add(job_id)
+            self._cancel_check.request()
+
+    async def _check_cancel_hints(self) -> None:
+        hints, self._cancel_hints = self._cancel_hints, set()
+        named = hints.intersection(job.id for job, _ in self.running.values() if not job.cancel_requested)
+        if not named:
+            return  # ids of jobs this worker does not run (or knows to be cancelled): nothing to read
+        try:
+            async with db.connection(self.pool) as conn:
+                requested = await db.run(conn, job_store.cancel_requested_among(sorted(named)))
+        except DatabaseUnavailable as exc:
+            log.warning("checking cancel requests failed (%s); the heartbeat delivers them", exc)
+            return
+        for job_id in requested:
+            self._mark_cancel_requested(job_id)
 
     def _mark_cancel_requested(self, job_id: uuid.UUID) -> None:
         for job, _ in self.running.values():
@@ -302,6 +343,8 @@ class Worker:
         finally:
             for task in background:
                 task.cancel()
+            self._paused_refresh.cancel()
+            self._cancel_check.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await self.pool.close()
 
@@ -461,6 +504,9 @@ class Worker:
         self.running[job.key] = (job, task)
 
     async def _run_job(self, job: Job, task: TaskDef | None) -> None:
+        # Taken now: a task still pending when its loop closes is finished by the garbage collector,
+        # outside any loop, where asyncio.current_task() raises (and fails whatever runs then).
+        this_task = asyncio.current_task()
         try:
             outcome = await traced(self.tracing, job, execute(
                 job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
@@ -473,7 +519,7 @@ class Worker:
                               error_type=type(exc).__qualname__, message=str(exc))
         finally:
             self.running.pop(job.key, None)
-            self.deadline_watch.forget(asyncio.current_task())  # type: ignore[arg-type]  # this task
+            self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
             self._slot_freed.set()
             overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
             self._abandoned.discard(job.key)

@@ -686,6 +686,12 @@ SELECT coalesce((SELECT jobqueue.cancel(j.id) FROM jobqueue.jobs j
                    AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)),
                 'not_found') AS outcome;
 
+-- name: job_cancel_requested_among
+-- The worker's check of a jobqueue_cancel NOTIFY: which of these running jobs really had their
+-- cancel requested. Anyone may send that notification, so the flag is taken from the row only.
+SELECT j.id FROM jobqueue.jobs j
+WHERE j.id = ANY(%(ids)s::uuid[]) AND j.cancel_requested AND j.state = 'processing';
+
 -- name: job_delete_waiting
 -- Admin delete of one job that has not started: pending (due or scheduled) with no attempt yet.
 -- It goes as if it had never been submitted, with the idempotency key it holds (a repeat makes a

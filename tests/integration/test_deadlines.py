@@ -292,3 +292,25 @@ def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_
         apps.swallowers_released.set()  # they may end before the worker's loop closes (else it drops them)
     [(error_type, message)] = errors_of(conn, first)
     assert error_type == "JobTimeout" and "deadline (0.3 s)" in message  # its worker's verdict, not the sweeper's
+
+
+def test_a_handler_left_running_when_the_worker_loop_closes_is_collected_quietly(dsn, conn, monkeypatch):
+    """A handler that never ends (it swallows every cancellation) is dropped with the worker's loop;
+    the garbage collector finishes its task later, outside any loop. The task's cleanup asked
+    asyncio for the current task there, which raises: an unraisable RuntimeError that failed
+    whichever test ran when the collector came round."""
+    import gc
+    import sys
+
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    job_id = make_job(conn, job_type="swallows_cancel", max_attempts=1)
+    apps.swallowers_released.clear()
+    settings = test_settings(dsn, concurrency=1, lease_seconds=30, shutdown_grace=0.2)
+    try:
+        with WorkerThread(apps.queue, settings):
+            wait_until(lambda: job_row(conn, job_id)["state"] == "processing", timeout=10)
+        gc.collect()
+    finally:
+        apps.swallowers_released.set()
+    assert [repr(u.exc_value) for u in unraisable] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Iterator
 
 import pytest
 from psycopg import sql
@@ -16,14 +17,23 @@ def reader_dsn(dsn, conn):
     """The test database as a role that may read everything and write nothing; dropped afterwards
     (request it before anything that keeps connections as the role, e.g. an API server).
     jobqueue_readonly lets it through row-level security (pg_read_all_data alone would see no job)."""
-    role = f"jqtest_reader_{uuid.uuid4().hex[:8]}"
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE pg_read_all_data, jobqueue_readonly").format(sql.Identifier(role)))
+    yield from _login(dsn, conn, "reader", "LOGIN IN ROLE pg_read_all_data, jobqueue_readonly")
+
+
+@pytest.fixture
+def stranger_dsn(dsn, conn):
+    """The test database as a login holding no jobqueue role at all: what PUBLIC may do (connect,
+    LISTEN and NOTIFY on any channel) is all it may do. The attacker of the forged-notification tests."""
+    yield from _login(dsn, conn, "stranger", "LOGIN")
+
+
+def _login(dsn, conn, kind: str, options: str) -> Iterator[str]:
+    role = f"jqtest_{kind}_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} " + options).format(sql.Identifier(role)))
     try:
         yield make_conninfo(dsn, user=role)
     finally:
-        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                                            (role,)).fetchall(), message=f"no session of {role}")
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        _drop(conn, role)
 
 
 @pytest.fixture
@@ -42,7 +52,12 @@ def login_as(dsn, conn):
 
     yield login
     for role in made:
-        wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                                            (role,)).fetchall(), message=f"no session of {role}")
         conn.execute("DELETE FROM jobqueue.producer_roles WHERE role_name = %s", (role,))
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        _drop(conn, role)
+
+
+def _drop(conn, role: str) -> None:
+    """Drop a test role once none of its sessions is left."""
+    wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                                        (role,)).fetchall(), message=f"no session of {role}")
+    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

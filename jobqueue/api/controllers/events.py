@@ -8,6 +8,10 @@ between may be missing: re-read the jobs you care about); ``stream.overflow`` en
 reader fell too far behind; ``stream.revoked`` ends a stream whose key was revoked (checked as
 often as keys are cached, at least every second).
 
+What a stream receives is what the database bears out, never what a notification says: any login
+may NOTIFY ``jobqueue_events``, so the hub (`jobqueue.job_events.EventHub`) reads each named job
+back and streams an event only when the job's row agrees, under the row's queue and producer.
+
 Each key may hold at most ``JOBQUEUE_API_MAX_STREAMS_PER_KEY`` streams per API process (default
 10): one more is 429 ``too_many_streams``, so no producer key can hold every connection open.
 """
