@@ -1,4 +1,4 @@
--- 0028 undone: insert_jobs as 0009 left it.
+-- 0029 undone: insert_jobs as 0009 left it.
 CREATE OR REPLACE FUNCTION jobqueue.insert_jobs(jobs jobqueue.job_input[], keyed integer DEFAULT NULL::integer) RETURNS TABLE(ord integer, id uuid, created boolean)
     LANGUAGE plpgsql
     AS $$

@@ -1,4 +1,4 @@
--- 0028: an answer from a held idempotency key is as durable as a first write. A repeat wrote
+-- 0029: an answer from a held idempotency key is as durable as a first write. A repeat wrote
 -- nothing, so it took no transaction id and its commit neither flushed nor waited for a
 -- synchronous standby: it answered at once with an id whose row could exist on this node alone
 -- (a first submission whose wait for the standby was cut short), and a failover lost that job.
