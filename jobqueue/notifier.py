@@ -9,9 +9,9 @@ worker's poll interval covers the gap, so LISTEN is an accelerator, never a requ
 **A notification is a hint, never a fact.** PostgreSQL lets any login that may connect to the
 database ``NOTIFY`` any channel, with any payload, as often as it likes. So a callback treats a
 notification as "something may have changed: look in the database", and two helpers here keep a
-flood of forged ones cheap: `Coalescer` (at most one call per key per gap, the first of a quiet
-period at once) and `Throttled` (an async re-read run at most once per gap, never twice at the same
-time). `LogLimit` keeps malformed payloads from filling the log: one line per interval, with a
+flood of forged ones cheap: `Coalescer` (a few calls per key at once, then at most one per gap)
+and `Throttled` (an async re-read run the same way, never twice at the same time), both on a
+`Budget` (a token bucket). `LogLimit` keeps malformed payloads from filling the log: one line per interval, with a
 count of what it left out.
 """
 
@@ -57,58 +57,103 @@ class LogLimit:
         self._log.log(level, message, *args, exc_info=exc_info)
 
 
-class Coalescer:
-    """Calls ``fire(payload)`` at most once per ``gap`` seconds per key: a hit after a quiet
-    ``gap`` fires at once, hits within the gap are merged into one call at its end (with the last
-    of their payloads). The key is the payload when ``by_payload`` (per queue, per role name), else
-    the channel as a whole (a callback that ignores the payload). Keys are forgotten once their gap
-    is over, so a flood of distinct payloads holds no memory beyond one gap's worth."""
+class Budget:
+    """A token bucket: ``burst`` calls at once, then one per ``gap`` seconds. Legitimate changes
+    come in small bursts (a breaker opening right after a worker's start declared its job types),
+    which pass at once; a flood is held to one call per gap."""
 
-    def __init__(self, gap: float, fire: Callback, *, by_payload: bool = False) -> None:
+    def __init__(self, gap: float, burst: int = 1) -> None:
         self.gap = gap
+        self.burst = burst
+        self._tokens = float(burst)
+        self._at: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._at is not None and self.gap > 0:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) / self.gap)
+        elif self._at is not None:
+            self._tokens = float(self.burst)
+        self._at = now
+
+    def take(self, now: float) -> float:
+        """0 when a call may go now (and it is counted), else the seconds until one may."""
+        self._refill(now)
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) * self.gap
+
+    def spend(self, now: float) -> None:
+        """Counts a call the caller makes anyway (a trailing call at the time `take` named): the
+        bucket may dip a float's rounding below empty, never lets that call go uncounted."""
+        self._refill(now)
+        self._tokens -= 1.0
+
+    def full(self, now: float) -> bool:
+        """Whether it has recovered its whole burst (it can be forgotten)."""
+        self._refill(now)
+        return self._tokens >= self.burst
+
+
+class Coalescer:
+    """Calls ``fire(payload)`` at most ``burst`` times at once and then once per ``gap`` seconds per
+    key (`Budget`): a hit with budget left fires at once, hits beyond it are merged into one call
+    when the budget allows (with the last of their payloads). The key is the payload when
+    ``by_payload`` (per queue, per role name), else the channel as a whole (a callback that ignores
+    the payload). Keys are forgotten once their budget is whole again, so a flood of distinct
+    payloads holds no memory beyond a gap's worth."""
+
+    def __init__(self, gap: float, fire: Callback, *, by_payload: bool = False, burst: int = 1) -> None:
+        self.gap = gap
+        self.burst = burst
         self._fire = fire
         self._by_payload = by_payload
-        self._last: dict[str, float] = {}
+        self._last: dict[str, Budget] = {}
         self._waiting: dict[str, str] = {}  # key -> the payload its trailing call will carry
         self._prune_above = 64
 
     def __call__(self, payload: str) -> None:
         key = payload if self._by_payload else ""
+        if key in self._waiting:
+            self._waiting[key] = payload
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        last = self._last.get(key)
-        if last is None or now - last >= self.gap:
-            self._last[key] = now
+        budget = self._last.get(key)
+        if budget is None:
+            budget = self._last[key] = Budget(self.gap, self.burst)
             if len(self._last) > self._prune_above:
                 self._prune(now)
+        wait = budget.take(now)
+        if wait == 0.0:
             self._fire(payload)
         else:
-            if key not in self._waiting:
-                loop.call_at(last + self.gap, self._trailing, key)
             self._waiting[key] = payload
+            loop.call_at(now + wait, self._trailing, key)
 
     def _trailing(self, key: str) -> None:
         payload = self._waiting.pop(key)
-        self._last[key] = asyncio.get_running_loop().time()
+        self._last[key].spend(asyncio.get_running_loop().time())
         self._fire(payload)
 
     def _prune(self, now: float) -> None:
-        self._last = {key: at for key, at in self._last.items() if now - at < self.gap or key in self._waiting}
+        self._last = {key: budget for key, budget in self._last.items()
+                      if key in self._waiting or not budget.full(now)}
         self._prune_above = max(64, 2 * len(self._last))
 
 
 class Throttled:
-    """An async action (a re-read of the database) run on request: at once when the last run
-    ended more than ``gap`` seconds ago, else at the end of the gap; requests made meanwhile, or
-    while it runs, make one more run, never a second one at the same time. Failures are logged
-    (rate-limited) and the next request runs it again."""
+    """An async action (a re-read of the database) run on request: at once while its `Budget`
+    allows (``burst`` runs, then one per ``gap`` seconds), else when it does; requests made
+    meanwhile, or while it runs, make one more run, never a second one at the same time. Failures
+    are logged (rate-limited) and the next request runs it again."""
 
-    def __init__(self, action: Callable[[], Awaitable[None]], *, gap: float, name: str) -> None:
+    def __init__(self, action: Callable[[], Awaitable[None]], *, gap: float, name: str, burst: int = 1) -> None:
         self._action = action
         self.gap = gap
         self._name = name
         self._wanted = False
-        self._last: float | None = None
+        self._budget = Budget(gap, burst)
         self._task: asyncio.Task | None = None
         self._failures = LogLimit(log)
 
@@ -120,15 +165,15 @@ class Throttled:
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
         while self._wanted:
-            if self._last is not None and loop.time() - self._last < self.gap:
-                await asyncio.sleep(self._last + self.gap - loop.time())
+            wait = self._budget.take(loop.time())
+            if wait > 0.0:
+                await asyncio.sleep(wait)
+                continue
             self._wanted = False
             try:
                 await self._action()
             except Exception:
                 self._failures.log(logging.ERROR, "%s failed", self._name, exc_info=True)
-            finally:
-                self._last = loop.time()
 
     def cancel(self) -> None:
         if self._task is not None:

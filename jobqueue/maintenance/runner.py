@@ -38,8 +38,9 @@ from jobqueue.maintenance.vacuumer import Vacuumer
 from jobqueue.notifier import Coalescer, Notifier
 
 #: a jobqueue_leader or jobqueue_schedules NOTIFY wakes the elector or the scheduler at once,
-#: unless one did within the last MAINTENANCE_HINT_GAP seconds (then once at the end of it)
+#: MAINTENANCE_HINT_BURST times, then at most once per MAINTENANCE_HINT_GAP seconds
 MAINTENANCE_HINT_GAP = 0.5
+MAINTENANCE_HINT_BURST = 4
 
 
 class Maintenance:
@@ -73,8 +74,9 @@ class Maintenance:
                                            min_waste_mb=settings.reindex_min_waste_mb,
                                            max_xact_age=settings.maintenance_xact_age, clock=clock))
         notifier.subscribe("jobqueue_leader", Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
-                                                        by_payload=True))
-        notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake()))
+                                                        by_payload=True, burst=MAINTENANCE_HINT_BURST))
+        notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
+                                                           burst=MAINTENANCE_HINT_BURST))
         self.elector.on_change(self._wake_services)
 
     def _wake_services(self, _leading: bool) -> None:

@@ -107,9 +107,11 @@ RETRY_WAKE_POLL = 0.02
 #: A ``jobqueue_jobs`` NOTIFY for a queue wakes an idle worker at once, unless one for that queue
 #: did within the last WAKE_GAP seconds: then it wakes it once at the end of that gap.
 WAKE_GAP = 0.02
-#: The paused queues, circuit breakers and limits are re-read at most once per CONTROL_GAP seconds
-#: on their channels' notifications (the first at once).
+#: The paused queues, circuit breakers and limits are re-read on their channels' notifications:
+#: CONTROL_BURST times at once, then at most once per CONTROL_GAP seconds. Real changes come in
+#: small bursts (a worker's start declares its breakers, then one opens), which must not wait.
 CONTROL_GAP = 0.25
+CONTROL_BURST = 4
 #: Running jobs named by ``jobqueue_cancel`` NOTIFYs are checked in the database at most once per
 #: CANCEL_GAP seconds (the first at once); the heartbeat delivers the flag anyway.
 CANCEL_GAP = 0.05
@@ -173,7 +175,8 @@ class Worker:
         self._overdue_acks: set[asyncio.Task] = set()
         self._next_wake_at: float | None = None
         self._paused: set[str] = set()
-        self._paused_refresh = Throttled(self._refresh_paused, gap=CONTROL_GAP, name="paused-queues")
+        self._paused_refresh = Throttled(self._refresh_paused, gap=CONTROL_GAP, burst=CONTROL_BURST,
+                                         name="paused-queues")
         self._wake_for = Coalescer(WAKE_GAP, lambda _queue: self._wake.set(), by_payload=True)
         self._cancel_hints: set[uuid.UUID] = set()
         self._cancel_check = Throttled(self._check_cancel_hints, gap=CANCEL_GAP, name="cancel-check")
@@ -182,8 +185,8 @@ class Worker:
         self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
         self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
         self.notifier.subscribe("jobqueue_control", self._on_control_notification)
-        self.notifier.subscribe("jobqueue_circuits", Coalescer(CONTROL_GAP, self.breakers.request_refresh))
-        self.notifier.subscribe("jobqueue_limits", Coalescer(CONTROL_GAP, self.limits.request_refresh))
+        self.notifier.subscribe("jobqueue_circuits", Coalescer(CONTROL_GAP, self.breakers.request_refresh, burst=CONTROL_BURST))
+        self.notifier.subscribe("jobqueue_limits", Coalescer(CONTROL_GAP, self.limits.request_refresh, burst=CONTROL_BURST))
         self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------

@@ -40,6 +40,53 @@ def test_a_coalescer_fires_the_first_hint_at_once_and_merges_the_rest_of_its_gap
     assert fired[1][0] - fired[0][0] >= 0.049  # not before the gap was over
 
 
+def test_a_coalescer_with_a_burst_fires_that_many_at_once_then_one_per_gap():
+    """A breaker opening right after a worker's start declared its job types is two real changes
+    within one gap: with burst=1 the second waited the whole gap (the acceptance test's workers
+    claimed a dead dependency's jobs meanwhile). A flood still costs one call per gap."""
+    async def scenario() -> tuple[list[tuple[float, str]], float]:
+        loop = asyncio.get_running_loop()
+        fired: list[tuple[float, str]] = []
+        hint = Coalescer(0.05, lambda payload: fired.append((loop.time(), payload)), burst=3)
+        start = loop.time()
+        for payload in ("a", "b", "c"):
+            hint(payload)
+        assert [payload for _, payload in fired] == ["a", "b", "c"]  # all three synchronously
+        while loop.time() - start < 0.5:  # a flood: one trailing call per gap, with the last payload
+            hint("flood")
+            await asyncio.sleep(0.002)
+        return fired, loop.time() - start
+
+    fired, lasted = asyncio.run(scenario())
+    flood = [at for at, payload in fired if payload == "flood"]
+    assert len(flood) <= lasted / 0.05 + 1, len(flood)
+    assert all(b - a >= 0.049 for a, b in zip(flood, flood[1:]))  # never two within one gap
+
+
+def test_throttled_with_a_burst_runs_at_once_that_many_times():
+    async def scenario() -> list[float]:
+        loop = asyncio.get_running_loop()
+        runs: list[float] = []
+
+        async def action() -> None:
+            runs.append(loop.time())
+
+        throttled = Throttled(action, gap=0.2, name="test", burst=3)
+        start = loop.time()
+        for _ in range(3):
+            throttled.request()
+            await asyncio.sleep(0.005)
+        throttled.request()  # the fourth waits for the budget
+        await asyncio.sleep(0.05)
+        early = len(runs)
+        await asyncio.sleep(0.25)
+        return [at - start for at in runs], early
+
+    runs, early = asyncio.run(scenario())
+    assert early == 3
+    assert len(runs) == 4 and runs[3] >= 0.15
+
+
 def test_a_coalescer_by_payload_keeps_keys_apart_and_forgets_them():
     async def scenario() -> tuple[list[str], int]:
         fired: list[str] = []
