@@ -927,6 +927,7 @@ DECLARE
     max_ttl constant double precision := 120;
     per_login constant integer := 64;
     holder text;
+    written integer;
 BEGIN
     IF listener_id IS NULL OR length(listener_id) NOT BETWEEN 1 AND 255 THEN
         PERFORM jobqueue.invalid('listener_id', format('must be 1 to 255 characters (got %s)',
@@ -935,6 +936,8 @@ BEGIN
     IF ttl IS NULL OR ttl = 'NaN' OR ttl <= 0 THEN
         PERFORM jobqueue.invalid('ttl', format('must be a number of seconds more than 0 (got %s)', coalesce(ttl::text, 'none')));
     END IF;
+    -- one login's registrations one at a time: each counts what the one before it wrote
+    PERFORM pg_advisory_xact_lock(hashtextextended('jobqueue.event_listeners ' || session_user, 0));
     DELETE FROM jobqueue.event_listeners l WHERE l.expires_at < now();
     SELECT l.registered_by INTO holder FROM jobqueue.event_listeners l
      WHERE l.listener_id = register_event_listener.listener_id FOR UPDATE;
@@ -948,6 +951,10 @@ BEGIN
     VALUES (register_event_listener.listener_id, now() + make_interval(secs => least(ttl, max_ttl)), session_user)
     ON CONFLICT ON CONSTRAINT event_listeners_pkey DO UPDATE SET expires_at = excluded.expires_at
         WHERE l.registered_by = excluded.registered_by;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    IF written = 0 THEN  -- another login's registration of this id committed while this one waited on it
+        PERFORM jobqueue.invalid('listener_id', 'is registered by another login');
+    END IF;
 END $$;
 
 CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
