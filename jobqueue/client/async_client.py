@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import psycopg
 
 from jobqueue import db, metrics, tracing
-from jobqueue.coalesce import SubmitCoalescer
+from jobqueue.client.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
 from jobqueue.circuits import Circuit
 from jobqueue.limits import SCOPES, Limit, LimitSpec
@@ -41,7 +41,7 @@ from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobO
                              Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
 from jobqueue.quotas import WaitingCounts
 from jobqueue.refresh_ahead import RefreshAheadCache
-from jobqueue.schedule_admin import Schedules
+from jobqueue.client.schedules import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import limits as limit_store
