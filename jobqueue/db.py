@@ -11,7 +11,7 @@ schema `NotMigrated`.
 It also opens every connection jobqueue makes (`Session`): each says who it is in
 ``application_name`` (the names below, so operators find them in ``pg_stat_activity`` and can
 ``pg_terminate_backend`` them) and has bounded waits (``statement_timeout``, ``lock_timeout``,
-``idle_in_transaction_session_timeout`` from `Settings`, sent as startup options: no round trip).
+``idle_in_transaction_session_timeout`` from `DbSettings`, sent as startup options: no round trip).
 Behind PgBouncer in transaction mode (``JOBQUEUE_PGBOUNCER=1``) no statement is prepared
 server-side and no startup option is sent (PgBouncer refuses them, and a session ``SET`` would
 land on whichever server connection ran it): the timeouts must come from the server's own
@@ -35,7 +35,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings
 from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
                              PermissionDenied, QueueFull,
                              ValidationError)
@@ -206,7 +206,7 @@ class Session:
     pooler: bool = False
 
     @classmethod
-    def of(cls, settings: Settings, name: str, *, dsn: str | None = None, direct: bool = False) -> "Session":
+    def of(cls, settings: DbSettings, name: str, *, dsn: str | None = None, direct: bool = False) -> "Session":
         """``direct``: session-bound work (LISTEN, REINDEX, migrations) goes to ``JOBQUEUE_DIRECT_DSN``
         when there is one, which bypasses the pooler."""
         if direct and settings.direct_dsn:
@@ -275,18 +275,18 @@ class _Configure:
 
 
 def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue",
-               settings: Settings | None = None, timeout: float = 10.0, connect_timeout: int | None = None,
+               settings: DbSettings | None = None, timeout: float = 10.0, connect_timeout: int | None = None,
                check: bool = False) -> AsyncConnectionPool:
     """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`.
 
     ``name`` is the connections' ``application_name``; ``settings`` gives their timeouts and
-    PgBouncer mode (defaults: `Settings()`'s). ``timeout`` bounds the wait for a connection (then
+    PgBouncer mode (defaults: `DbSettings()`'s). ``timeout`` bounds the wait for a connection (then
     `DatabaseUnavailable`); the REST API passes short ones so an outage answers 503 quickly
     instead of holding requests. ``check``: test each connection as it is handed out (one round
     trip), so a connection a server restart killed is replaced instead of failing its caller's
     cycle — for periodic services, never for a hot path.
     """
-    session = Session.of(settings or Settings(), name, dsn=dsn)
+    session = Session.of(settings or DbSettings(), name, dsn=dsn)
     kwargs: dict[str, Any] = {"autocommit": True}
     if connect_timeout is not None:
         kwargs["connect_timeout"] = connect_timeout
@@ -298,8 +298,8 @@ def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "
 
 
 def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = CLIENT_NAME,
-              settings: Settings | None = None, timeout: float = 10.0) -> ConnectionPool:
-    session = Session.of(settings or Settings(), name, dsn=dsn)
+              settings: DbSettings | None = None, timeout: float = 10.0) -> ConnectionPool:
+    session = Session.of(settings or DbSettings(), name, dsn=dsn)
     return ConnectionPool(
         session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
         kwargs={"autocommit": True}, configure=_Configure(session).sync, timeout=timeout,
@@ -307,11 +307,11 @@ def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = CLI
     )
 
 
-async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: Settings | None = None,
+async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: DbSettings | None = None,
                   autocommit: bool = True) -> psycopg.AsyncConnection:
     """One connection of its own (named and bounded like a pooled one): a DSN with ``name`` and
     ``settings``, or a `Session` as it is."""
-    session = dsn if isinstance(dsn, Session) else Session.of(settings or Settings(), name, dsn=dsn)
+    session = dsn if isinstance(dsn, Session) else Session.of(settings or DbSettings(), name, dsn=dsn)
     with translated_errors():
         conn = await psycopg.AsyncConnection.connect(session.conninfo(), autocommit=autocommit)
     await _Configure(session, check=False).async_(conn)  # prepares only: no statement runs

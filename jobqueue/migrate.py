@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
 from jobqueue import db
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings
 from jobqueue.errors import NotMigrated
 from jobqueue.paths import resource_dir
 from jobqueue.store import meta as meta_store
@@ -30,14 +30,14 @@ VERSION_TABLE = "jobqueue_alembic_version"
 CONNECT_TIMEOUT = 5  # seconds; a migration is a one-shot command
 
 
-def migration_session(settings: Settings) -> db.Session:
+def migration_session(settings: DbSettings) -> db.Session:
     session = db.Session.of(settings, db.MIGRATE_NAME, direct=True)
     return session.with_(statement_timeout=0, idle_in_transaction_timeout=0)
 
 
 def _session(target: str | db.Session) -> db.Session:
     """A DSN alone migrates with the default lock timeout."""
-    return target if isinstance(target, db.Session) else migration_session(Settings(dsn=target))
+    return target if isinstance(target, db.Session) else migration_session(DbSettings(dsn=target))
 
 
 def alembic_config(target: str | db.Session) -> Config:
@@ -61,7 +61,7 @@ def _database_errors() -> Iterator[None]:
 
 
 def upgrade(target: str | db.Session, revision: str = "head") -> None:
-    """``target``: a DSN, or `migration_session(settings)` (what `jobqueue migrate` passes)."""
+    """``target``: a DSN, or `migration_session(settings.db)` (what `jobqueue migrate` passes)."""
     with _database_errors():
         command.upgrade(alembic_config(target), revision)
 

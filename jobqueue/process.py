@@ -73,10 +73,10 @@ def preflight(settings: Settings) -> None:
     """Reach the database once, quickly, before anything starts: a wrong DSN or an unreachable
     server is `DatabaseUnavailable` in a few seconds (the command prints it and exits 2; an
     orchestrator starts the worker again), not a pool that waits 30 s and dies with a traceback."""
-    if settings.worker_metrics_port:
-        for index in range(settings.processes):
-            _check_listenable(settings.worker_metrics_port + index)
-    conn = db.connect_sync(db.Session.of(settings, db.worker_name("preflight")), connect_timeout=PREFLIGHT_TIMEOUT)
+    if settings.worker.metrics_port:
+        for index in range(settings.worker.processes):
+            _check_listenable(settings.worker.metrics_port + index)
+    conn = db.connect_sync(db.Session.of(settings.db, db.worker_name("preflight")), connect_timeout=PREFLIGHT_TIMEOUT)
     conn.close()
 
 
@@ -97,17 +97,19 @@ class WorkerProcess:
     def __init__(self, app: JobQueue, settings: Settings) -> None:
         worker_id = new_worker_id()
         # One LISTEN connection, named like the worker's pool (JOBQUEUE_DIRECT_DSN when given: never a pooler).
-        self.notifier = Notifier(db.Session.of(settings, db.worker_name(worker_id), direct=True).conninfo())
-        self.worker = Worker(app, settings, worker_id=worker_id, notifier=self.notifier)
-        self.maintenance = (Maintenance(settings, self.notifier, self.worker.worker_id)
-                            if settings.run_maintenance else None)
+        self.notifier = Notifier(db.Session.of(settings.db, db.worker_name(worker_id), direct=True).conninfo())
+        self.worker = Worker(app, settings.worker, settings.db, settings.metrics, autoscale=settings.autoscale,
+                             backpressure=settings.backpressure, keys=settings.encryption.keys,
+                             worker_id=worker_id, notifier=self.notifier)
+        self.maintenance = (Maintenance.of(settings, self.notifier, self.worker.worker_id)
+                            if settings.worker.run_maintenance else None)
 
     def request_stop(self) -> None:
         self.worker.request_stop()
 
     async def run(self) -> None:
         background = []
-        if self.worker.settings.listen:
+        if self.worker.database.listen:
             background.append(watch(asyncio.create_task(self.notifier.run(), name="notifier"), self.request_stop))
         if self.maintenance is not None:
             background.append(watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop,
@@ -187,10 +189,10 @@ CRASH_LOOP_WINDOW = 60.0
 
 
 def supervise(app_path: str, settings: Settings) -> int:
-    """Run ``settings.processes`` worker processes until told to stop; returns an exit code."""
-    load_app(app_path).check_keys(settings.encryption_keys)  # fail fast, in the parent, on a bad --app,
+    """Run ``settings.worker.processes`` worker processes until told to stop; returns an exit code."""
+    load_app(app_path).check_keys(settings.encryption.keys)  # fail fast, in the parent, on a bad --app,
     preflight(settings)  # ... missing encryption keys or database
-    if settings.processes == 1:
+    if settings.worker.processes == 1:
         run_worker_process(app_path, settings, restart_in_place=True)
         return 0
     configure_logging()
@@ -199,13 +201,13 @@ def supervise(app_path: str, settings: Settings) -> int:
 
     def start_child(index: int) -> multiprocessing.process.BaseProcess:
         own = settings
-        if settings.worker_metrics_port:  # --metrics-port N: process i listens on N + i
-            own = settings.with_(worker_metrics_port=settings.worker_metrics_port + index)
+        if settings.worker.metrics_port:  # --metrics-port N: process i listens on N + i
+            own = settings.with_(worker=settings.worker.with_(metrics_port=settings.worker.metrics_port + index))
         child = context.Process(target=run_worker_process, args=(app_path, own), daemon=False)
         child.start()
         return child
 
-    children = [start_child(index) for index in range(settings.processes)]
+    children = [start_child(index) for index in range(settings.worker.processes)]
 
     def forward(signum: int, _frame: object) -> None:
         nonlocal stopping

@@ -14,7 +14,7 @@ least every ``max_age`` seconds (a queue drained reopens within that). A gate co
 than hold a queue shut for ever. Between counts a queue can overshoot by what was submitted
 meanwhile (as each API process can by the others' share).
 
-Options (defaults; in the runner, the API's settings, which workers should share): ``interval``
+Options (defaults; in the runner, `BackpressureSettings`, which the API and workers share too): ``interval``
 1 s (``JOBQUEUE_API_DEPTH_REFRESH``), ``max_age`` 10 s (``JOBQUEUE_API_DEPTH_MAX_AGE``),
 ``hard_limit`` 100,000 and ``total_hard_limit`` 400,000 (``JOBQUEUE_API_HARD_LIMIT``,
 ``_TOTAL_HARD_LIMIT``; a queue's own ``hard_limit`` in ``queue_settings`` wins), ``max_queues``

@@ -24,7 +24,7 @@ import asyncio
 
 from jobqueue import db
 from jobqueue.clock import Clock
-from jobqueue.config import Settings
+from jobqueue.config import BackpressureSettings, DbSettings, MaintenanceSettings, Settings
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.gatekeeper import Gatekeeper
 from jobqueue.maintenance.historian import Historian
@@ -44,40 +44,52 @@ MAINTENANCE_HINT_BURST = 4
 
 
 class Maintenance:
-    def __init__(self, settings: Settings, notifier: Notifier, leader_id: str, *, clock: Clock | None = None) -> None:
+    def __init__(self, settings: MaintenanceSettings, database: DbSettings, notifier: Notifier, leader_id: str, *,
+                 lease_seconds: float, poll_interval: float, backpressure: BackpressureSettings,
+                 stale_seconds: float, clock: Clock | None = None) -> None:
+        """Besides its own section and the connections': the workers' lease (the sweeper waits it out
+        after an outage) and poll interval (the scheduler's, without LISTEN), the depth limits (the
+        gatekeeper) and how long a silent worker still serves its queues."""
         name = db.maintenance_name(leader_id)
-        self.pool = db.async_pool(settings.dsn, min_size=1, max_size=3, name=name, settings=settings, check=True)
+        self.pool = db.async_pool(database.dsn, min_size=1, max_size=3, name=name, settings=database, check=True)
         self.elector = Elector(self.pool, leader_id, ttl=settings.leader_ttl)
         self.scheduler = Scheduler(self.pool, fired_by=leader_id, misfire_grace=settings.misfire_grace,
-                                   interval=60.0 if settings.listen else settings.poll_interval, clock=clock)
+                                   interval=60.0 if database.listen else poll_interval, clock=clock)
         self.services: list[Service] = [
-            Sweeper(self.pool, interval=settings.sweep_interval, lease_seconds=settings.lease_seconds),
+            Sweeper(self.pool, interval=settings.sweep_interval, lease_seconds=lease_seconds),
             self.scheduler,
             Pruner(self.pool, interval=settings.prune_interval, clock=clock, retention={
                 "completed": settings.retention_completed_days * DAY,
                 "cancelled": settings.retention_cancelled_days * DAY,
                 "dead_letter": settings.retention_dead_letter_days * DAY}),
             Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
-            Gatekeeper(self.pool, interval=settings.api_depth_refresh, max_age=settings.api_depth_max_age,
-                       hard_limit=settings.api_hard_limit, total_hard_limit=settings.api_total_hard_limit,
-                       max_queues=settings.api_max_queues, stale_seconds=settings.worker_stale_seconds, clock=clock),
+            Gatekeeper(self.pool, interval=backpressure.depth_refresh, max_age=backpressure.depth_max_age,
+                       hard_limit=backpressure.hard_limit, total_hard_limit=backpressure.total_hard_limit,
+                       max_queues=backpressure.max_queues, stale_seconds=stale_seconds, clock=clock),
         ]
         if settings.history_interval > 0:
             self.services.append(Historian(self.pool, interval=settings.history_interval, clock=clock))
-        direct = db.Session.of(settings, name, direct=True)  # VACUUM and REINDEX: long, session-bound
+        direct = db.Session.of(database, name, direct=True)  # VACUUM and REINDEX: long, session-bound
         if settings.vacuum_interval > 0:
             self.services.append(Vacuumer(self.pool, direct, interval=settings.vacuum_interval,
                                           min_dead=settings.vacuum_min_dead,
-                                          max_xact_age=settings.maintenance_xact_age, clock=clock))
+                                          max_xact_age=settings.max_xact_age, clock=clock))
         if settings.reindex_interval > 0:
             self.services.append(Reindexer(direct, interval=settings.reindex_interval, factor=settings.reindex_factor,
                                            min_waste_mb=settings.reindex_min_waste_mb,
-                                           max_xact_age=settings.maintenance_xact_age, clock=clock))
+                                           max_xact_age=settings.max_xact_age, clock=clock))
         notifier.subscribe("jobqueue_leader", Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
                                                         by_payload=True, burst=MAINTENANCE_HINT_BURST))
         notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
                                                            burst=MAINTENANCE_HINT_BURST))
         self.elector.on_change(self._wake_services)
+
+    @classmethod
+    def of(cls, settings: Settings, notifier: Notifier, leader_id: str, *, clock: Clock | None = None) -> "Maintenance":
+        """The sections and values it reads, taken from ``settings``."""
+        return cls(settings.maintenance, settings.db, notifier, leader_id, lease_seconds=settings.worker.lease_seconds,
+                   poll_interval=settings.worker.poll_interval, backpressure=settings.backpressure,
+                   stale_seconds=settings.metrics.worker_stale_seconds, clock=clock)
 
     def _wake_services(self, _leading: bool) -> None:
         for service in self.services:
@@ -136,14 +148,14 @@ async def run_standalone(settings: Settings) -> None:
     import os
 
     leader_id = f"{socket.gethostname()}:{os.getpid()}:maintenance"
-    notifier = Notifier(db.Session.of(settings, db.maintenance_name(leader_id), direct=True).conninfo())
-    maintenance = Maintenance(settings, notifier, leader_id)
+    notifier = Notifier(db.Session.of(settings.db, db.maintenance_name(leader_id), direct=True).conninfo())
+    maintenance = Maintenance.of(settings, notifier, leader_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.create_task(maintenance.run())]
-    if settings.listen:
+    if settings.db.listen:
         tasks.append(asyncio.create_task(notifier.run()))
     await stop.wait()
     for task in tasks:

@@ -36,7 +36,7 @@ import uuid
 from typing import Callable
 
 from jobqueue import db
-from jobqueue.config import Settings
+from jobqueue.config import BackpressureSettings
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Attempt
@@ -59,12 +59,12 @@ Written = tuple[set[uuid.UUID], set[uuid.UUID]]
 class AckBuffer:
     def __init__(self, pool, worker_id: str, *, batch_size: int = 200, flush_interval: float = 0.005,
                  on_flushed: Callable[[list[Outcome], set[uuid.UUID]], None] | None = None,
-                 default_limits: tuple[int, int] | None = None,
+                 backpressure: BackpressureSettings | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         # The (soft, hard) queue depth limits load shedding applies where a queue sets none.
-        defaults = Settings()
-        self.default_limits = default_limits or (defaults.api_soft_limit, defaults.api_hard_limit)
+        limits = backpressure or BackpressureSettings()
+        self.default_limits = (limits.soft_limit, limits.hard_limit)
         self.worker_id = worker_id
         self.batch_size = batch_size
         self.flush_interval = flush_interval

@@ -32,7 +32,7 @@ import time
 from typing import Callable, Sequence
 
 from jobqueue import db
-from jobqueue.config import Settings
+from jobqueue.config import WorkerSettings
 from jobqueue.models import Job
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
@@ -47,7 +47,7 @@ RESUME_FOR = 1.0
 
 
 class Claimer:
-    def __init__(self, pool, worker_id: str, settings: Settings, deadlines: Deadlines,
+    def __init__(self, pool, worker_id: str, settings: WorkerSettings, deadlines: Deadlines,
                  limits: LimitWatch | None = None, *, served: Sequence[str] | None) -> None:
         self._pool = pool
         #: the job types this worker has handlers for: the only ones its claims take (None: any

@@ -60,8 +60,9 @@ from datetime import datetime, timezone
 from jobqueue import db, tracing
 from jobqueue.background import watch
 from jobqueue.app import JobQueue, TaskDef
-from jobqueue.config import Settings
+from jobqueue.config import AutoscaleSettings, BackpressureSettings, DbSettings, MetricsSettings, WorkerSettings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.keyring import KeyRing
 from jobqueue.models import Job
 from jobqueue.notifier import Coalescer, Notifier, Throttled
 from jobqueue.store import jobs as job_store
@@ -120,22 +121,28 @@ MAX_CANCEL_HINTS = 10_000
 
 
 class Worker:
-    def __init__(self, app: JobQueue, settings: Settings, *, worker_id: str | None = None,
-                 notifier: Notifier) -> None:
-        app.check_keys(settings.encryption_keys)  # a task that encrypts, and no keys: refuse to start
+    def __init__(self, app: JobQueue, settings: WorkerSettings, database: DbSettings, metrics: MetricsSettings, *,
+                 autoscale: AutoscaleSettings, backpressure: BackpressureSettings, keys: KeyRing | None,
+                 worker_id: str | None = None, notifier: Notifier) -> None:
+        """The sections it reads: its own, the connections', the figures' (its counters, which
+        workers are alive), the slot scaler's, the depth limits its retries are shed by (where a
+        queue sets none), and the key ring."""
+        app.check_keys(keys)  # a task that encrypts, and no keys: refuse to start
         self.app = app
         self.settings = settings
+        self.database = database
+        self.keys = keys
         self.worker_id = worker_id or new_worker_id()
         self.queues = list(settings.queues)
         self.concurrency = settings.concurrency
         self.slots = settings.concurrency_min if settings.autoscaling else settings.concurrency  # what the claim loop fills
-        self.pool = db.async_pool(settings.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
-                                  settings=settings)
+        self.pool = db.async_pool(database.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
+                                  settings=database)
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         self._wake = asyncio.Event()
         self.acks = AckBuffer(self.pool, self.worker_id, batch_size=settings.ack_batch_size,
                               flush_interval=settings.ack_flush_interval, on_flushed=self._acked,
-                              default_limits=(settings.api_soft_limit, settings.api_hard_limit))
+                              backpressure=backpressure)
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds,
@@ -155,9 +162,10 @@ class Worker:
         self.breakers = Breakers(self.pool, app, interval=self.heartbeat.interval,
                                  retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set)
         self.running: dict[Attempt, tuple[Job, asyncio.Task]] = {}
-        self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=settings.stats_interval,
+        self.stats = WorkerStats(self.pool, self.worker_id, self.concurrency, interval=metrics.stats_interval,
                                  occupancy=lambda: len(self.running))
-        self.scaler = SlotScaler(self.pool, self.worker_id, settings, queues=self._claimable, stats=self.stats,
+        self.scaler = SlotScaler(self.pool, self.worker_id, settings, autoscale,
+                                 stale_seconds=metrics.worker_stale_seconds, queues=self._claimable, stats=self.stats,
                                  resize=self._resize) if settings.autoscaling else None
         self.tracing = tracing.from_env(service_name="jobqueue-worker")
         self.processed = 0
@@ -255,7 +263,7 @@ class Worker:
         every PAUSED_POLL seconds while it is not — a busy poll-only worker never idles, and kept
         claiming a paused queue until its backlog was gone."""
         while True:
-            listening = self.settings.listen and self.notifier.connected.is_set()
+            listening = self.database.listen and self.notifier.connected.is_set()
             await asyncio.sleep(self.heartbeat.interval if listening else PAUSED_POLL)
             await self._refresh_paused()
 
@@ -323,8 +331,8 @@ class Worker:
                 (self._reconcile_late_claims(), "reconcile")]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
-        if self.settings.worker_metrics_port:
-            server = MetricsServer(self.stats, port=self.settings.worker_metrics_port, running=lambda: len(self.running),
+        if self.settings.metrics_port:
+            server = MetricsServer(self.stats, port=self.settings.metrics_port, running=lambda: len(self.running),
                                    stuck_handlers=lambda: self.threads.stuck, concurrency=self.concurrency,
                                    slots=lambda: self.slots)
             jobs.append((server.run(), "metrics-server"))
@@ -334,7 +342,7 @@ class Worker:
             await self._refresh_paused()
             await self.breakers.refresh()
             await self.limits.refresh()
-            if self.settings.listen:
+            if self.database.listen:
                 await self._wait_for_listen()
             else:
                 log.info("poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval)
@@ -404,7 +412,7 @@ class Worker:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
             except Exception as exc:  # an outage, a statement the server refused, a lost reply
                 self._claim_uncertain = True
-                self._late_commits_until = time.monotonic() + (self.settings.statement_timeout or LATE_COMMIT_WINDOW)
+                self._late_commits_until = time.monotonic() + (self.database.statement_timeout or LATE_COMMIT_WINDOW)
                 if isinstance(exc, DatabaseUnavailable):
                     log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
                 else:
@@ -457,7 +465,7 @@ class Worker:
     async def _idle_wait(self) -> None:
         """Sleep until a NOTIFY, the earliest scheduled job, or the poll interval, whichever is first."""
         timeout = self.settings.poll_interval
-        if not (self.settings.listen and self.notifier.connected.is_set()):
+        if not (self.database.listen and self.notifier.connected.is_set()):
             await self._refresh_paused()  # no jobqueue_control NOTIFY can reach us: look it up
             await self.breakers.refresh()  # nor a jobqueue_circuits one
             await self.limits.refresh()  # nor a jobqueue_limits one
@@ -513,7 +521,7 @@ class Worker:
         try:
             outcome = await traced(self.tracing, job, execute(
                 job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
-                keys=self.settings.encryption_keys))
+                keys=self.keys))
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself

@@ -2,7 +2,7 @@
 in `jobqueue.autoscale` (depth per worker above 100 or utilization above 90 % → up; both below
 10 / 20 % → down; step 2; cooldowns 30 s up, 5 min down; within MIN..MAX).
 
-It starts at MIN. Every ``autoscale_interval`` seconds (default 5, `JOBQUEUE_AUTOSCALE_INTERVAL`)
+It starts at MIN. Every ``autoscale.interval`` seconds (default 5, `JOBQUEUE_AUTOSCALE_INTERVAL`)
 it reads, in one statement (`queue_load`), each claimable queue's runnable depth and the live
 workers serving it, takes the highest depth per worker among them (one backed-up queue is reason
 enough for more slots; all must be quiet for fewer), measures the utilization of its slots since
@@ -12,8 +12,9 @@ limit: slots above the target are not refilled, running jobs are never interrupt
 registry (``jobqueue.workers.concurrency_target``, shown by ``/workers``). A failed read keeps the
 current target and tries again at the next interval.
 
-Options (Settings): autoscale_interval 5 s, autoscale_up_cooldown 30 s, autoscale_down_cooldown
-300 s, autoscale_step 2, worker_stale_seconds 60 (which workers count as live).
+Options (`AutoscaleSettings`): interval 5 s, up_cooldown 30 s, down_cooldown 300 s, step 2; MIN and
+MAX from `WorkerSettings`; ``stale_seconds`` (`MetricsSettings.worker_stale_seconds`, 60: which
+workers count as live).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Callable, Sequence
 
 from jobqueue import db
 from jobqueue.autoscale import Rule, Scaler, depth_per_worker
-from jobqueue.config import Settings
+from jobqueue.config import AutoscaleSettings, WorkerSettings
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
@@ -36,16 +37,17 @@ log = logging.getLogger("jobqueue.worker.scaling")
 
 
 class SlotScaler:
-    def __init__(self, pool, worker_id: str, settings: Settings, *, queues: Callable[[], Sequence[str]],
+    def __init__(self, pool, worker_id: str, worker: WorkerSettings, autoscale: AutoscaleSettings, *,
+                 stale_seconds: float, queues: Callable[[], Sequence[str]],
                  stats: WorkerStats, resize: Callable[[int], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
-        self.interval = settings.autoscale_interval
-        self.stale_seconds = settings.worker_stale_seconds
-        self.scaler = Scaler(settings.concurrency_min, settings.concurrency, rule=Rule(step=settings.autoscale_step),
-                             up_cooldown=settings.autoscale_up_cooldown,
-                             down_cooldown=settings.autoscale_down_cooldown, clock=clock)
+        self.interval = autoscale.interval
+        self.stale_seconds = stale_seconds
+        self.scaler = Scaler(worker.concurrency_min, worker.concurrency, rule=Rule(step=autoscale.step),
+                             up_cooldown=autoscale.up_cooldown,
+                             down_cooldown=autoscale.down_cooldown, clock=clock)
         self._queues = queues
         self._stats = stats
         self._resize = resize
