@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from jobqueue.config import Settings
+from jobqueue.config import BackpressureSettings
 from jobqueue.models import QueueSettings
 
 #: The reasons a submission is refused for a full queue (REST ``error``, `QueueFull.reason`).
@@ -57,7 +57,7 @@ class Gate:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The limits in force: defaults (the ``JOBQUEUE_API_*`` settings), overridden per queue by
+    """The limits in force: defaults (`BackpressureSettings`, ``JOBQUEUE_API_*``), overridden per queue by
     ``queue_settings``."""
 
     soft: int
@@ -68,9 +68,9 @@ class Limits:
     queue_settings: Mapping[str, QueueSettings] = field(default_factory=dict)
 
     @classmethod
-    def of_settings(cls, settings: Settings, queue_settings: Mapping[str, QueueSettings]) -> "Limits":
-        return cls(settings.api_soft_limit, settings.api_hard_limit, settings.api_total_soft_limit,
-                   settings.api_total_hard_limit, settings.api_max_queues, queue_settings)
+    def of_settings(cls, settings: BackpressureSettings, queue_settings: Mapping[str, QueueSettings]) -> "Limits":
+        return cls(settings.soft_limit, settings.hard_limit, settings.total_soft_limit,
+                   settings.total_hard_limit, settings.max_queues, queue_settings)
 
     def of(self, queue: str) -> tuple[int, int]:
         """(soft, hard) of one queue; the soft limit never above the hard one."""

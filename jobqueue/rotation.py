@@ -245,10 +245,10 @@ def run_keys(args: argparse.Namespace, settings: Settings) -> int:
     if args.keys_command == "generate":
         print(new_key_line(args.key_id or default_key_id()))
         return 0
-    if settings.encryption_keys is None:
+    if settings.encryption.keys is None:
         raise EncryptionUnavailable("jobqueue keys rotate needs the key ring: set JOBQUEUE_ENCRYPTION_KEYS (or "
                                     "JOBQUEUE_ENCRYPTION_KEYS_FILE), the new key first and the old ones after it")
-    with db.connect_sync(db.Session.of(settings, db.CLI_NAME)) as conn:
-        report = rotate(conn, settings.encryption_keys, batch_size=args.batch_size)
+    with db.connect_sync(db.Session.of(settings.db, db.CLI_NAME)) as conn:
+        report = rotate(conn, settings.encryption.keys, batch_size=args.batch_size)
     print(report.line())
     return report.status

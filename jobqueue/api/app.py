@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     @asynccontextmanager
     async def lifespan(_app: Litestar) -> AsyncIterator[None]:
         await services.start()
-        if settings.api_settle_gc:
+        if settings.api.settle_gc:
             settle_garbage_collector()
         try:
             yield
@@ -138,7 +138,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         before_request=before_each_request,
         before_send=[add_security_headers],
         lifespan=[lifespan],
-        request_max_body_size=settings.api_max_body_bytes,
+        request_max_body_size=settings.api.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="jobqueue",
             version="1.0.0",

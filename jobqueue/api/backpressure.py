@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from jobqueue.api.store_access import ApiStore
-from jobqueue.config import Settings
+from jobqueue.config import ApiSettings, BackpressureSettings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
 from jobqueue.models import Priority, QueueSettings
 from jobqueue.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
@@ -98,18 +98,23 @@ class Demand:
 
 
 class Backpressure:
-    def __init__(self, store: ApiStore, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: ApiStore, settings: ApiSettings, depth_limits: BackpressureSettings, *,
+                 stale_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """``settings``: the API's own (retry hint, shedding, rate limits, its processes);
+        ``depth_limits`` and how often they are counted; ``stale_seconds``: a silent worker serves no queue."""
         self.store = store
         self.settings = settings
+        self.depth_limits = depth_limits
+        self.stale_seconds = stale_seconds
         self._clock = clock
         self.depths: dict[str, int] = {}  # waiting jobs per queue (and 0 for queues live workers serve)
         self.total = 0  # sum(self.depths.values()), kept in step
         self.served: frozenset[str] = frozenset()  # queues live workers serve
         self.undeclared: set[str] = set()  # queues holding jobs that no worker serves and no admin configured
         self.queue_settings: dict[str, QueueSettings] = {}
-        self.quota = Limits.of_settings(settings, {})
+        self.quota = Limits.of_settings(depth_limits, {})
         self._buckets: dict[str, TokenBucket] = {}
-        self._recount = Recount(max_age=settings.api_depth_max_age, clock=clock)
+        self._recount = Recount(max_age=depth_limits.depth_max_age, clock=clock)
         self._in_flight: dict[str, int] = {}  # reserved jobs whose statement has not ended
         self._committed_meanwhile: list[tuple[str, int]] | None = None  # (queue, jobs) during a count
 
@@ -124,7 +129,7 @@ class Backpressure:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.store.client.queue_settings()
         self.queue_settings = settings
-        self.quota = Limits.of_settings(self.settings, settings)
+        self.quota = Limits.of_settings(self.depth_limits, settings)
         submitted = await self.store.submitted_total()
         if not self.count_needed(submitted):
             return
@@ -132,7 +137,7 @@ class Backpressure:
         self._committed_meanwhile = []
         try:
             counts = await self.store.waiting_counts(cap=self.quota.cap(),
-                                                     stale_seconds=self.settings.worker_stale_seconds)
+                                                     stale_seconds=self.stale_seconds)
         finally:
             meanwhile, self._committed_meanwhile = self._committed_meanwhile, None
         self.depths, self.served = dict(counts.depths), counts.served
@@ -165,7 +170,7 @@ class Backpressure:
                 refused = True
             except Exception:  # anything else too: a dead refresher would leave depths only growing
                 log.exception("queue depth refresh failed; retrying")
-            await asyncio.sleep(self.settings.api_depth_refresh)
+            await asyncio.sleep(self.depth_limits.depth_refresh)
 
     @staticmethod
     def demands(jobs: Iterable[tuple[str, str]]) -> list[Demand]:
@@ -180,7 +185,7 @@ class Backpressure:
     def admit(self, producer_id: str, demands: list[Demand]) -> None:
         """Raise `Overloaded` unless every queue of the request can take its jobs; all or nothing."""
         throttled = 0
-        retry_after = float(self.settings.api_retry_after)
+        retry_after = float(self.settings.retry_after)
         jobs = sum(demand.jobs for demand in demands)
         total_soft, total_hard = self.total_limits()
         if self.total + jobs > total_hard:
@@ -194,12 +199,12 @@ class Backpressure:
                 raise Overloaded(503, QUEUE_FULL, f"queue {demand.queue!r} is at its hard limit "
                                  f"({depth} waiting jobs, limit {hard}); nothing was written", retry_after)
             if depth + demand.jobs > soft:
-                if demand.low and self.settings.api_shed_low:
+                if demand.low and self.settings.shed_low:
                     raise Overloaded(503, "shed", f"queue {demand.queue!r} is above its soft limit ({soft}): "
                                      "low-priority jobs are shed; nothing was written", retry_after)
                 throttled += demand.jobs
         if self.total + jobs > total_soft:  # every job of the request, whichever queue it names
-            if self.settings.api_shed_low and any(demand.low for demand in demands):
+            if self.settings.shed_low and any(demand.low for demand in demands):
                 raise Overloaded(503, "shed", f"the queues are above their total soft limit ({total_soft}): "
                                  "low-priority jobs are shed; nothing was written", retry_after)
             throttled = jobs
@@ -209,14 +214,14 @@ class Backpressure:
         if throttled:
             bucket = self._buckets.get(producer_id)
             if bucket is None:
-                share = max(self.settings.api_workers, 1)  # this process's part of the producer's limit
+                share = max(self.settings.workers, 1)  # this process's part of the producer's limit
                 bucket = self._buckets[producer_id] = TokenBucket(
-                    self.settings.api_rate_limit / share, max(1, -(-self.settings.api_rate_burst // share)),
+                    self.settings.rate_limit / share, max(1, -(-self.settings.rate_burst // share)),
                     self._clock)
             wait = bucket.take(throttled)
             if wait > 0:
                 raise Overloaded(429, "rate_limited", f"{why}: producers are rate "
-                                 f"limited to {self.settings.api_rate_limit:g} jobs/s; nothing was written", wait)
+                                 f"limited to {self.settings.rate_limit:g} jobs/s; nothing was written", wait)
 
     def _admit_new_queues(self, demands: list[Demand], retry_after: float) -> None:
         """Refuse the request if the new queues it names would be more than ``max_queues``

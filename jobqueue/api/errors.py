@@ -71,7 +71,7 @@ def error_responses(*codes: int) -> dict[int, ResponseSpec]:
 
 
 def _services_retry_after(request: Request) -> int:
-    return request.app.state["services"].settings.api_retry_after
+    return request.app.state["services"].settings.api.retry_after
 
 
 class NotAllowed(Exception):

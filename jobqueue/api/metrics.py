@@ -28,19 +28,19 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
     state = request.app.state
     found = state.get("metrics_collector")
     if found is None:
-        settings = services.settings
+        settings = services.settings.metrics
 
         async def collect(client: AsyncClient) -> metrics.Snapshot:
             """What /metrics and the dashboard show, read on one pooled connection (`metrics.collect`)."""
             async with client.connection() as conn:
-                return await metrics.collect(conn, cap=settings.metrics_count_cap,
+                return await metrics.collect(conn, cap=settings.count_cap,
                                              stale_seconds=settings.worker_stale_seconds,
-                                             max_queues=settings.metrics_max_queues)
+                                             max_queues=settings.max_queues)
 
         async def source() -> metrics.Snapshot:
             return await services.reads.read(None, collect)
 
-        found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.metrics_ttl)
+        found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.ttl)
     return found
 
 
@@ -52,7 +52,7 @@ class MetricsController(Controller):
                  "the metrics token", responses=error_responses(403, 503))
     async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
         snapshot = await collector(request, services).snapshot()
-        settings = services.settings
-        text = metrics.render(snapshot, rule=Rule(step=settings.autoscale_step),
-                              worker_bounds=(settings.autoscale_min_workers, settings.autoscale_max_workers))
+        settings = services.settings.autoscale
+        text = metrics.render(snapshot, rule=Rule(step=settings.step),
+                              worker_bounds=(settings.min_workers, settings.max_workers))
         return Response(text, media_type=_MEDIA_TYPE)

@@ -63,15 +63,15 @@ def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 async def metrics_reader(connection: ASGIConnection[Any, Any, Any, Any], _handler: BaseRouteHandler) -> None:
     """Guard for the figures that describe the whole system (see the module docstring)."""
     services = connection.app.state["services"]
-    settings = services.settings
-    if settings.metrics_public:
+    settings = services.settings.metrics
+    if settings.public:
         return
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise NotAuthorizedException("send an admin API key or the metrics token as 'Authorization: Bearer <token>'",
                                      headers={"WWW-Authenticate": "Bearer"})
-    if settings.metrics_token and hmac.compare_digest(token.encode(), settings.metrics_token.encode()):
+    if settings.token and hmac.compare_digest(token.encode(), settings.token.encode()):
         return
     principal = await services.keys.principal(token)
     if principal is None:

@@ -36,24 +36,28 @@ from jobqueue.config import Settings
 
 class Services:
     def __init__(self, settings: Settings) -> None:
+        """The whole Settings: its clients take it (connections, key ring); the API's own section,
+        the depth limits and the figures' settings go to the parts that read them."""
         self.settings = settings
-        self.client = AsyncClient(settings=settings, application_name=db.API_NAME, pool_size=settings.api_pool_size,
-                                  pool_timeout=settings.api_db_timeout,
-                                  connect_timeout=settings.api_connect_timeout,
-                                  submit_lanes=settings.api_submit_lanes, coalesce_max_jobs=settings.api_max_batch,
-                                  coalesce_stall_after=settings.api_submit_stall, decrypt_results=False)
-        replica = None if not settings.read_dsn else AsyncClient(
-            settings.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=settings.api_pool_size,
-            pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout, decrypt_results=False)
-        self.reads = ReadRouter(self.client, replica, after_write=settings.read_after_write)
+        api = settings.api
+        self.client = AsyncClient(settings=settings, application_name=db.API_NAME, pool_size=api.pool_size,
+                                  pool_timeout=api.db_timeout,
+                                  connect_timeout=api.connect_timeout,
+                                  submit_lanes=api.submit_lanes, coalesce_max_jobs=api.max_batch,
+                                  coalesce_stall_after=api.submit_stall, decrypt_results=False)
+        replica = None if not api.read_dsn else AsyncClient(
+            api.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=api.pool_size,
+            pool_timeout=api.db_timeout, connect_timeout=api.connect_timeout, decrypt_results=False)
+        self.reads = ReadRouter(self.client, replica, after_write=api.read_after_write)
         self.store = ApiStore(self.client)
-        self.keys = KeyCache(self.store.api_key, settings.api_key_cache_seconds)
+        self.keys = KeyCache(self.store.api_key, api.key_cache_seconds)
         self.cursors = Cursors(self.store.api_secret)
-        self.backpressure = Backpressure(self.store, settings)
-        listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
+        self.backpressure = Backpressure(self.store, api, settings.backpressure,
+                                         stale_seconds=settings.metrics.worker_stale_seconds)
+        listen = db.Session.of(settings.db, db.API_NAME, direct=True).conninfo() if settings.db.listen else None
         self.events = EventHub(StoreRegistrar(self.client.connection), listen,
-                               connect_timeout=settings.api_db_timeout + settings.api_connect_timeout)
-        self.streams = StreamQuota(settings.api_max_streams_per_key)
+                               connect_timeout=api.db_timeout + api.connect_timeout)
+        self.streams = StreamQuota(api.max_streams_per_key)
         self.head_revision = migrate.head_revision()
         self._tasks: list[asyncio.Task] = []
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from jobqueue import db
 from jobqueue.circuits import Circuit
 from jobqueue.client.validation import timespan
-from jobqueue.config import Settings
+from jobqueue.config import MetricsSettings
 from jobqueue.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
 from jobqueue.limits import SCOPES, Limit
 from jobqueue.models import ApiKey, JobInfo, JobPage, JobState, Priority, QueueSettings
@@ -92,7 +92,7 @@ def defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call[
                                                                         "idempotency_window"))
 
 
-def unserved_call(settings: Settings, cap: int) -> db.Call[list[Unserved]]:
+def unserved_call(settings: MetricsSettings, cap: int) -> db.Call[list[Unserved]]:
     return queue_store.unserved(cap=cap, stale_seconds=settings.worker_stale_seconds)
 
 

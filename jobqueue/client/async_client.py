@@ -10,7 +10,7 @@ that commit too).
 Encryption (`jobqueue.encryption`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
 entry in an ``enqueue_many`` spec encrypt those payload fields, as do the fields a task declared
 (``@queue.task(encrypted=...)``, read from ``jobqueue.task_defaults`` at most 5 s late), with the key
-ring of ``settings.encryption_keys``, once the job is validated (`jobqueue.client.sealing`).
+ring of ``settings.encryption.keys``, once the job is validated (`jobqueue.client.sealing`).
 `AsyncClient` seals a request of many values in a thread, off the event loop. `get` and `wait`
 decrypt an encrypted result when this client holds its key; payloads stay encrypted outside the worker.
 """
@@ -72,11 +72,11 @@ class AsyncClient:
         uncommitted holder of one caller's idempotency key) before each caller goes again alone.
         ``decrypt_results=False``: `get` leaves encrypted results as stored (the REST API redacts them)."""
         self.settings = settings or Settings.from_env()
-        self.dsn = dsn or self.settings.dsn
+        self.dsn = dsn or self.settings.db.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
-        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                   name=application_name, settings=self.settings,
+        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.db.pool_max_size,
+                                   name=application_name, settings=self.settings.db,
                                    timeout=pool_timeout, connect_timeout=connect_timeout)
         self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(
                               many_call(built, lock_wait=coalesce_lock_wait if grouped else None), None),
@@ -86,8 +86,9 @@ class AsyncClient:
                           if submit_lanes > 0 else None)
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
         self.schedules = Schedules(lambda call: self._run(call, None))
-        self._waiter = Waiter(self.settings, self.dsn, application_name, self.connection)
-        self.sealer = Sealer(self.settings.encryption_keys)
+        self._waiter = Waiter(self.settings.db, self.settings.encryption.keys, self.dsn, application_name,
+                              self.connection)
+        self.sealer = Sealer(self.settings.encryption.keys)
         self._declarations: RefreshAheadCache[None, Sealer] = RefreshAheadCache(self._learn_declarations,
                                                                                 self.sealer.ttl)
         self._held: tuple[str | None] | None = None  # the pool's session producer, once read
@@ -201,7 +202,7 @@ class AsyncClient:
         the database what a missing one does)."""
         job_id = as_uuid(job_id)
         info = found(job_id, await self._run(job_store.get(job_id, producer_id), connection))
-        return readable(info, self.settings.encryption_keys, self.decrypt_results)
+        return readable(info, self.settings.encryption.keys, self.decrypt_results)
 
     async def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                      connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
@@ -277,7 +278,7 @@ class AsyncClient:
         """Runnable jobs whose type no live worker of their queue has a handler for, per queue and
         job type (counts stop at ``cap`` per priority level): no worker claims them until one whose
         app can run them starts."""
-        return await self._run(unserved_call(self.settings, cap), None)
+        return await self._run(unserved_call(self.settings.metrics, cap), None)
 
     async def circuits(self) -> list[Circuit]:
         """Every circuit breaker workers declared, with its state and job types."""

@@ -53,15 +53,15 @@ class Client:
                  producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
                  application_name: str = db.CLIENT_NAME) -> None:
         self.settings = settings or Settings.from_env()
-        self.dsn = dsn or self.settings.dsn
+        self.dsn = dsn or self.settings.db.dsn
         self.producer_id = producer_id
-        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.pool_max_size,
-                                  name=application_name, settings=self.settings,
+        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.db.pool_max_size,
+                                  name=application_name, settings=self.settings.db,
                                   timeout=pool_timeout)
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
         self.schedules = Schedules(lambda call: self._run(call, None))
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
-        self.sealer = Sealer(self.settings.encryption_keys)
+        self.sealer = Sealer(self.settings.encryption.keys)
         self._held: tuple[str | None] | None = None  # the pool's session producer, once read
 
     def open(self) -> "Client":
@@ -136,7 +136,7 @@ class Client:
             connection: psycopg.Connection | None = None) -> JobInfo:
         job_id = as_uuid(job_id)
         return readable(found(job_id, self._run(job_store.get(job_id, producer_id), connection)),
-                        self.settings.encryption_keys, True)
+                        self.settings.encryption.keys, True)
 
     def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
                connection: psycopg.Connection | None = None) -> CancelOutcome:
@@ -190,7 +190,7 @@ class Client:
         return self._run(queue_store.stats(), None)
 
     def unserved_jobs(self, *, cap: int = 1_000_000) -> list[Unserved]:
-        return self._run(unserved_call(self.settings, cap), None)
+        return self._run(unserved_call(self.settings.metrics, cap), None)
 
     def circuits(self) -> list[Circuit]:
         return self._run(circuit_store.list_all(), None)

@@ -16,10 +16,11 @@ from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from jobqueue import db
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings
 from jobqueue.encryption import Binding, open_result
 from jobqueue.errors import EncryptionError, JobFailed, WaitTimeout
 from jobqueue.job_events import Connect, EventHub, EventsUnavailable, StoreRegistrar, Subscription
+from jobqueue.keyring import KeyRing
 from jobqueue.models import JobInfo, JobState
 
 #: How often wait() reads the job anyway, in case its final event was missed; and how often it
@@ -54,8 +55,10 @@ class Waiter:
     """The waits of one client. ``connect``: its pool's connections, on which the event hub
     registers the process as a listener and reads back the jobs notifications name."""
 
-    def __init__(self, settings: Settings, dsn: str, application_name: str, connect: Connect) -> None:
+    def __init__(self, settings: DbSettings, keys: KeyRing | None, dsn: str, application_name: str,
+                 connect: Connect) -> None:
         self.settings = settings
+        self.keys = keys
         self.dsn = dsn
         self._application_name = application_name
         self._connect = connect
@@ -73,7 +76,7 @@ class Waiter:
             while True:
                 info = await get(job_id)
                 if info.state in _FINAL:
-                    return outcome(info, self.settings.encryption_keys)
+                    return outcome(info, self.keys)
                 if not await self._next_event(subscription, deadline):
                     raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s (it goes on)")
         finally:

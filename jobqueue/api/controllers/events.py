@@ -95,6 +95,6 @@ class EventsController(Controller):
             except DatabaseUnavailable:  # cannot tell now: keep streaming, ask again next time
                 return True
 
-        check_every = min(max(services.settings.api_key_cache_seconds, 1.0), KEEPALIVE_SECONDS)
+        check_every = min(max(services.settings.api.key_cache_seconds, 1.0), KEEPALIVE_SECONDS)
         return ServerSentEvent(event_stream(hub, subscription, still_valid=still_valid, check_every=check_every,
                                             release=release))

@@ -27,5 +27,5 @@ class HealthController(Controller):
         if revision != services.head_revision:
             return error_response(503, f"database schema at {revision or 'nothing'}, this API needs "
                                   f"{services.head_revision}: run `jobqueue migrate`", error="not_migrated",
-                                  retry_after=services.settings.api_retry_after)
+                                  retry_after=services.settings.api.retry_after)
         return Response(Health(status="ready", revision=revision))

@@ -146,7 +146,7 @@ class JobsController(Controller):
                      **error_responses(409, 413, 422, 429, 503)})
     async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission]) -> Response[SubmittedBatch]:
         services = services_of(request)
-        limit = services.settings.api_max_batch
+        limit = services.settings.api.max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
         jobs = await _submit(services, request, data.jobs, batch=True)
