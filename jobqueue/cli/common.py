@@ -13,7 +13,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """JOBQUEUE_* settings, with the command's --dsn (when it has one) taking precedence."""
     settings = Settings.from_env()
     if getattr(args, "dsn", None):
-        settings = settings.with_(dsn=args.dsn)
+        settings = settings.with_(db=settings.db.with_(dsn=args.dsn))
     return settings
 
 

@@ -39,14 +39,14 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    session = migrate.migration_session(settings_from_args(args))
+    session = migrate.migration_session(settings_from_args(args).db)
     migrate.upgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session)}")
     return 0
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
-    session = migrate.migration_session(settings_from_args(args))
+    session = migrate.migration_session(settings_from_args(args).db)
     migrate.downgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session) or 'base (removed)'}")
     return 0

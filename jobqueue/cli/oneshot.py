@@ -26,4 +26,4 @@ def _probe(settings: Settings) -> None:
     password then fails at once with the server's own reason (`DatabaseUnavailable`), where the
     pool would retry in the background, log each try, and answer "couldn't get a connection" only
     after the full CLI_DB_TIMEOUT."""
-    db.connect_sync(db.Session.of(settings, db.CLI_NAME), connect_timeout=int(CLI_DB_TIMEOUT)).close()
+    db.connect_sync(db.Session.of(settings.db, db.CLI_NAME), connect_timeout=int(CLI_DB_TIMEOUT)).close()

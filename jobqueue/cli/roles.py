@@ -75,7 +75,7 @@ def run_roles(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    with db.connect_sync(db.Session.of(settings, db.CLI_NAME), connect_timeout=5) as conn:
+    with db.connect_sync(db.Session.of(settings.db, db.CLI_NAME), connect_timeout=5) as conn:
         if args.roles_action == "list":
             print(f"{'group role':18}  {'member':30}  {'login':5}  producer id")
             for member in db.run_sync(conn, role_store.members()):
@@ -92,14 +92,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                        if args.roles_action == "login" else None)
             group = db.run_sync(conn, role_store.grant(args.role, args.login, args.producer))
             if args.roles_action == "login":
-                statement = settings.statement_timeout if args.statement_timeout is None else args.statement_timeout
-                idle = settings.idle_in_transaction_timeout if args.idle_timeout is None else args.idle_timeout
+                statement = settings.db.statement_timeout if args.statement_timeout is None else args.statement_timeout
+                idle = settings.db.idle_in_transaction_timeout if args.idle_timeout is None else args.idle_timeout
                 db.run_sync(conn, role_store.set_timeouts(args.login, statement_timeout=statement, idle_timeout=idle))
                 timeouts = f"; statement_timeout {_shown(statement)}, idle_in_transaction_session_timeout {_shown(idle)}"
         made = "role" if created is None else "created login role" if created else "login role"
         print(f"{made} {args.login}: granted {group}{timeouts}", file=sys.stderr)
         if args.roles_action == "login":
-            print(role_dsn(settings.dsn, args.login, args.password))
+            print(role_dsn(settings.db.dsn, args.login, args.password))
         return 0
 
 

@@ -27,6 +27,7 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
 
 
 def worker_settings(args: argparse.Namespace) -> Settings:
+    """Every option but --dsn (settings_from_args) sets a field of the worker section."""
     settings = settings_from_args(args)
     changes: dict = {}
     if args.queues:
@@ -35,7 +36,7 @@ def worker_settings(args: argparse.Namespace) -> Settings:
         changes["concurrency_min"], changes["concurrency"] = concurrency_range(args.concurrency, "--concurrency")
     for option, name in (("processes", "processes"), ("lease", "lease_seconds"),
                          ("shutdown_grace", "shutdown_grace"), ("priority_mode", "priority_mode"),
-                         ("poll_interval", "poll_interval"), ("metrics_port", "worker_metrics_port")):
+                         ("poll_interval", "poll_interval"), ("metrics_port", "metrics_port")):
         value = getattr(args, option)
         if value is not None:
             changes[name] = value
@@ -43,7 +44,7 @@ def worker_settings(args: argparse.Namespace) -> Settings:
         changes["priority_weights"] = parse_weights(args.priority_weights)
     if args.no_maintenance:
         changes["run_maintenance"] = False
-    return settings.with_(**changes)
+    return settings.with_(worker=settings.worker.with_(**changes))
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ def session(settings: Settings) -> db.Session:
     idle-in-transaction timeout — a VACUUM or a delete of a million rows, a snapshot held through a
     whole drain. jobqueue's own code under measurement (`bench_client`, the workers, the API, the
     Pruner) keeps the timeouts ``settings`` gives it, as a user's would."""
-    return db.Session.of(settings, db.BENCH_NAME).unbounded().with_(idle_in_transaction_timeout=0)
+    return db.Session.of(settings.db, db.BENCH_NAME).unbounded().with_(idle_in_transaction_timeout=0)
 
 
 def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection:
@@ -72,7 +72,7 @@ class Bench:
 
     @property
     def dsn(self) -> str:
-        return self.settings.dsn
+        return self.settings.db.dsn
 
     @property
     def server_major(self) -> int:

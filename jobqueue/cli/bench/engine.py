@@ -159,11 +159,11 @@ class JobqueueQueue:
         return done
 
     def _session(self) -> db.Session:
-        return db.Session.of(self.bench.settings, db.BENCH_NAME, dsn=self.bench.dsn, direct=True)
+        return db.Session.of(self.bench.settings.db, db.BENCH_NAME, dsn=self.bench.dsn, direct=True)
 
     @contextlib.asynccontextmanager
     async def _pool(self) -> AsyncIterator:
-        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings)
+        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings.db)
         await pool.open(wait=True)
         try:
             yield pool

@@ -29,7 +29,7 @@ class ApiServer:
     def __init__(self, settings: Settings, workers: int = 1) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = dict(os.environ, JOBQUEUE_DSN=settings.dsn, JOBQUEUE_API_SOFT_LIMIT="1000000000",
+        env = dict(os.environ, JOBQUEUE_DSN=settings.db.dsn, JOBQUEUE_API_SOFT_LIMIT="1000000000",
                    JOBQUEUE_API_HARD_LIMIT="1000000000",
                    JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000", JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000")
         command = [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",

@@ -252,5 +252,6 @@ async def work(settings: Settings, queue: str, batch: int) -> None:
 
 def main(argv: list[str]) -> int:
     dsn, queue, batch = argv
-    asyncio.run(work(Settings.from_env().with_(dsn=dsn), queue, int(batch)))
+    settings = Settings.from_env()
+    asyncio.run(work(settings.with_(db=settings.db.with_(dsn=dsn)), queue, int(batch)))
     return 0

@@ -57,7 +57,7 @@ async def _async_pool():
     pool = _pools.get(loop_key)
     if pool is None:
         settings = _settings()
-        pool = db.async_pool(settings.dsn, min_size=1, max_size=settings.concurrency, name="faults-app",
+        pool = db.async_pool(settings.db.dsn, min_size=1, max_size=settings.worker.concurrency, name="faults-app",
                              timeout=2.0, connect_timeout=2)
         _pools[loop_key] = pool
         await pool.open(wait=False)
@@ -69,7 +69,7 @@ def _sync_pool():
         pool = _pools.get("sync")
         if pool is None:
             settings = _settings()
-            pool = db.sync_pool(settings.dsn, min_size=1, max_size=settings.concurrency, name="faults-app-sync",
+            pool = db.sync_pool(settings.db.dsn, min_size=1, max_size=settings.worker.concurrency, name="faults-app-sync",
                                 timeout=2.0)
             pool.open(wait=False)
             _pools["sync"] = pool
