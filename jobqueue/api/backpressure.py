@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from jobqueue.api.store_access import ApiStore
-from jobqueue.config import ApiSettings, BackpressureSettings
+from jobqueue.config import ApiSettings, BackpressureSettings, Settings
 from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
 from jobqueue.models import Priority, QueueSettings
 from jobqueue.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
@@ -117,6 +117,12 @@ class Backpressure:
         self._recount = Recount(max_age=depth_limits.depth_max_age, clock=clock)
         self._in_flight: dict[str, int] = {}  # reserved jobs whose statement has not ended
         self._committed_meanwhile: list[tuple[str, int]] | None = None  # (queue, jobs) during a count
+
+    @classmethod
+    def of(cls, store: ApiStore, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> "Backpressure":
+        """The sections and the value it reads, taken from ``settings``."""
+        return cls(store, settings.api, settings.backpressure, stale_seconds=settings.metrics.worker_stale_seconds,
+                   clock=clock)
 
     def limits(self, queue: str) -> tuple[int, int]:
         return self.quota.of(queue)

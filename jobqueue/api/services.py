@@ -52,8 +52,7 @@ class Services:
         self.store = ApiStore(self.client)
         self.keys = KeyCache(self.store.api_key, api.key_cache_seconds)
         self.cursors = Cursors(self.store.api_secret)
-        self.backpressure = Backpressure(self.store, api, settings.backpressure,
-                                         stale_seconds=settings.metrics.worker_stale_seconds)
+        self.backpressure = Backpressure.of(self.store, settings)
         listen = db.Session.of(settings.db, db.API_NAME, direct=True).conninfo() if settings.db.listen else None
         self.events = EventHub(StoreRegistrar(self.client.connection), listen,
                                connect_timeout=api.db_timeout + api.connect_timeout)

@@ -17,7 +17,7 @@ import pytest
 
 from jobqueue.cli.bench import common, report
 from jobqueue.client import Client
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings, Settings
 from tests.support.waiting import wait_until
 
 TINY = ["--jobs", "400", "--single", "40", "--chunk", "100", "--pickup-samples", "10", "--concurrency", "50"]
@@ -183,7 +183,7 @@ def test_an_interrupted_bench_stops_its_workers_and_cleans_up(dsn, conn):
 def test_the_benchs_own_connections_are_named_and_have_no_timeouts(dsn):
     """A VACUUM or a delete of a million rows, or a snapshot held through a drain, must not be cut
     by the timeouts every other jobqueue connection carries."""
-    bench_run = common.open_bench(Settings(dsn=dsn), argparse.Namespace(), "bench")
+    bench_run = common.open_bench(Settings(db=DbSettings(dsn=dsn)), argparse.Namespace(), "bench")
     try:
         shown = {name: bench_run.conn.execute(f"SHOW {name}").fetchone()[0] for name in (
             "application_name", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")}

@@ -20,7 +20,7 @@ from psycopg import sql
 from jobqueue import db
 from jobqueue.api.serve import wait_ready
 from jobqueue.client import AsyncClient, Client
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings, Settings
 from jobqueue.cli.devdb import free_port
 from jobqueue.errors import DatabaseUnavailable
 from tests.integration.api.conftest import ApiServer
@@ -67,10 +67,10 @@ def jobqueue(dsn: str, *args: str) -> subprocess.CompletedProcess:
 def test_pgbouncer_mode_sends_no_startup_options_and_checks_the_role_applies_the_waits(bouncer, dsn, conn, caplog):
     through = bouncer.dsn_for(dsn)
     with pytest.raises(DatabaseUnavailable, match="unsupported startup parameter: options"):
-        db.connect_sync(db.Session.of(Settings(dsn=through), "without-the-mode"))
+        db.connect_sync(db.Session.of(DbSettings(dsn=through), "without-the-mode"))
 
     settings = Settings.from_env(dict(ENV, JOBQUEUE_DSN=through))
-    assert settings.pgbouncer and not settings.listen  # poll-only: no LISTEN through a transaction pooler
+    assert settings.db.pgbouncer and not settings.db.listen  # poll-only: no LISTEN through a transaction pooler
 
     async def enqueue_twice() -> None:
         async with AsyncClient(settings=settings, pool_size=1) as client:
@@ -168,8 +168,8 @@ def test_with_a_direct_dsn_listen_bypasses_pgbouncer_wakes_workers_and_streams_e
     give_role_the_waits(conn, bouncer)
     through = bouncer.dsn_for(dsn)
     settings = Settings.from_env(dict(ENV, JOBQUEUE_DSN=through, JOBQUEUE_DIRECT_DSN=dsn, JOBQUEUE_POLL_INTERVAL="60"))
-    assert settings.listen
-    api = ApiServer(settings.with_(api_key_cache_seconds=0.0)).start()
+    assert settings.db.listen
+    api = ApiServer(settings.with_(api=settings.api.with_(key_cache_seconds=0.0))).start()
     try:
         with Client(settings=settings, pool_size=1) as client, WorkerThread(apps.queue, settings):
             key = client.create_api_key("alice")[0]

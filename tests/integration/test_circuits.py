@@ -375,7 +375,7 @@ def _run_breakers(dsn: str, body):
     import asyncio
 
     from jobqueue.clock import ManualClock
-    from jobqueue.config import Settings
+    from jobqueue.config import WorkerSettings
     from jobqueue.worker.circuits import Breakers
     from jobqueue.worker.claimer import Claimer
 
@@ -385,7 +385,7 @@ def _run_breakers(dsn: str, body):
         try:
             clock = ManualClock(T0)
             breakers = Breakers(pool, circuit_app.queue, interval=10, retry_probe_after=0, clock=clock)
-            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), served=list(circuit_app.queue.tasks))
+            claimer = Claimer(pool, "w", WorkerSettings(), job_store.Deadlines(), served=list(circuit_app.queue.tasks))
             return await body(breakers, claimer, clock)
         finally:
             await pool.close()

@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from jobqueue import cli, db, migrate
 from jobqueue.client import Client
 from jobqueue.client.validation import NewJob
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings, Settings
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
 from jobqueue.cli.oneshot import open_client
 from jobqueue.store import meta as meta_store
@@ -73,7 +73,7 @@ def settings_of(conn: psycopg.Connection) -> tuple[str, str, str]:
 
 
 def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection_is_left_alone(dsn):
-    settings = Settings(dsn=dsn, statement_timeout=12.5, lock_timeout=0, idle_in_transaction_timeout=3)
+    settings = DbSettings(dsn=dsn, statement_timeout=12.5, lock_timeout=0, idle_in_transaction_timeout=3)
     wanted = ("12500ms", "0", "3s")
 
     async def pooled_and_own() -> list[tuple]:
@@ -111,7 +111,7 @@ def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection
                                    dict(lock_timeout=0, statement_timeout=0.3)], ids=["lock", "statement"])
 def test_a_statement_blocked_by_a_lock_gives_up_within_its_timeout_as_database_busy(dsn, conn, waits):
     job_id = make_job(conn)
-    with psycopg.connect(dsn) as holder, Client(dsn, settings=Settings(dsn=dsn, **waits), pool_size=1) as client:
+    with psycopg.connect(dsn) as holder, Client(dsn, settings=Settings(db=DbSettings(dsn=dsn, **waits)), pool_size=1) as client:
         holder.execute("LOCK TABLE jobqueue.jobs IN ACCESS EXCLUSIVE MODE")
         started = time.monotonic()
         with pytest.raises(DatabaseBusy, match=f"{next(k for k, v in waits.items() if v).split('_')[0]} timeout"):
@@ -123,7 +123,7 @@ def test_a_statement_blocked_by_a_lock_gives_up_within_its_timeout_as_database_b
 
 def test_a_connection_left_idle_in_a_transaction_is_closed_by_the_server(dsn, conn):
     async def main() -> None:
-        own = await db.connect(dsn, settings=Settings(dsn=dsn, idle_in_transaction_timeout=0.3), autocommit=False)
+        own = await db.connect(dsn, settings=DbSettings(dsn=dsn, idle_in_transaction_timeout=0.3), autocommit=False)
         try:
             pid = own.info.backend_pid
             await db.run(own, meta_store.schema_revision())  # a transaction opened, then left idle
@@ -144,7 +144,7 @@ def test_migrations_run_without_a_statement_timeout_even_where_the_database_sets
         other.execute("SELECT pg_sleep(0.05)")  # the database's setting is in force for everyone else
     migrate.upgrade(empty_dsn)
     assert migrate.is_up_to_date(empty_dsn)
-    with db.connect_sync(migrate.migration_session(Settings(dsn=empty_dsn))) as migrating:
+    with db.connect_sync(migrate.migration_session(DbSettings(dsn=empty_dsn))) as migrating:
         assert settings_of(migrating) == ("0", "10s", "0")  # a migration still gives up on a lock
         assert migrating.execute("SHOW application_name").fetchone() == ("jobqueue-migrate",)
 

@@ -12,7 +12,7 @@ import pytest
 
 from jobqueue import Client, db
 from jobqueue.app import JobQueue
-from jobqueue.config import Settings
+from jobqueue.config import WorkerSettings
 from jobqueue.errors import LimitNotFound, ValidationError
 from jobqueue.limits import LimitSpec
 from jobqueue.sql import queries
@@ -33,7 +33,7 @@ def claims(dsn: str, rounds: list[tuple[list[str], int]], app: JobQueue | None =
         await pool.open(wait=True)
         try:
             watch = LimitWatch(pool, app or JobQueue(), rounds[0][0], interval=10)
-            claimer = Claimer(pool, "w", Settings(dsn=dsn), job_store.Deadlines(), limits=watch,
+            claimer = Claimer(pool, "w", WorkerSettings(), job_store.Deadlines(), limits=watch,
                               served=None if app is None else list(app.tasks))
             await watch.refresh()
             taken = []

@@ -20,7 +20,7 @@ from psycopg import sql
 from jobqueue import Client, db
 from jobqueue.cli import main as cli_main
 from jobqueue.clock import ManualClock
-from jobqueue.config import Settings
+from jobqueue.config import ApiSettings, DbSettings
 from jobqueue.errors import QueueFull, ValidationError
 from jobqueue.maintenance.gatekeeper import Gatekeeper
 from jobqueue.names import MAX_BATCH_JOBS, MAX_PAYLOAD_BYTES
@@ -100,7 +100,7 @@ def test_a_sql_producer_cannot_enqueue_50000_jobs_in_one_statement(login_as, con
 
 def test_the_api_cannot_be_configured_past_what_the_database_takes():
     with pytest.raises(ValueError, match="JOBQUEUE_API_MAX_BATCH"):
-        Settings(api_max_batch=MAX_BATCH_JOBS + 1)
+        ApiSettings(max_batch=MAX_BATCH_JOBS + 1)
 
 
 # --- the hard limits, for SQL producers ------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_worker_and_api_logins_keep_the_timeouts_their_processes_ask_for(conn, d
             assert cli_main(["roles", "login", "--role", kind, login, "--statement-timeout", "0.5",
                              "--dsn", dsn]) == 0
             role_dsn = capsys.readouterr()[0].strip()
-            settings = Settings(dsn=role_dsn, statement_timeout=120.0)
+            settings = DbSettings(dsn=role_dsn, statement_timeout=120.0)
             session = db.Session.of(settings, "test")
             with db.connect_sync(session) as own:
                 assert own.execute("SHOW statement_timeout").fetchone()[0] == "2min"

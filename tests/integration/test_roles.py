@@ -279,7 +279,7 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
     async def run() -> list[int]:
         async with pools(worker) as (pool,):
             assert await Elector(pool, "leader-w").attempt()
-            session = db.Session.of(test_settings(worker), "test-maintenance")
+            session = db.Session.of(test_settings(worker).db, "test-maintenance")
             scheduler = Scheduler(pool, fired_by="leader-w", clock=clock)
             await scheduler.run_once()  # plans the first tick
             clock.set(clock.now() + timedelta(minutes=1))

@@ -190,7 +190,7 @@ def test_an_ack_batch_that_fails_as_busy_is_split_so_one_row_cannot_hold_the_res
     stuck = jobs[5]
 
     async def scenario() -> tuple[set, int, set]:
-        pool = db.async_pool(dsn, min_size=1, max_size=2, settings=test_settings(dsn, lock_timeout=0.5))
+        pool = db.async_pool(dsn, min_size=1, max_size=2, settings=test_settings(dsn, lock_timeout=0.5).db)
         await pool.open(wait=True)
         flushed: set = set()
         acks = AckBuffer(pool, "w", batch_size=100, on_flushed=lambda batch, accepted: flushed.update(accepted))

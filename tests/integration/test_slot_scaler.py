@@ -44,8 +44,9 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
                                                           concurrency=10, concurrency_min=2, concurrency_target=2))
             clock, busy = Clock(), [0]
             stats = WorkerStats(pool, "w1", 10, occupancy=lambda: busy[0], clock=clock)
-            scaler = SlotScaler(pool, "w1", settings, queues=lambda: ["q"], stats=stats, resize=resized.append,
-                                clock=clock)
+            scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
+                                stale_seconds=settings.metrics.worker_stale_seconds, queues=lambda: ["q"], stats=stats,
+                                resize=resized.append, clock=clock)
             assert (scaler.target, stats.concurrency) == (2, 2)
             clock.now += 5
             assert await scaler.step() == 4
@@ -93,8 +94,9 @@ def test_only_claimable_queues_count(conn, dsn):
         await pool.open()
         try:
             stats = WorkerStats(pool, "w1", 10, occupancy=lambda: 0, clock=Clock())
-            scaler = SlotScaler(pool, "w1", settings, queues=lambda: [], stats=stats, resize=lambda n: None,
-                                clock=Clock())
+            scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
+                                stale_seconds=settings.metrics.worker_stale_seconds, queues=lambda: [], stats=stats,
+                                resize=lambda n: None, clock=Clock())
             assert await scaler.step() == 2
         finally:
             await pool.close()

@@ -10,7 +10,7 @@ import pytest
 
 from jobqueue import AsyncClient, Client, JobFailed, WaitTimeout
 from jobqueue.client.waiting import WAIT_RECHECK
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings, Settings
 from tests.support import apps
 from tests.support.workers import WorkerThread, test_settings
 
@@ -81,7 +81,7 @@ def test_wait_on_a_finished_job_answers_at_once_and_so_does_the_sync_client(dsn)
 
 def test_wait_without_listen_polls_and_still_gets_the_result(dsn):
     async def scenario():
-        async with AsyncClient(dsn, settings=Settings(dsn=dsn, listen=False)) as client:
+        async with AsyncClient(dsn, settings=Settings(db=DbSettings(dsn=dsn, listen=False))) as client:
             job_id = await client.enqueue("record", {"n": 1})
             return await client.wait(job_id, timeout=10)
 

@@ -12,13 +12,15 @@ import threading
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
 from jobqueue.process import WorkerProcess
+from tests.support.settings import settings_of
 
 
 def test_settings(dsn: str, **overrides) -> Settings:
-    """Settings for fast tests: short poll, short leases, quick sweeps."""
+    """Settings for fast tests: short poll, short leases, quick sweeps; ``overrides`` by their
+    one-level names (`tests.support.settings`)."""
     base = dict(dsn=dsn, poll_interval=1.0, lease_seconds=10.0, sweep_interval=0.5, shutdown_grace=5.0)
     base.update(overrides)
-    return Settings(**base)
+    return settings_of(**base)
 
 
 test_settings.__test__ = False  # a helper, not a test, although test modules import it by name

@@ -107,10 +107,11 @@ def test_settings_from_env_read_the_range_and_the_autoscaling_knobs():
                                   "JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN": "2", "JOBQUEUE_AUTOSCALE_INTERVAL": "0.5",
                                   "JOBQUEUE_AUTOSCALE_STEP": "3", "JOBQUEUE_AUTOSCALE_MIN_WORKERS": "1",
                                   "JOBQUEUE_AUTOSCALE_MAX_WORKERS": "7"})
-    assert (settings.concurrency_min, settings.concurrency, settings.autoscaling) == (2, 16, True)
-    assert (settings.autoscale_up_cooldown, settings.autoscale_down_cooldown, settings.autoscale_interval,
-            settings.autoscale_step, settings.autoscale_min_workers, settings.autoscale_max_workers) == (1, 2, 0.5, 3, 1, 7)
-    assert Settings.from_env({"JOBQUEUE_CONCURRENCY": "6"}).autoscaling is False
+    worker, autoscale = settings.worker, settings.autoscale
+    assert (worker.concurrency_min, worker.concurrency, worker.autoscaling) == (2, 16, True)
+    assert (autoscale.up_cooldown, autoscale.down_cooldown, autoscale.interval,
+            autoscale.step, autoscale.min_workers, autoscale.max_workers) == (1, 2, 0.5, 3, 1, 7)
+    assert Settings.from_env({"JOBQUEUE_CONCURRENCY": "6"}).worker.autoscaling is False
     with pytest.raises(ValueError, match="JOBQUEUE_CONCURRENCY"):
         Settings.from_env({"JOBQUEUE_CONCURRENCY": "9:3"})
     for bad in ({"JOBQUEUE_AUTOSCALE_INTERVAL": "0"}, {"JOBQUEUE_AUTOSCALE_STEP": "0"},

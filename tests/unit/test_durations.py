@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue import Backoff, JobQueue, Retry
-from jobqueue.config import _DURATIONS, _RETENTION_DAYS, Settings
+from jobqueue.config import _DURATIONS, _OTHER_FLOATS, _RETENTION_DAYS, Settings
 from jobqueue.durations import LONGEST_SECONDS, duration_problem
 from jobqueue.errors import ValidationError
 
@@ -84,19 +84,25 @@ def test_retry_after_that_cannot_be_stored_is_refused_in_the_handler(after):
     assert Retry(after=0).after == 0 and Retry(after=LONGEST_SECONDS).after == LONGEST_SECONDS
 
 
+def _listed(table: dict[str, dict]) -> set[tuple[str, str]]:
+    return {(section, name) for section, names in table.items() for name in names}
+
+
 def test_every_seconds_setting_is_under_the_rule():
-    """A float setting added later must be listed (as a duration, in days, or as another number)."""
-    listed = set(_DURATIONS) | set(_RETENTION_DAYS) | {"api_rate_limit", "reindex_factor", "reindex_min_waste_mb"}
-    floats = {f.name for f in fields(Settings) if f.type in ("float", float)}
+    """A float setting added later, in any section, must be listed (as a duration, in days, or as another number)."""
+    listed = _listed(_DURATIONS) | _listed(_RETENTION_DAYS) | _listed(_OTHER_FLOATS)
+    defaults = Settings()
+    floats = {(section.name, f.name) for section in fields(Settings)
+              for f in fields(getattr(defaults, section.name)) if f.type in ("float", float)}
     assert floats == listed
 
 
-@pytest.mark.parametrize("name", sorted(_DURATIONS))
+@pytest.mark.parametrize("section, name", sorted(_listed(_DURATIONS)))
 @pytest.mark.parametrize("value", [math.inf, math.nan, 3e11])
-def test_a_seconds_setting_that_cannot_be_stored_is_refused_naming_its_variable(name, value):
-    variable = _DURATIONS[name][0].split()[0]
+def test_a_seconds_setting_that_cannot_be_stored_is_refused_naming_its_variable(section, name, value):
+    variable = _DURATIONS[section][name][0].split()[0]
     with pytest.raises(ValueError, match=f"^{variable}"):
-        Settings(**{name: value})
+        getattr(Settings(), section).with_(**{name: value})
 
 
 @pytest.mark.parametrize("env, value", [("JOBQUEUE_LEASE_SECONDS", "inf"), ("JOBQUEUE_PROCESSING_TTL", "nan"),

@@ -33,8 +33,8 @@ def test_a_ring_lists_keys_in_order_and_the_first_encrypts(tmp_path):
     assert keys.ids == ("new", "old") and keys.current_id == "new" and len(keys.current_key) == 32
     path = tmp_path / "keys"
     path.write_text(new_key_line("a") + "," + new_key_line("b") + "\n")
-    assert Settings.from_env({"JOBQUEUE_ENCRYPTION_KEYS_FILE": str(path)}).encryption_keys.ids == ("a", "b")
-    assert Settings.from_env({}).encryption_keys is None
+    assert Settings.from_env({"JOBQUEUE_ENCRYPTION_KEYS_FILE": str(path)}).encryption.keys.ids == ("a", "b")
+    assert Settings.from_env({}).encryption.keys is None
     assert "new" in repr(keys) and base64.b64encode(keys.current_key).decode() not in repr(keys)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -14,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from jobqueue.client.validation import NewJob
-from jobqueue.config import Settings, parse_weights
+from jobqueue.config import Settings, WorkerSettings, parse_weights
 from jobqueue.errors import ValidationError
 from jobqueue.retry import Backoff
 from jobqueue.sql import parse_named_queries, queries
 from jobqueue.worker.priorities import draw_slots
+from tests.support.settings import flat_names, settings_of
 
 
 def test_backoff_is_exponential_capped_and_jittered_upwards():
@@ -63,9 +65,9 @@ def test_settings_from_env_and_errors():
     settings = Settings.from_env({"JOBQUEUE_DSN": "postgresql://x/y", "JOBQUEUE_QUEUES": "a, b,,",
                                   "JOBQUEUE_CONCURRENCY": "7", "JOBQUEUE_PRIORITY_MODE": "weighted",
                                   "JOBQUEUE_PRIORITY_WEIGHTS": "5,3,2,1", "JOBQUEUE_ACK_FLUSH_MS": "2"})
-    assert settings.dsn == "postgresql://x/y" and settings.queues == ("a", "b")
-    assert settings.concurrency == 7 and settings.priority_weights == (5, 3, 2, 1)
-    assert settings.ack_flush_interval == pytest.approx(0.002)
+    assert settings.db.dsn == "postgresql://x/y" and settings.worker.queues == ("a", "b")
+    assert settings.worker.concurrency == 7 and settings.worker.priority_weights == (5, 3, 2, 1)
+    assert settings.worker.ack_flush_interval == pytest.approx(0.002)
     with pytest.raises(ValueError, match="JOBQUEUE_CONCURRENCY"):
         Settings.from_env({"JOBQUEUE_CONCURRENCY": "many"})
     with pytest.raises(ValueError, match="priority mode"):
@@ -73,7 +75,7 @@ def test_settings_from_env_and_errors():
     with pytest.raises(ValueError, match="four positive integers"):
         parse_weights("1,2,3")
     with pytest.raises(ValueError):
-        Settings(concurrency=0)
+        WorkerSettings(concurrency=0)
 
 
 @pytest.mark.parametrize("env, says", [
@@ -93,10 +95,10 @@ def test_settings_no_worker_could_use_are_refused_at_startup_naming_them(env, sa
 
 
 def test_switches_read_one_way_and_refuse_what_they_do_not_know():
-    assert Settings.from_env({"JOBQUEUE_LISTEN": "Off", "JOBQUEUE_API_SHED_LOW": "yes"}).listen is False
-    assert Settings.from_env({"JOBQUEUE_API_SHED_LOW": "TRUE"}).api_shed_low is True
+    assert Settings.from_env({"JOBQUEUE_LISTEN": "Off", "JOBQUEUE_API_SHED_LOW": "yes"}).db.listen is False
+    assert Settings.from_env({"JOBQUEUE_API_SHED_LOW": "TRUE"}).api.shed_low is True
     defaults = Settings.from_env({"JOBQUEUE_MAINTENANCE": "", "JOBQUEUE_API_SHED_LOW": " "})
-    assert defaults.run_maintenance is True and defaults.api_shed_low is False
+    assert defaults.worker.run_maintenance is True and defaults.api.shed_low is False
     with pytest.raises(ValueError, match="JOBQUEUE_MAINTENANCE"):
         Settings.from_env({"JOBQUEUE_MAINTENANCE": "disabled"})  # was silently "on"
 
@@ -108,6 +110,19 @@ def test_the_client_pool_size_comes_from_jobqueue_pool_size():
     assert Client(settings=settings)._pool.max_size == 3
     assert AsyncClient(settings=settings)._pool.max_size == 3
     assert Client(settings=settings, pool_size=1)._pool.max_size == 1
+
+
+def test_the_tests_one_level_names_reach_every_section_field_and_refuse_an_ambiguous_one():
+    defaults = Settings()
+    every = {(s.name, f.name) for s in dataclasses.fields(Settings) for f in dataclasses.fields(getattr(defaults, s.name))}
+    assert set(flat_names().values()) == every
+    made = settings_of(dsn="host=a", api_soft_limit=5, api_port=1, metrics_max_queues=3, maintenance_xact_age=1.0,
+                       worker_metrics_port=9000, poll_interval=2.0)
+    assert (made.db.dsn, made.backpressure.soft_limit, made.api.port, made.metrics.max_queues,
+            made.maintenance.max_xact_age, made.worker.metrics_port, made.worker.poll_interval) == (
+        "host=a", 5, 1, 3, 1.0, 9000, 2.0)
+    with pytest.raises(TypeError, match="max_queues"):
+        settings_of(max_queues=3)
 
 
 def test_named_queries_parse_and_refuse_duplicates():

@@ -13,6 +13,7 @@ import uvicorn
 from jobqueue.api import create_app
 from jobqueue.client import Client
 from jobqueue.config import Settings
+from tests.support.settings import settings_of
 from tests.support.waiting import wait_until
 
 
@@ -21,7 +22,7 @@ def api_settings(dsn: str, **overrides) -> Settings:
     base = dict(dsn=dsn, api_key_cache_seconds=0.0, api_db_timeout=1.0, api_connect_timeout=2,
                 api_depth_refresh=0.05, api_retry_after=2, api_pool_size=4, poll_interval=1.0)
     base.update(overrides)
-    return Settings(**base)
+    return settings_of(**base)
 
 
 class ApiServer:

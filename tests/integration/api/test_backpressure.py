@@ -116,7 +116,7 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
         client = AsyncClient(settings=settings, pool_size=1)
         await client.open()
         try:
-            backpressure = Backpressure(ApiStore(client), settings, clock=lambda: now[0])
+            backpressure = Backpressure.of(ApiStore(client), settings, clock=lambda: now[0])
             seen = []
             fill(conn, "deep", 6)
             await backpressure.refresh()
@@ -174,7 +174,7 @@ def test_jobs_uncommitted_during_a_count_are_still_growth_after_it(dsn, conn):
 
     async def scenario() -> list[int]:
         async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
-            backpressure = Backpressure(ApiStore(client), settings, clock=lambda: now[0])
+            backpressure = Backpressure.of(ApiStore(client), settings, clock=lambda: now[0])
             fill(conn, "open", 2)
             await backpressure.refresh()
             await backpressure.refresh()
@@ -219,7 +219,7 @@ def refreshed_depth(dsn: str, failure: Exception, failures: int, *, every: float
                 return await counts(cap=cap, stale_seconds=stale_seconds)
 
             store.waiting_counts = failing  # type: ignore[method-assign]
-            backpressure = Backpressure(store, settings)
+            backpressure = Backpressure.of(store, settings)
             refresher = asyncio.create_task(backpressure.run())
             for _ in range(200):
                 if backpressure.depths.get("steady"):

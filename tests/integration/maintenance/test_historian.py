@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from jobqueue.clock import ManualClock
-from jobqueue.config import Settings
+from jobqueue.config import MaintenanceSettings
 from jobqueue.maintenance.historian import Historian
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
@@ -17,6 +17,7 @@ from jobqueue.store import history as history_store
 from jobqueue import db
 from tests.support.factories import make_job
 from tests.support.maintenance import pools
+from tests.support.settings import settings_of
 
 UTC = timezone.utc
 NOON = datetime(2024, 6, 1, 12, tzinfo=UTC)
@@ -111,10 +112,10 @@ def test_options_are_checked_and_the_runner_runs_it_unless_turned_off(dsn):
     with pytest.raises(ValueError, match="two minutes"):
         Historian(None, keep=60)
     with pytest.raises(ValueError, match="JOBQUEUE_HISTORY_INTERVAL: must be 0 to"):
-        Settings(dsn=dsn, history_interval=-1)
+        MaintenanceSettings(history_interval=-1)
 
     def services(**overrides) -> list[str]:
-        maintenance = Maintenance(Settings(dsn=dsn, **overrides), Notifier(dsn), "leader-a")
+        maintenance = Maintenance.of(settings_of(dsn=dsn, **overrides), Notifier(dsn), "leader-a")
         return [s.name for s in maintenance.services]
 
     assert "historian" in services() and "historian" not in services(history_interval=0)

@@ -18,7 +18,7 @@ class Running:
 
     def __init__(self, dsn: str, leader_id: str, **settings) -> None:
         self.notifier = Notifier(dsn)
-        self.maintenance = Maintenance(test_settings(dsn, **settings), self.notifier, leader_id)
+        self.maintenance = Maintenance.of(test_settings(dsn, **settings), self.notifier, leader_id)
         self.tasks: list[asyncio.Task] = []
 
     @property

@@ -11,10 +11,11 @@ import psycopg
 import pytest
 
 from jobqueue import db
-from jobqueue.config import Settings
+from jobqueue.config import DbSettings, Settings
 from jobqueue.errors import DatabaseBusy
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.store import reindex as reindex_store
+from tests.support.settings import settings_of
 from tests.support.waiting import wait_until
 
 #: Small enough that a few tens of thousands of jobs are worth a rebuild in a test.
@@ -143,7 +144,7 @@ def test_a_failed_rebuild_is_cleaned_up_on_the_next_run_and_a_rebuild_waits_past
     ``_ccnew`` behind (which every write keeps updating): the next run drops it, then rebuilds.
     The reindexer's own connection has no such timeouts: it waits as long as it takes."""
     bloat(conn)
-    settings = Settings(dsn=dsn, statement_timeout=0.2, lock_timeout=0.2)
+    settings = DbSettings(dsn=dsn, statement_timeout=0.2, lock_timeout=0.2)
 
     async def bounded_rebuild() -> None:
         async with await db.connect(db.Session.of(settings, "bounded")) as bounded:
@@ -198,19 +199,19 @@ def test_the_vacuumer_and_reindexer_are_leader_services_unless_turned_off(dsn):
     from jobqueue.notifier import Notifier
 
     def names(**overrides) -> list[str]:
-        settings = Settings(dsn=dsn, **overrides)
-        return [service.name for service in Maintenance(settings, Notifier(dsn), "me").services]
+        settings = settings_of(dsn=dsn, **overrides)
+        return [service.name for service in Maintenance.of(settings, Notifier(dsn), "me").services]
 
     assert {"reindexer", "vacuumer"} <= set(names())
     assert "reindexer" not in names(reindex_interval=0) and "vacuumer" not in names(vacuum_interval=0)
     for bad in ({"reindex_interval": -1}, {"vacuum_interval": -1}, {"reindex_factor": 0.9},
                 {"vacuum_min_dead": -1}, {"maintenance_xact_age": -1}):
         with pytest.raises(ValueError):
-            Settings(dsn=dsn, **bad)
+            settings_of(dsn=dsn, **bad)
     env = Settings.from_env({"JOBQUEUE_REINDEX_FACTOR": "3", "JOBQUEUE_REINDEX_MIN_WASTE_MB": "1",
                              "JOBQUEUE_VACUUM_INTERVAL": "30", "JOBQUEUE_VACUUM_MIN_DEAD": "1000",
                              "JOBQUEUE_MAINTENANCE_XACT_AGE": "5"})
-    assert (env.reindex_factor, env.reindex_min_waste_mb, env.vacuum_interval, env.vacuum_min_dead,
-            env.maintenance_xact_age) == (3.0, 1.0, 30.0, 1000, 5.0)
+    assert (env.maintenance.reindex_factor, env.maintenance.reindex_min_waste_mb, env.maintenance.vacuum_interval,
+            env.maintenance.vacuum_min_dead, env.maintenance.max_xact_age) == (3.0, 1.0, 30.0, 1000, 5.0)
     with pytest.raises(ValueError):
         Settings.from_env({"JOBQUEUE_VACUUM_MIN_DEAD": "many"})

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_the_first_election_and_service_runs_after_a_restart_succeed(own_cluster):
     async def main() -> list:
-        maintenance = Maintenance(test_settings(own_cluster), Notifier(own_cluster), "after-restart")
+        maintenance = Maintenance.of(test_settings(own_cluster), Notifier(own_cluster), "after-restart")
         pool = maintenance.pool
         await pool.open(wait=True)
         try:
