@@ -100,7 +100,7 @@ def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection
         assert settings_of(conn) == ("12500ms", "4s", "3s")
         assert conn.execute("SHOW search_path").fetchone() == ("elsewhere",)
 
-    with psycopg.connect(dsn, autocommit=True) as mine, Client(dsn, settings=settings, pool_size=1) as client:
+    with psycopg.connect(dsn, autocommit=True) as mine, Client(dsn, settings=Settings(db=settings), pool_size=1) as client:
         before = settings_of(mine), mine.prepare_threshold
         client.submit([{"job_type": "x"}] * 3, connection=mine)
         client.submit([{"job_type": "x"}] * 3, connection=mine)
