@@ -11,7 +11,6 @@
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
     jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
-    jobqueue faults …                         the fault campaign (see `jobqueue faults --help`)
     jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
@@ -132,12 +131,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args, settings_from_args(args))
 
 
-def _cmd_faults(args: argparse.Namespace) -> int:
-    from jobqueue.cli.faults.campaign import run_faults
-
-    return run_faults(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jobqueue", description="PostgreSQL-only background jobs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -200,12 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_api_arguments(p)
     p.set_defaults(func=_cmd_bench)
-
-    p = commands.add_parser("faults", help="the fault campaign: crashes, restarts and poison jobs on a local cluster")
-    from jobqueue.cli.faults.campaign import add_arguments as add_fault_arguments
-
-    add_fault_arguments(p)
-    p.set_defaults(func=_cmd_faults)
 
     p = commands.add_parser("api", help="serve the REST API")
     p.add_argument("--host", help="interface to bind (JOBQUEUE_API_HOST, default 127.0.0.1)")

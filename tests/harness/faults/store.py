@@ -1,13 +1,34 @@
-"""Calls for the fault campaign (sql/queries/faults.sql): the recording app's table and the
-read-outs a scenario is judged by."""
+"""Calls for the fault campaign (queries.sql beside this module): the recording app's table and the
+read-outs a scenario is judged by.
+
+The SQL lives here, not in sql/queries/, because only the harness runs it: the wheel carries
+sql/queries/ to every installation, and every jobqueue process loads all of it. `_Call` finds these
+statements in the harness's own file (`jobqueue.sql.queries_in`) and runs through the same gateway
+(`jobqueue.db.run`) as jobqueue's own.
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
 
 from jobqueue.db import Call, column, no_result, scalar
+from jobqueue.sql import queries_in
+
+T = TypeVar("T")
+
+QUERIES = Path(__file__).with_name("queries.sql")
+
+
+class _Call(Call[T]):
+    __slots__ = ()
+
+    @property
+    def sql(self) -> str:
+        return queries_in(QUERIES)[self.name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,40 +50,40 @@ class JobOutcome:
 
 
 def create_schema() -> list[Call[None]]:
-    return [Call(name, {}, no_result) for name in
+    return [_Call(name, {}, no_result) for name in
             ("faults_create_schema", "faults_create_executions", "faults_create_executions_index")]
 
 
 def record_execution(*, token: uuid.UUID, job_id: uuid.UUID, attempt: int, pid: int, fails: bool) -> Call[None]:
-    return Call("faults_record_execution",
+    return _Call("faults_record_execution",
                 {"token": token, "job_id": job_id, "attempt": attempt, "pid": pid, "fails": fails}, no_result)
 
 
 def held_by_pid(pid: int) -> Call[list[uuid.UUID]]:
-    return Call("faults_held_by_pid", {"pid": pid}, column)
+    return _Call("faults_held_by_pid", {"pid": pid}, column)
 
 
 def registered_pids(pids: list[int]) -> Call[list[int]]:
-    return Call("faults_registered_pids", {"pids": pids}, column)
+    return _Call("faults_registered_pids", {"pids": pids}, column)
 
 
 def processing() -> Call[list[uuid.UUID]]:
-    return Call("faults_processing", {}, column)
+    return _Call("faults_processing", {}, column)
 
 
 def progress() -> Call[tuple[int, int, int]]:
     """(jobs in an end state, jobs still live, jobs pending)."""
-    return Call("faults_progress", {}, lambda rows: rows[0])
+    return _Call("faults_progress", {}, lambda rows: rows[0])
 
 
 def job_outcomes() -> Call[list[JobOutcome]]:
-    return Call("faults_job_outcomes", {}, lambda rows: [JobOutcome(*row) for row in rows])
+    return _Call("faults_job_outcomes", {}, lambda rows: [JobOutcome(*row) for row in rows])
 
 
 def terminate_backends() -> Call[int]:
-    return Call("faults_terminate_backends", {}, scalar)
+    return _Call("faults_terminate_backends", {}, scalar)
 
 
 def runs() -> Call[list[tuple[datetime, int]]]:
     """(when, worker pid) of every handler run, in order."""
-    return Call("faults_runs", {}, lambda rows: [(at, pid) for at, pid in rows])
+    return _Call("faults_runs", {}, lambda rows: [(at, pid) for at, pid in rows])
