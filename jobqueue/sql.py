@@ -46,9 +46,7 @@ def query(name: str) -> str:
 
 @functools.cache
 def queries_in(path: Path) -> dict[str, str]:
-    """The named blocks of one file of a room's own, outside ``sql/queries/``: statements only that
-    room runs (the benchmark's read-outs, the test harness's tables) stay out of the dictionary every
-    worker and API process loads. The room's `Call` subclass looks its names up here."""
+    """The named blocks of one file of a room's own, outside ``sql/queries/`` (`jobqueue.db.FileCall`)."""
     return parse_named_queries(path.read_text())
 
 

@@ -119,14 +119,14 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "api":
-        from jobqueue.cli.bench.api_load import run_api_bench
+        from jobqueue.bench.api_load import run_api_bench
 
         return run_api_bench(args, settings_from_args(args))
     if args.target == "enqueue":
-        from jobqueue.cli.bench.keys import run_enqueue_bench
+        from jobqueue.bench.keys import run_enqueue_bench
 
         return run_enqueue_bench(args, settings_from_args(args))
-    from jobqueue.cli.bench import run_bench
+    from jobqueue.bench.run import run_bench
 
     return run_bench(args, settings_from_args(args))
 
@@ -186,10 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
 
     p = commands.add_parser("bench", help="benchmark enqueue, drain and pick-up latency")
-    from jobqueue.cli.bench import add_arguments
+    from jobqueue.bench.run import add_arguments
 
     add_arguments(p)
-    from jobqueue.cli.bench.api_load import add_api_arguments
+    from jobqueue.bench.api_load import add_api_arguments
 
     add_api_arguments(p)
     p.set_defaults(func=_cmd_bench)

@@ -21,7 +21,7 @@ from psycopg import sql
 from jobqueue import db, migrate
 from tests.harness.devdb import LocalCluster
 from jobqueue.errors import DatabaseUnavailable
-from jobqueue.store import bench as bench_store
+from jobqueue.bench import store as bench_store
 from tests.harness.faults import store as faults_store
 
 TEMPLATE = "jobqueue_faults_template"

@@ -2,9 +2,7 @@
 read-outs a scenario is judged by.
 
 The SQL lives here, not in sql/queries/, because only the harness runs it: the wheel carries
-sql/queries/ to every installation, and every jobqueue process loads all of it. `_Call` finds these
-statements in the harness's own file (`jobqueue.sql.queries_in`) and runs through the same gateway
-(`jobqueue.db.run`) as jobqueue's own.
+sql/queries/ to every installation, and every jobqueue process loads all of it (`jobqueue.db.FileCall`).
 """
 
 from __future__ import annotations
@@ -15,20 +13,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from jobqueue.db import Call, column, no_result, scalar
-from jobqueue.sql import queries_in
+from jobqueue.db import FileCall, column, no_result, scalar
 
 T = TypeVar("T")
 
-QUERIES = Path(__file__).with_name("queries.sql")
 
-
-class _Call(Call[T]):
+class FaultCall(FileCall[T]):
     __slots__ = ()
-
-    @property
-    def sql(self) -> str:
-        return queries_in(QUERIES)[self.name]
+    queries_file = Path(__file__).with_name("queries.sql")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,41 +41,41 @@ class JobOutcome:
     last_error: str | None
 
 
-def create_schema() -> list[Call[None]]:
-    return [_Call(name, {}, no_result) for name in
+def create_schema() -> list[FaultCall[None]]:
+    return [FaultCall(name, {}, no_result) for name in
             ("faults_create_schema", "faults_create_executions", "faults_create_executions_index")]
 
 
-def record_execution(*, token: uuid.UUID, job_id: uuid.UUID, attempt: int, pid: int, fails: bool) -> Call[None]:
-    return _Call("faults_record_execution",
+def record_execution(*, token: uuid.UUID, job_id: uuid.UUID, attempt: int, pid: int, fails: bool) -> FaultCall[None]:
+    return FaultCall("faults_record_execution",
                 {"token": token, "job_id": job_id, "attempt": attempt, "pid": pid, "fails": fails}, no_result)
 
 
-def held_by_pid(pid: int) -> Call[list[uuid.UUID]]:
-    return _Call("faults_held_by_pid", {"pid": pid}, column)
+def held_by_pid(pid: int) -> FaultCall[list[uuid.UUID]]:
+    return FaultCall("faults_held_by_pid", {"pid": pid}, column)
 
 
-def registered_pids(pids: list[int]) -> Call[list[int]]:
-    return _Call("faults_registered_pids", {"pids": pids}, column)
+def registered_pids(pids: list[int]) -> FaultCall[list[int]]:
+    return FaultCall("faults_registered_pids", {"pids": pids}, column)
 
 
-def processing() -> Call[list[uuid.UUID]]:
-    return _Call("faults_processing", {}, column)
+def processing() -> FaultCall[list[uuid.UUID]]:
+    return FaultCall("faults_processing", {}, column)
 
 
-def progress() -> Call[tuple[int, int, int]]:
+def progress() -> FaultCall[tuple[int, int, int]]:
     """(jobs in an end state, jobs still live, jobs pending)."""
-    return _Call("faults_progress", {}, lambda rows: rows[0])
+    return FaultCall("faults_progress", {}, lambda rows: rows[0])
 
 
-def job_outcomes() -> Call[list[JobOutcome]]:
-    return _Call("faults_job_outcomes", {}, lambda rows: [JobOutcome(*row) for row in rows])
+def job_outcomes() -> FaultCall[list[JobOutcome]]:
+    return FaultCall("faults_job_outcomes", {}, lambda rows: [JobOutcome(*row) for row in rows])
 
 
-def terminate_backends() -> Call[int]:
-    return _Call("faults_terminate_backends", {}, scalar)
+def terminate_backends() -> FaultCall[int]:
+    return FaultCall("faults_terminate_backends", {}, scalar)
 
 
-def runs() -> Call[list[tuple[datetime, int]]]:
+def runs() -> FaultCall[list[tuple[datetime, int]]]:
     """(when, worker pid) of every handler run, in order."""
-    return _Call("faults_runs", {}, lambda rows: [(at, pid) for at, pid in rows])
+    return FaultCall("faults_runs", {}, lambda rows: [(at, pid) for at, pid in rows])

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from urllib.parse import urlsplit
 
-from jobqueue.cli.bench.common import percentile, process_log, stop_process
+from jobqueue.bench.common import percentile, process_log, stop_process
 from jobqueue.config import Settings
 
 
