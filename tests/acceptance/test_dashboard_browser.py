@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.client import Client
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from jobqueue.api.serve import wait_ready
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until

@@ -21,7 +21,7 @@ from jobqueue import db
 from jobqueue.api.serve import wait_ready
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import DbSettings, Settings
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from jobqueue.errors import DatabaseUnavailable
 from tests.integration.api.conftest import ApiServer
 from tests.integration.api.test_events import EventReader

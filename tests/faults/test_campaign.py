@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.cli.faults.cluster import FaultCluster
-from jobqueue.cli.faults.report import Row
-from jobqueue.cli.faults.scenarios import Config, run_scenario
+from tests.harness.faults.cluster import FaultCluster
+from tests.harness.faults.report import Row
+from tests.harness.faults.scenarios import Config, run_scenario
 from tests.support import pg
 
 # xdist_group: `make test` runs 2 workers; the module's cluster is made once, on one of them

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from jobqueue.cli.devdb import pg_bindir
+from tests.harness.devdb import pg_bindir
 from jobqueue.errors import ValidationError
 from jobqueue.keyring import KeyRing, new_key_line
 from jobqueue.rotation import rotate

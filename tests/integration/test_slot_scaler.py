@@ -9,7 +9,7 @@ import json
 import pytest
 
 from jobqueue import db
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.scaling import SlotScaler

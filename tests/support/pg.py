@@ -15,7 +15,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jobqueue import migrate
-from jobqueue.cli.devdb import LocalCluster, free_port
+from tests.harness.devdb import LocalCluster, free_port
 
 
 class TestServer:

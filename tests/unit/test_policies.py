@@ -186,7 +186,7 @@ def test_import_contracts_hold():
 
 def test_devdb_reports_a_cluster_that_cannot_start_instead_of_a_traceback(tmp_path, capsys):
     """`make run`/`make bench` stop on this exit status (an empty DSN would mean 127.0.0.1:5432)."""
-    from jobqueue.cli import devdb
+    from tests.harness import devdb
 
     not_a_directory = tmp_path / "pgdata"
     not_a_directory.write_text("a file where the cluster should be")

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from jobqueue.client import Client
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from tests.integration.api.conftest import ApiServer, api_settings
 from tests.support.prometheus import parse, value
 

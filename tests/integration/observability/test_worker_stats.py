@@ -124,7 +124,7 @@ def test_stale_rows_of_crashed_workers_are_folded(conn, dsn):
 
 
 def test_counts_survive_a_failed_flush(conn, dsn):
-    from jobqueue.cli.devdb import free_port
+    from tests.harness.devdb import free_port
     from jobqueue.errors import DatabaseUnavailable
 
     async def main():

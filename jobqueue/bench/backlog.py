@@ -22,10 +22,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobqueue.cli.bench import drain as drain_figures
-from jobqueue.cli.bench.common import Bench, say
-from jobqueue.cli.bench.drain import Side
-from jobqueue.store import bench as store
+from jobqueue.bench import drain as drain_figures
+from jobqueue.bench.common import Bench, say
+from jobqueue.bench.drain import Side
+from jobqueue.bench import store
 
 MB = 1024 * 1024
 

@@ -16,7 +16,7 @@ docs/high-availability.md has the table of what "accepted" means in each state o
 
 pg_autoctl keeps its configuration, state and pid files under the folder too (the ``XDG_*``
 directories it honours), so nothing outside it is touched. As root, everything runs as the
-unprivileged user `jobqueue.cli.devdb.server_user` names; everything listens on 127.0.0.1 only, without
+unprivileged user `tests.harness.devdb.server_user` names; everything listens on 127.0.0.1 only, without
 TLS and with ``trust`` authentication (loopback only: docs/high-availability.md says what
 production uses instead). The settings in `NODE_SETTINGS` replace pg_auto_failover's own tuning,
 which sizes shared_buffers at a quarter of the machine's memory and keeps 8 GB of WAL per node —
@@ -28,9 +28,9 @@ pg_rewind replaces what the data directory holds with the new primary's files.
 (`FAST_MONITOR`, `FAST_KEEPER`) so that a crashed primary is replaced in seconds instead of the
 default ~50 s; the failover test uses it, ``make ha`` keeps pg_auto_failover's defaults.
 
-    python -m jobqueue.cli.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover] [--two-nodes]
-    python -m jobqueue.cli.hastack stop|state|events|failover [--dir .pgdata-ha]
-    python -m jobqueue.cli.hastack replace --node NAME [--dir .pgdata-ha]   drop a node, create it anew
+    python -m tests.harness.hastack start [--dir .pgdata-ha] [--port 54340] [--fast-failover] [--two-nodes]
+    python -m tests.harness.hastack stop|state|events|failover [--dir .pgdata-ha]
+    python -m tests.harness.hastack replace --node NAME [--dir .pgdata-ha]   drop a node, create it anew
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from pathlib import Path
 
 import psycopg
 
-from jobqueue.cli.devdb import as_user, hand_over, pg_bindir, server_user
+from tests.harness.devdb import as_user, hand_over, pg_bindir, server_user
 
 DATABASE = "jobqueue"
 DEFAULT_PORT = 54340
@@ -258,7 +258,7 @@ class HaStack:
         else:
             settings = NODE_SETTINGS
         include = node.pgdata / INCLUDE
-        include.write_text("# written by jobqueue.cli.hastack on every start\n"
+        include.write_text("# written by tests.harness.hastack on every start\n"
                            + "".join(f"{key} = {value}\n" for key, value in settings.items()))
         conf = node.pgdata / "postgresql.conf"
         if f"include_if_exists = '{INCLUDE}'" not in conf.read_text():
@@ -499,7 +499,7 @@ class HaStack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobqueue.cli.hastack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.hastack", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["start", "stop", "state", "events", "failover", "replace"])
     parser.add_argument("--dir", default=".pgdata-ha", help="the stack's folder (default .pgdata-ha)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),

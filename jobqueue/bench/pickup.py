@@ -18,8 +18,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from jobqueue.cli.bench.common import Bench, percentile
-from jobqueue.cli.bench.drain import Side
+from jobqueue.bench.common import Bench, percentile
+from jobqueue.bench.drain import Side
 
 WARM_UP = 20
 SPACING = 0.02

@@ -273,7 +273,7 @@ def header(document: dict[str, Any]) -> str:
         f"machine: {machine['cores']} cores ({machine['cpu']}), {machine['memory']}; load average "
         f"{' '.join(f'{v:.2f}' for v in load['before'])} before, {' '.join(f'{v:.2f}' for v in load['after'])} after",
         f"index entries: {document['wal_records']}",
-        "raw: a minimal hand-written queue in schema jobqueue_bench_raw, same cluster, same run (jobqueue.cli.bench.raw); "
+        "raw: a minimal hand-written queue in schema jobqueue_bench_raw, same cluster, same run (jobqueue.bench.raw); "
         "values are medians (range) over the runs, ratios taken within each run",
     ]
     return "\n".join(lines + [f"note: {note}" for note in document["notes"]])

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from jobqueue.store.faults import JobOutcome
+from tests.harness.faults.store import JobOutcome
 
 Ordered = TypeVar("Ordered", float, datetime)
 

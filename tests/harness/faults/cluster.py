@@ -1,6 +1,6 @@
 """Cluster control for the fault campaign: the PostgreSQL it may crash, and its harness connection.
 
-`FaultCluster` wraps a `jobqueue.cli.devdb.LocalCluster` the campaign owns (``make faults`` starts a
+`FaultCluster` wraps a `tests.harness.devdb.LocalCluster` the campaign owns (``make faults`` starts a
 durable one in ``.pgdata-faults``: fsync and synchronous_commit on, so ``restart -m immediate`` is a
 real crash and recovery), migrates a template database once, and gives each scenario a fresh
 database cloned from it (``jobqueue_faults_<scenario>``, kept until the next run for inspection).
@@ -19,10 +19,10 @@ import psycopg
 from psycopg import sql
 
 from jobqueue import db, migrate
-from jobqueue.cli.devdb import LocalCluster
+from tests.harness.devdb import LocalCluster
 from jobqueue.errors import DatabaseUnavailable
-from jobqueue.store import bench as bench_store
-from jobqueue.store import faults as faults_store
+from jobqueue.bench import store as bench_store
+from tests.harness.faults import store as faults_store
 
 TEMPLATE = "jobqueue_faults_template"
 

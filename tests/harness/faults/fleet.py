@@ -94,7 +94,7 @@ class _Process:
 class WorkerFleet:
     def __init__(self, dsn: str, count: int, env: dict[str, str], logdir: Path, grace: float) -> None:
         environment = dict(os.environ, **env, JOBQUEUE_DSN=dsn, PYTHONUNBUFFERED="1")
-        command = _jobqueue_command("worker_main", "--app", "jobqueue.cli.faults.app:queue")
+        command = _jobqueue_command("worker_main", "--app", "tests.harness.faults.app:queue")
         self.workers = [_Process(f"worker-{i}", command, environment, logdir) for i in range(count)]
         self.grace = grace
         self.own_exits: list[tuple[str, int, int]] = []  # (name, pid, exit status) of unasked exits

@@ -7,7 +7,7 @@ deleted afterwards with the key) measures ``POST /jobs``:
    connections, latency counted from each request's scheduled send time;
 2. closed loop: the same connections submitting back to back for ``--duration`` / 2 seconds: the
    most requests per second this box sustains (client, API and Postgres sharing its cores).
-The load generator and the API process are `jobqueue.cli.bench.http`'s; `jobqueue bench --rest` puts
+The load generator and the API process are `jobqueue.bench.http`'s; `jobqueue bench --rest` puts
 the same two figures in the benchmark's table.
 """
 
@@ -19,10 +19,10 @@ import os
 import uuid
 
 from jobqueue import db
-from jobqueue.cli.bench.common import bench_client, connect
-from jobqueue.cli.bench.http import ApiServer, Connection, closed, paced, wait_ready
+from jobqueue.bench.common import bench_client, connect
+from jobqueue.bench.http import ApiServer, Connection, closed, paced, wait_ready
 from jobqueue.config import Settings
-from jobqueue.store import bench as bench_store
+from jobqueue.bench import store as bench_store
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:

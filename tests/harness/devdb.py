@@ -5,8 +5,8 @@ Uses the machine's own `initdb`/`pg_ctl` (found on PATH, via `pg_config --bindir
 created and started as the unprivileged `postgres` user (or JOBQUEUE_PG_USER). The socket lives
 in the data directory and the server listens on 127.0.0.1 only.
 
-    python -m jobqueue.cli.devdb start --datadir .pgdata --port 54329 [--fast]   prints the DSN
-    python -m jobqueue.cli.devdb stop --datadir .pgdata
+    python -m tests.harness.devdb start --datadir .pgdata --port 54329 [--fast]   prints the DSN
+    python -m tests.harness.devdb stop --datadir .pgdata
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class LocalCluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobqueue.cli.devdb")
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.devdb")
     parser.add_argument("action", choices=["start", "stop", "dsn"])
     parser.add_argument("--datadir", default=".pgdata")
     parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_DEV_PORT", "54329")))

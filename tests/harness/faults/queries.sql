@@ -1,5 +1,5 @@
--- The fault campaign (jobqueue faults): its recording app's table and the read-outs it judges a
--- scenario by. It runs on databases of its own (one per scenario), never on a production one.
+-- The fault campaign (`make faults`, tests/harness/faults): its recording app's table and the
+-- read-outs it judges a scenario by. It runs on databases of its own (one per scenario), never on a production one.
 
 -- name: faults_create_schema
 CREATE SCHEMA IF NOT EXISTS jobqueue_faults;

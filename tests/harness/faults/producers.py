@@ -20,7 +20,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Iterable, Protocol
 
-from jobqueue.cli.bench.http import Connection
+from jobqueue.bench.http import Connection
 from jobqueue.client import AsyncClient
 from jobqueue.errors import DatabaseUnavailable
 

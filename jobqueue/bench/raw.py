@@ -1,7 +1,7 @@
 """The raw baseline: a minimal queue written by hand, on the same cluster, measured in the same run.
 
 What a competent engineer writes in an afternoon and no more (`bench_raw_*` in
-sql/queries/bench.sql): one table, ``jobqueue_bench_raw.jobs`` (bigint identity id, queue,
+queries.sql): one table, ``jobqueue_bench_raw.jobs`` (bigint identity id, queue,
 job_type, payload jsonb, priority, state, run_at, created/claimed/finished timestamps), a partial
 index on the runnable rows ``(queue, priority, run_at, id) WHERE state = 'pending'``, and a
 statement-level trigger that NOTIFYs once per insert statement (idle workers sleep on LISTEN, as
@@ -35,10 +35,10 @@ from typing import IO, AsyncIterator, Awaitable, Callable
 import psycopg
 
 from jobqueue import db
-from jobqueue.cli.bench.app import JOB_TYPE
-from jobqueue.cli.bench.common import Bench, connect_async, process_log, stop_process
+from jobqueue.bench.app import JOB_TYPE
+from jobqueue.bench.common import Bench, connect_async, process_log, stop_process
 from jobqueue.config import Settings
-from jobqueue.store import bench as store
+from jobqueue.bench import store
 
 #: Seconds an idle raw worker sleeps when no NOTIFY comes (its fallback poll).
 POLL_INTERVAL = 1.0
@@ -163,7 +163,7 @@ class RawQueue:
         return 0
 
 
-_WORKER = "import sys; from jobqueue.cli.bench.raw import main; sys.exit(main(sys.argv[1:]))"
+_WORKER = "import sys; from jobqueue.bench.raw import main; sys.exit(main(sys.argv[1:]))"
 
 
 class RawWorkers:

@@ -25,12 +25,12 @@ import platform
 import signal
 from typing import Any
 
-from jobqueue.cli.bench import backlog, drain, enqueue, pickup, report
-from jobqueue.cli.bench.common import Bench, WalReader, open_bench, say
-from jobqueue.cli.bench.engine import JobqueueQueue
-from jobqueue.cli.bench.raw import RawQueue, RawQueueExists
+from jobqueue.bench import backlog, drain, enqueue, pickup, report
+from jobqueue.bench.common import Bench, WalReader, open_bench, say
+from jobqueue.bench.engine import JobqueueQueue
+from jobqueue.bench.raw import RawQueue, RawQueueExists
 from jobqueue.config import Settings
-from jobqueue.store import bench as store
+from jobqueue.bench import store
 
 
 def _positive(text: str) -> int:

@@ -1,4 +1,4 @@
-"""The app the bench's workers run (``jobqueue-worker --app jobqueue.cli.bench.app:queue``): one async
+"""The app the bench's workers run (``jobqueue-worker --app jobqueue.bench.app:queue``): one async
 no-op task under a name of its own, so the bench never redefines another app's task defaults
 (``jobqueue.task_defaults`` holds one row per job type) and can delete the one row it adds."""
 

@@ -1,6 +1,7 @@
-"""`jobqueue faults`: run the fault campaign on a durable local cluster and print its table.
+"""`python -m tests.harness.faults` (`make faults`): run the fault campaign on a durable local cluster
+and print its table.
 
-    jobqueue faults [--jobs N] [--scenario NAME ...] [--workers P] [--concurrency C] [--json]
+    python -m tests.harness.faults [--jobs N] [--scenario NAME ...] [--workers P] [--concurrency C] [--json]
 
 It starts (or reuses) its own PostgreSQL cluster in ``--datadir`` (default ``.pgdata-faults``,
 port ``--port``, default a free one) — never the ``.pgdata`` one ``make run`` uses, and never a server
@@ -19,10 +20,11 @@ import logging
 import os
 from pathlib import Path
 
-from jobqueue.cli.devdb import free_port
-from jobqueue.cli.faults.cluster import FaultCluster
-from jobqueue.cli.faults.report import Row, exit_status, render
-from jobqueue.cli.faults.scenarios import SCENARIOS, Config, run_scenario
+from jobqueue.cli.common import dispatch
+from tests.harness.devdb import free_port
+from tests.harness.faults.cluster import FaultCluster
+from tests.harness.faults.report import Row, exit_status, render
+from tests.harness.faults.scenarios import SCENARIOS, Config, run_scenario
 
 
 
@@ -80,7 +82,7 @@ def run_faults(args: argparse.Namespace) -> int:
     cluster = FaultCluster.durable(args.datadir, args.port or free_port())
     quiet = (lambda _line: None) if args.json else print
     try:
-        header = (f"jobqueue faults: {config.jobs:,} jobs per scenario, {config.workers} workers x "
+        header = (f"fault campaign: {config.jobs:,} jobs per scenario, {config.workers} workers x "
                   f"{config.concurrency}, lease {config.lease:g} s, {os.cpu_count()} cores; {cluster.describe()}")
         rows = asyncio.run(run_campaign(cluster, config, names, quiet))
     finally:
@@ -90,3 +92,11 @@ def run_faults(args: argparse.Namespace) -> int:
     else:
         print(render(rows, header))
     return exit_status(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bad options exit 2 with one line (`dispatch`), as jobqueue's own commands do."""
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.faults")
+    add_arguments(parser)
+    parser.set_defaults(func=run_faults)
+    return dispatch(parser.parse_args(argv))

@@ -23,12 +23,12 @@ import time
 from typing import AsyncContextManager, AsyncIterator, Awaitable, Callable
 
 from jobqueue import db
-from jobqueue.cli.bench.app import JOB_TYPE
-from jobqueue.cli.bench.common import Bench, connect_async, percentile, rate_and_latency, say
-from jobqueue.cli.bench.engine import JobqueueQueue
-from jobqueue.cli.bench.http import ApiServer, Connection, closed, paced
-from jobqueue.cli.bench.raw import RawQueue
-from jobqueue.store import bench as store
+from jobqueue.bench.app import JOB_TYPE
+from jobqueue.bench.common import Bench, connect_async, percentile, rate_and_latency, say
+from jobqueue.bench.engine import JobqueueQueue
+from jobqueue.bench.http import ApiServer, Connection, closed, paced
+from jobqueue.bench.raw import RawQueue
+from jobqueue.bench import store
 
 Enqueue = Callable[[int], Awaitable[object]]
 WARM_UP = 200

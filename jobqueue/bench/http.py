@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections import Counter
 from urllib.parse import urlsplit
 
-from jobqueue.cli.bench.common import percentile, process_log, stop_process
+from jobqueue.bench.common import percentile, process_log, stop_process
 from jobqueue.config import Settings
-from jobqueue.cli.devdb import free_port
+
+
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 listens on now, for the API the bench starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class ApiServer:

@@ -1,13 +1,26 @@
-"""Calls for the benchmark (sql/queries/bench.sql): server read-outs, jobqueue through its public
-SQL interface, read-outs and clean-up of the bench's own queue, and the raw baseline's statements."""
+"""Calls for the benchmark (queries.sql beside this module): server read-outs, jobqueue through its
+public SQL interface, read-outs and clean-up of the bench's own queue, and the raw baseline's
+statements. Only the bench runs them, so they are not in sql/queries/, which every jobqueue process
+loads (`jobqueue.db.FileCall`)."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from jobqueue.db import Call, no_result, scalar
+from jobqueue.db import FileCall, no_result, scalar
+
+T = TypeVar("T")
+
+
+class Call(FileCall[T]):
+    """This room's Call: its names are looked up in the bench's own queries.sql."""
+
+    __slots__ = ()
+    queries_file = Path(__file__).with_name("queries.sql")
+
 
 #: The raw baseline's schema (fixed: SQL identifiers cannot be parameters).
 RAW_SCHEMA = "jobqueue_bench_raw"

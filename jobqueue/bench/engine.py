@@ -1,5 +1,5 @@
 """jobqueue's side of every measurement, used as a new user would: `AsyncClient.enqueue` and
-`enqueue_many`, `jobqueue-worker` processes running an async no-op task (`jobqueue.cli.bench.app`)
+`enqueue_many`, `jobqueue-worker` processes running an async no-op task (`jobqueue.bench.app`)
 with their defaults (maintenance included), `pause_queue`/`resume_queue`, and the leader's
 `Pruner`, `Vacuumer` and `Reindexer`.
 
@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 from jobqueue import db
-from jobqueue.cli.bench.app import JOB_TYPE
-from jobqueue.cli.bench.common import Bench, bench_client, process_log, say, stop_process
+from jobqueue.bench.app import JOB_TYPE
+from jobqueue.bench.common import NAME, Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.vacuumer import Vacuumer
-from jobqueue.store import bench as store
+from jobqueue.bench import store
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store.retention import FINISHED_STATES
 
@@ -159,11 +159,11 @@ class JobqueueQueue:
         return done
 
     def _session(self) -> db.Session:
-        return db.Session.of(self.bench.settings.db, db.BENCH_NAME, dsn=self.bench.dsn, direct=True)
+        return db.Session.of(self.bench.settings.db, NAME, dsn=self.bench.dsn, direct=True)
 
     @contextlib.asynccontextmanager
     async def _pool(self) -> AsyncIterator:
-        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=db.BENCH_NAME, settings=self.bench.settings.db)
+        pool = db.async_pool(self.bench.dsn, min_size=1, max_size=1, name=NAME, settings=self.bench.settings.db)
         await pool.open(wait=True)
         try:
             yield pool
@@ -179,7 +179,7 @@ class JobqueueWorkers:
         self.log = process_log("workers")
         env = dict(os.environ, JOBQUEUE_DSN=getattr(bench.args, "worker_dsn", None) or bench.dsn)
         command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-                   "--app", "jobqueue.cli.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
+                   "--app", "jobqueue.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
                    "--concurrency", str(concurrency), "--shutdown-grace", "5"]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
 

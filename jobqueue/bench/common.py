@@ -25,7 +25,7 @@ import psycopg
 from jobqueue import db
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
-from jobqueue.store import bench as store
+from jobqueue.bench import store
 
 #: The schemas whose tables the bench counts: jobqueue's own and the raw baseline's.
 SCHEMAS = ("jobqueue", store.RAW_SCHEMA)
@@ -37,12 +37,16 @@ SETTLE_TIMEOUT = 12.0
 
 # --- connections -------------------------------------------------------------------------------
 
+#: ``application_name`` of every connection the bench opens itself or through jobqueue's client.
+NAME = "jobqueue-bench"
+
+
 def session(settings: Settings) -> db.Session:
     """The bench's own connections (``application_name`` jobqueue-bench): no statement, lock or
     idle-in-transaction timeout — a VACUUM or a delete of a million rows, a snapshot held through a
     whole drain. jobqueue's own code under measurement (`bench_client`, the workers, the API, the
     Pruner) keeps the timeouts ``settings`` gives it, as a user's would."""
-    return db.Session.of(settings.db, db.BENCH_NAME).unbounded().with_(idle_in_transaction_timeout=0)
+    return db.Session.of(settings.db, NAME).unbounded().with_(idle_in_transaction_timeout=0)
 
 
 def connect(settings: Settings, *, autocommit: bool = True) -> psycopg.Connection:
@@ -55,7 +59,7 @@ async def connect_async(settings: Settings) -> psycopg.AsyncConnection:
 
 def bench_client(settings: Settings, pool_size: int = 1) -> AsyncClient:
     """jobqueue's client as a user opens it, named jobqueue-bench in ``pg_stat_activity``."""
-    return AsyncClient(settings=settings, pool_size=pool_size, application_name=db.BENCH_NAME)
+    return AsyncClient(settings=settings, pool_size=pool_size, application_name=NAME)
 
 
 @dataclass

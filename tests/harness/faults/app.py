@@ -1,4 +1,4 @@
-"""The fault campaign's recording app: `jobqueue-worker --app jobqueue.cli.faults.app:queue`.
+"""The fault campaign's recording app: `jobqueue-worker --app tests.harness.faults.app:queue`.
 
 Every handler run writes one row to ``jobqueue_faults.executions`` (job, attempt, worker pid,
 time) and commits it before the handler goes on, so a run counts even when its worker dies right
@@ -31,7 +31,7 @@ from jobqueue.app import JobQueue
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.models import Job
-from jobqueue.store import faults as faults_store
+from tests.harness.faults import store as faults_store
 
 queue = JobQueue("faults")
 
