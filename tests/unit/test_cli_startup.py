@@ -74,7 +74,8 @@ def test_import_jobqueue_is_light_and_every_public_name_still_resolves():
 def test_a_client_without_tracing_configured_does_not_load_the_tracing_sdk():
     """Every one-shot command opens a client; asking whether an SDK provider is installed must not
     import the SDK (~40 ms) to find out that none is."""
-    code = ("import sys; from jobqueue import Client, Settings; Client(settings=Settings(dsn='postgresql://x/y'))\n"
+    code = ("import sys; from jobqueue import Client, Settings; from jobqueue.config import DbSettings; "
+            "Client(settings=Settings(db=DbSettings(dsn='postgresql://x/y')))\n"
             "print('opentelemetry.sdk.trace' in sys.modules)")
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
