@@ -35,6 +35,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from jobqueue.config import Settings
 from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
@@ -288,6 +289,34 @@ class _Configure:
             self.compare(await run(conn, _SESSION_TIMEOUTS))
 
 
+#: A pool tries a lost connection again at least this often (seconds). psycopg_pool's own backoff
+#: doubles without bound (1, 2, 4, 8, 16 s): after an outage of 8 s — a crash recovery on a loaded
+#: machine — a worker's next try came 6 s after the server was back, past its leases, and the
+#: sweeper handed its running jobs out again; producers' enqueues stayed refused as long.
+RECONNECT_MAX_DELAY = 1.0
+
+
+class _CappedBackoff(AttemptWithBackoff):
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY)
+
+
+class _AsyncPool(AsyncConnectionPool):
+    """psycopg_pool's pool whose reconnection attempts are at most RECONNECT_MAX_DELAY apart
+    (the attempt it starts for a lost connection is the one thing changed)."""
+
+    async def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        await super()._add_connection(attempt or _CappedBackoff(timeout=self.reconnect_timeout), growing)
+
+
+class _SyncPool(ConnectionPool):
+    """The sync pool with the same bound on its reconnection attempts."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or _CappedBackoff(timeout=self.reconnect_timeout), growing)
+
+
 def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue",
                settings: Settings | None = None, timeout: float = 10.0, connect_timeout: int | None = None,
                check: bool = False) -> AsyncConnectionPool:
@@ -304,7 +333,7 @@ def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "
     kwargs: dict[str, Any] = {"autocommit": True}
     if connect_timeout is not None:
         kwargs["connect_timeout"] = connect_timeout
-    return AsyncConnectionPool(
+    return _AsyncPool(
         session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
         kwargs=kwargs, configure=_Configure(session).async_, timeout=timeout,
         reconnect_timeout=30.0, check=AsyncConnectionPool.check_connection if check else None,
@@ -314,7 +343,7 @@ def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "
 def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = CLIENT_NAME,
               settings: Settings | None = None, timeout: float = 10.0) -> ConnectionPool:
     session = Session.of(settings or Settings(), name, dsn=dsn)
-    return ConnectionPool(
+    return _SyncPool(
         session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
         kwargs={"autocommit": True}, configure=_Configure(session).sync, timeout=timeout,
         reconnect_timeout=30.0,
