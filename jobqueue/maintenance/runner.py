@@ -28,7 +28,7 @@ from jobqueue.config import Settings
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.gatekeeper import Gatekeeper
 from jobqueue.maintenance.historian import Historian
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.reindexer import Reindexer

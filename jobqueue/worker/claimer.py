@@ -1,5 +1,5 @@
 """`Claimer`: what one worker's claim statements are — which query, where a claim resumes, and how
-an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when to claim.
+an uncertain claim is reconciled. The claim loop (`worker.Worker`) decides when to claim.
 
 - Strict priorities on one queue (the usual case): `job_claim` resuming, per priority level, just
   past the last job this worker claimed there while its claims keep filling up — with a backlog,
@@ -37,7 +37,8 @@ from jobqueue.models import Job
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store.jobs import Attempt, Deadlines
-from jobqueue.worker.limits import LimitPlan, LimitWatch
+from jobqueue.worker.limit_plan import LimitPlan
+from jobqueue.worker.limit_watch import LimitWatch
 from jobqueue.worker.priorities import draw_slots
 
 log = logging.getLogger("jobqueue.worker")

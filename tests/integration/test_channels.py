@@ -12,11 +12,11 @@ import uuid
 import psycopg
 import pytest
 
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.store import jobs as job_store
 from jobqueue.worker.claimer import Claimer
-from jobqueue.worker.runner import Worker
+from jobqueue.worker.worker import Worker
 from jobqueue.worker.shared_state import SharedStateCopy
 from tests.support import apps
 from tests.support.factories import job_row

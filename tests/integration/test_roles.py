@@ -19,7 +19,7 @@ from jobqueue.cli import main as cli_main
 from jobqueue.clock import ManualClock
 from jobqueue.errors import PermissionDenied
 from jobqueue.maintenance.historian import Historian
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.pruner import Pruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.reindexer import Reindexer

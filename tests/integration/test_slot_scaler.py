@@ -12,7 +12,7 @@ from jobqueue import db
 from jobqueue.cli.devdb import free_port
 from jobqueue.errors import DatabaseUnavailable
 from jobqueue.store import workers as worker_store
-from jobqueue.worker.scaling import SlotScaler
+from jobqueue.worker.slot_scaler import SlotScaler
 from jobqueue.worker.stats import WorkerStats
 from tests.support.workers import test_settings
 

@@ -31,7 +31,7 @@ from jobqueue.store import bench as store
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store.retention import FINISHED_STATES
 
-#: What the worker logs once it listens (jobqueue.worker.runner); the bench waits for it so no
+#: What the worker logs once it listens (jobqueue.worker.worker); the bench waits for it so no
 #: process misses the resume notification.
 STARTED_LINE = " started: queues="
 #: How long the bench waits for the table to be vacuumed after the prune.

@@ -2,7 +2,7 @@
 
 How a worker spends its time:
 - It claims no more jobs than it has free slots (`slots` minus running; `slots` is the concurrency,
-  or with --concurrency MIN:MAX the target `worker.scaling.SlotScaler` sets), in one statement
+  or with --concurrency MIN:MAX the target `worker.slot_scaler.SlotScaler` sets), in one statement
   (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
 - Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
   `AckBuffer`; the slot is free as soon as the handler returns.
@@ -70,15 +70,15 @@ from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt, Deadlines
 from jobqueue.worker.acks import AckBuffer
-from jobqueue.worker.circuits import Breakers
+from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
-from jobqueue.worker.limits import LimitWatch
+from jobqueue.worker.limit_watch import LimitWatch
 from jobqueue.worker.executor import (CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute,
                                       overdue_outcome)
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.metrics_server import MetricsServer
-from jobqueue.worker.scaling import SlotScaler
+from jobqueue.worker.slot_scaler import SlotScaler
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.threads import HandlerThreads
