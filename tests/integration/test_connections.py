@@ -19,7 +19,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jobqueue import cli, db, migrate
-from jobqueue.client import Client, NewJob
+from jobqueue.client import Client
+from jobqueue.client.validation import NewJob
 from jobqueue.config import Settings
 from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
 from jobqueue.cli.oneshot import open_client

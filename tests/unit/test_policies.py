@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.client import NewJob
+from jobqueue.client.validation import NewJob
 from jobqueue.config import Settings, parse_weights
 from jobqueue.errors import ValidationError
 from jobqueue.retry import Backoff

@@ -9,7 +9,7 @@ did not exist); an admin key sees all. Submissions pass backpressure first, then
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Iterable
+from typing import Annotated, Any, Iterable, Sequence
 
 from litestar import Controller, Request, get, post
 from litestar.openapi import ResponseSpec
@@ -23,7 +23,7 @@ from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobL
                                   JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
 from jobqueue.api.services import ServicesDep, services_of
-from jobqueue.client import NewJob
+from jobqueue.client import ValidatedJob
 from jobqueue.encryption import redact
 from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
@@ -61,9 +61,9 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if json_depth_exceeds(item.payload):
             raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
-    accepted: list[NewJob] = []
+    accepted: list[ValidatedJob] = []
 
-    def admit(built: list[NewJob]) -> None:
+    def admit(built: Sequence[ValidatedJob]) -> None:
         """Validated (names within their limits), nothing written yet: the key's allow-lists, then
         the queue, may still refuse."""
         for index, job in enumerate(built):
@@ -107,7 +107,7 @@ def _where(index: int, batch: bool) -> str:
     return f"jobs[{index}]." if batch else ""
 
 
-def _demands(jobs: Iterable[NewJob]) -> list:
+def _demands(jobs: Iterable[ValidatedJob]) -> list:
     return Backpressure.demands((job.queue, job.priority) for job in jobs)
 
 
