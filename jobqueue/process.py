@@ -31,7 +31,7 @@ from jobqueue.errors import NotMigrated, PermissionDenied
 from jobqueue.maintenance.runner import Maintenance
 from jobqueue.notifier import Notifier
 from jobqueue.worker.metrics_server import METRICS_HOST
-from jobqueue.worker.runner import Worker, new_worker_id
+from jobqueue.worker.worker import Worker, new_worker_id
 
 log = logging.getLogger("jobqueue.process")
 

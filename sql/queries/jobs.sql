@@ -26,6 +26,16 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 
 -- name: job_claim
 -- Up to %(limit)s runnable jobs of the given queues, in priority then submission order.
+-- Its parameters, by the claim mode that sets them (jobqueue.worker.claimer; store.jobs.claim):
+--   every claim      worker_id, queues, limit, lease_seconds, timeouts, default_timeout,
+--                    deadline_grace (store.jobs.Deadlines), served, blocked, now (tests' clock)
+--   resuming         after_run_at, after_seq: one queue, strict priorities, while claims fill up
+--                    (empty arrays: scan from the start: several queues, limited claims, probes)
+--   circuit probe    only: the half-open circuit's job types (Breakers.probe, in its transaction)
+--   limited claims   limits_checked true (false: a worker that knows of no limit), mark_limited,
+--                    only (one limited type's own claim), until_level, until_run_at, until_seq
+--                    (how far the claim of the other types reached; 3/NULL/NULL: no bound)
+-- Weighted priorities claim with job_claim_weighted, then fill up with job_claim.
 -- One probe of jobs_claim_idx per (level, queue) with the level fixed, so priority = level AND
 -- run_at <= now() bounds each scan on both sides. (One ordered scan over all levels could not
 -- stop at now() inside a level: it read every future job of each higher level before reaching a

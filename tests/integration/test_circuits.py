@@ -376,7 +376,7 @@ def _run_breakers(dsn: str, body):
 
     from jobqueue.clock import ManualClock
     from jobqueue.config import Settings
-    from jobqueue.worker.circuits import Breakers
+    from jobqueue.worker.breakers import Breakers
     from jobqueue.worker.claimer import Claimer
 
     async def main():

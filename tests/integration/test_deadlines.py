@@ -234,14 +234,14 @@ def test_a_sigterm_during_a_self_restart_stops_the_worker_for_good(dsn):
 
 def skew_the_workers_clock(monkeypatch, seconds: float) -> None:
     """The worker's host clock runs ``seconds`` ahead of the database server's (behind if negative)."""
-    from jobqueue.worker import runner
+    from jobqueue.worker import worker as worker_module
 
     class Skewed(datetime):
         @classmethod
         def now(cls, tz=None):
             return datetime.now(tz) + timedelta(seconds=seconds)
 
-    monkeypatch.setattr(runner, "datetime", Skewed)
+    monkeypatch.setattr(worker_module, "datetime", Skewed)
 
 
 @pytest.mark.parametrize("skew", [2.0, -2.0], ids=["worker-ahead", "worker-behind"])

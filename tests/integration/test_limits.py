@@ -19,7 +19,7 @@ from jobqueue.sql import queries
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.worker.claimer import Claimer
-from jobqueue.worker.limits import LimitWatch
+from jobqueue.worker.limit_watch import LimitWatch
 from tests.support.factories import make_job
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)

@@ -19,13 +19,13 @@ from jobqueue.cli import main as cli_main
 from jobqueue.clock import ManualClock
 from jobqueue.errors import PermissionDenied
 from jobqueue.maintenance.historian import Historian
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.pruner import Pruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
-from jobqueue.maintenance.vacuumer import Vacuumer
+from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
 from jobqueue.models import CancelOutcome, JobState, RetryOutcome
 from jobqueue.sql import queries
 
@@ -284,8 +284,8 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
             await scheduler.run_once()  # plans the first tick
             clock.set(clock.now() + timedelta(minutes=1))
             services = [Sweeper(pool), scheduler, Pruner(pool), Reaper(pool),
-                        Historian(pool), Vacuumer(pool, session, min_dead=0, dead_fraction=0), Reindexer(session)]
-            return [await service.run_once() for service in services]
+                        Historian(pool), Vacuumer(pool, session, VacuumerOptions(min_dead=0, dead_fraction=0)), Reindexer(session)]
+            return [(await service.run_once()).count for service in services]
 
     done = asyncio.run(run())
     assert all(count >= 1 for count in done[:4]) and done[5:] == [0, 0], done

@@ -461,7 +461,7 @@ def test_worker_recovers_when_its_connections_are_dropped(dsn, conn):
                         WHERE datname = current_database() AND pid <> pg_backend_pid()""")
         second = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait(lambda: all_in(conn, [second], "completed"), timeout=15)
-        assert worker.worker.processed == 2
+        assert worker.worker.status.processed == 2
 
 
 def test_poll_only_mode_works_without_listen(dsn, conn):
@@ -498,7 +498,7 @@ def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
                                   (json.dumps({"dsn": dsn}),)).fetchone()[0]
         with WorkerThread(apps.queue, test_settings(dsn, concurrency=1)) as worker:
             wait_until(lambda: all_in(observer, [job_id], "completed"), timeout=15)
-            assert worker.worker.processed == 1
+            assert worker.worker.status.processed == 1
         row = job_row(observer, job_id)
         assert row["attempts"] == 1
         assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
@@ -574,7 +574,7 @@ def test_a_pause_whose_notification_came_to_nothing_is_seen_at_the_next_periodic
         with Client(dsn) as client:
             client.pause_queue("default")
         wait_until(lambda: failing["left"] == 0, timeout=5, message="the notification's read")
-        wait_until(lambda: worker.worker._paused == {"default"}, timeout=3, message="the periodic read")
+        wait_until(lambda: worker.worker.paused.names == {"default"}, timeout=3, message="the periodic read")
         job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         time.sleep(0.5)
         assert job_row(conn, job_id)["state"] == "pending"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.notifier import Notifier
 from tests.support.maintenance import pools
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from types import SimpleNamespace
 
 from jobqueue import db, metrics
 from jobqueue.store import metrics as metrics_store
@@ -79,8 +80,8 @@ def test_flush_adds_deltas_and_utilization_and_retire_keeps_totals(conn, dsn):
                 for worker_id in ("w1", "w2"):
                     await db.run(c, worker_store.register(worker_id=worker_id, host="h", pid=1, queues=["q"],
                                                           concurrency=4))
-            clock, busy = _Clock(), [2]
-            stats = WorkerStats(pool, "w1", 4, occupancy=lambda: busy[0], clock=clock)
+            clock, occupancy = _Clock(), SimpleNamespace(running=2, slots=4)
+            stats = WorkerStats(pool, "w1", occupancy, clock=clock)
             for kind, ms in ((COMPLETED, 0.5), (COMPLETED, 7), (RETRY, 70), (DEAD, 90000)):
                 stats.record(_outcome(kind, ms))
             for _ in range(10):  # half of the 4 slots busy for 10 s
@@ -89,10 +90,10 @@ def test_flush_adds_deltas_and_utilization_and_retire_keeps_totals(conn, dsn):
             await stats.flush()
             assert abs(stats.utilization - 0.5) < 1e-9
             stats.record(_outcome(COMPLETED, 3))
-            busy[0] = 4
+            occupancy.running = 4
             clock.now += 2
             await stats.flush()
-            other = WorkerStats(pool, "w2", 4, occupancy=lambda: 0, clock=clock)
+            other = WorkerStats(pool, "w2", SimpleNamespace(running=0, slots=4), clock=clock)
             other.record(_outcome(COMPLETED, 1))
             await other.flush()
             await stats.close()  # folds w1 into '(retired)'
@@ -134,7 +135,7 @@ def test_counts_survive_a_failed_flush(conn, dsn):
         await dead_pool.open()
         await pool.open()
         try:
-            stats = WorkerStats(dead_pool, "w", 2, occupancy=lambda: 0)
+            stats = WorkerStats(dead_pool, "w", SimpleNamespace(running=0, slots=2))
             stats.record(_outcome(COMPLETED, 1))
             try:
                 await stats.flush()

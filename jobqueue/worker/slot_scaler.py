@@ -7,10 +7,11 @@ it reads, in one statement (`queue_load`), each claimable queue's runnable depth
 workers serving it, takes the highest depth per worker among them (one backed-up queue is reason
 enough for more slots; all must be quiet for fewer), measures the utilization of its slots since
 the last decision (busy over available slot-seconds, from `WorkerStats`), and asks the `Scaler`.
-A new target goes to the claim loop at once (``resize``, which the runner turns into its slot
-limit: slots above the target are not refilled, running jobs are never interrupted) and into the
-registry (``jobqueue.workers.concurrency_target``, shown by ``/workers``). A failed read keeps the
-current target and tries again at the next interval.
+A new target goes to the claim loop at once (``slots.resize``: the worker's `WorkerStatus`, whose
+``slots`` the claim loop fills and `WorkerStats` measures utilization against; slots above the
+target are not refilled, running jobs are never interrupted) and into the registry
+(``jobqueue.workers.concurrency_target``, shown by ``/workers``). A failed read keeps the current
+target and tries again at the next interval.
 
 Options (Settings): autoscale_interval 5 s, autoscale_up_cooldown 30 s, autoscale_down_cooldown
 300 s, autoscale_step 2, worker_stale_seconds 60 (which workers count as live).
@@ -22,7 +23,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from jobqueue import db
 from jobqueue.autoscale import Rule, Scaler, depth_per_worker
@@ -35,10 +36,21 @@ from jobqueue.worker.stats import WorkerStats
 log = logging.getLogger("jobqueue.worker.scaling")
 
 
+class Slots(Protocol):
+    """The slots a worker fills, which the scaler moves."""
+
+    def resize(self, slots: int) -> None: ...
+
+
+class ClaimableQueues(Protocol):
+    """The queues the worker claims from now (its paused ones left out)."""
+
+    def claimable(self) -> Sequence[str]: ...
+
+
 class SlotScaler:
-    def __init__(self, pool, worker_id: str, settings: Settings, *, queues: Callable[[], Sequence[str]],
-                 stats: WorkerStats, resize: Callable[[int], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, pool, worker_id: str, settings: Settings, *, queues: ClaimableQueues,
+                 stats: WorkerStats, slots: Slots, clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.interval = settings.autoscale_interval
@@ -48,10 +60,9 @@ class SlotScaler:
                              down_cooldown=settings.autoscale_down_cooldown, clock=clock)
         self._queues = queues
         self._stats = stats
-        self._resize = resize
+        self._slots = slots
         self._measured = (stats.busy_total, stats.slot_total)
         self._reported: int | None = None  # the target the registry row shows
-        stats.concurrency = self.target
 
     @property
     def target(self) -> int:
@@ -67,7 +78,7 @@ class SlotScaler:
 
     async def step(self) -> int:
         """One decision: read the signals, move the target if the rule and cooldowns allow."""
-        queues = list(self._queues())
+        queues = list(self._queues.claimable())
         rule = self.scaler.rule
         async with db.connection(self._pool) as conn:
             load = await db.run(conn, queue_store.load(queues, per_worker=math.ceil(rule.up_depth),
@@ -77,8 +88,7 @@ class SlotScaler:
             after = self.scaler.observe(depth, self._utilization())
             if after != before:
                 log.info("autoscaling: %d -> %d slots (depth per worker %.1f)", before, after, depth)
-                self._stats.concurrency = after
-                self._resize(after)
+                self._slots.resize(after)
             if after != self._reported:
                 await db.run(conn, worker_store.set_concurrency_target(worker_id=self.worker_id, target=after))
                 self._reported = after

@@ -12,6 +12,12 @@ runner wakes its services with it, so a new leader starts work at once.
 
 Options: ``ttl`` seconds (default 15, `JOBQUEUE_LEADER_TTL`), ``name`` of the role (default
 "maintenance"). Runs in every worker process and in `jobqueue maintenance`; only one of them leads.
+
+It is not a `Service`, though it has the same parts (`attempt` is its run_once, returning whether
+this process leads; `run` its loop): every other service runs at an interval and only while this
+process leads, and logs and retries whatever fails, while the elector runs everywhere, at the
+cadence the lease sets (a third of the TTL, or right when the current lease runs out), and only an
+outage is retried: any other failure ends the maintenance runner, as it always did.
 """
 
 from __future__ import annotations
