@@ -7,13 +7,28 @@ Workers: define handlers on a `JobQueue` and run `jobqueue-worker --app module:q
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import Settings
-from jobqueue.circuits import Circuit, CircuitSpec
-from jobqueue.limits import Limit, LimitSpec
-from jobqueue.errors import (CircuitNotFound, CircuitOpen, Conflict, DatabaseUnavailable, IdempotencyMismatch, JobCancelled, JobFailed, JobNotFound,
-                             JobQueueError, JobTimeout, LimitNotFound, NotMigrated, PermanentError, Retry, ValidationError,
-                             WaitTimeout)
-from jobqueue.models import CancelOutcome, Job, JobInfo, JobState, Priority
-from jobqueue.retry import Backoff
+from jobqueue.model.circuits import Circuit, CircuitSpec
+from jobqueue.model.errors import (
+    CircuitNotFound,
+    CircuitOpen,
+    Conflict,
+    DatabaseUnavailable,
+    IdempotencyMismatch,
+    JobCancelled,
+    JobFailed,
+    JobNotFound,
+    JobQueueError,
+    JobTimeout,
+    LimitNotFound,
+    NotMigrated,
+    PermanentError,
+    Retry,
+    ValidationError,
+    WaitTimeout,
+)
+from jobqueue.model.jobs import CancelOutcome, Job, JobInfo, JobState, Priority
+from jobqueue.model.limits import Limit, LimitSpec
+from jobqueue.model.retry import Backoff
 
 __all__ = [
     "AsyncClient", "Backoff", "CancelOutcome", "Circuit", "CircuitNotFound", "CircuitOpen", "CircuitSpec", "Client",

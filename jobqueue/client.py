@@ -1,10 +1,10 @@
 """The producer/admin API: enqueue, enqueue_many, get, cancel — async, with a thin sync facade.
 
-Both clients run the same store Calls through `jobqueue.db`; only the connection type differs.
+Both clients run the same store Calls through `jobqueue.db.gateway`; only the connection type differs.
 Pass ``connection=`` to run inside your own psycopg transaction: the job then exists if and only
 if your transaction commits (the NOTIFY that wakes workers is sent at that commit too).
 
-Encryption (`jobqueue.encryption`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
+Encryption (`jobqueue.crypto.envelopes`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
 entry in an ``enqueue_many`` spec encrypt those payload fields, as do the fields a task declared
 (``@queue.task(encrypted=...)``, read from ``jobqueue.task_defaults`` at most 5 s late), with the key
 ring of ``settings.encryption_keys``, once the job is validated: sealed for its producer (the one the
@@ -25,36 +25,60 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import psycopg
 
-from jobqueue import db, metrics, tracing
 from jobqueue.coalesce import SubmitCoalescer
 from jobqueue.config import Settings
-from jobqueue.circuits import Circuit
-from jobqueue.limits import SCOPES, Limit, LimitSpec
-from jobqueue.encryption import Binding, Sealer, new_job_id, open_result
-from jobqueue.durations import LONGEST, duration_problem
-from jobqueue.errors import (CircuitNotFound, EncryptionError, JobFailed, JobNotFound, LimitNotFound, ValidationError,
-                             WaitTimeout)
-from jobqueue.job_events import EventHub, EventsUnavailable
-from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, MAX_PRODUCER_ID_LENGTH, name_problem,
-                            too_long)
-from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
-                             Priority, QueueSettings, QueueStats, RetryOutcome, RunningJob)
-from jobqueue.quotas import WaitingCounts
-from jobqueue.refresh_ahead import RefreshAheadCache
+from jobqueue.crypto.envelopes import Binding, Sealer, new_job_id, open_result
+from jobqueue.db import gateway as db
+from jobqueue.events.hub import EventHub, EventsUnavailable
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.durations import LONGEST, duration_problem
+from jobqueue.model.errors import (
+    CircuitNotFound,
+    EncryptionError,
+    JobFailed,
+    JobNotFound,
+    LimitNotFound,
+    ValidationError,
+    WaitTimeout,
+)
+from jobqueue.model.jobs import (
+    CancelOutcome,
+    DeleteOutcome,
+    JobInfo,
+    JobOutcome,
+    JobPage,
+    JobState,
+    Priority,
+    RetryOutcome,
+    ThroughputMinute,
+)
+from jobqueue.model.limits import SCOPES, Limit, LimitSpec
+from jobqueue.model.names import (
+    BLANK,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_PRODUCER_ID_LENGTH,
+    name_problem,
+    too_long,
+)
+from jobqueue.model.payloads import dumps, holds_nul
+from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
+from jobqueue.model.quotas import WaitingCounts
+from jobqueue.model.workers import RunningJob, WorkerInfo
+from jobqueue.observability import metrics, tracing
+from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 from jobqueue.schedule_admin import Schedules
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
-from jobqueue.store import limits as limit_store
 from jobqueue.store import events as event_store
 from jobqueue.store import history as history_store
 from jobqueue.store import jobs as job_store
+from jobqueue.store import limits as limit_store
 from jobqueue.store import meta as meta_store
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
-from jobqueue.store.history import ThroughputMinute
-from jobqueue.store.queues import Unserved
-from jobqueue.store.workers import WorkerInfo
 
 _ENQUEUE_FIELDS = frozenset({
     "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
@@ -77,7 +101,7 @@ SEAL_OFF_LOOP = 64
 
 
 def _span(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
-    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.durations`)."""
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.model.durations`)."""
     if value is None:
         return None
     if problem := duration_problem(value):
@@ -131,10 +155,10 @@ class NewJob:
         if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK):
             raise invalid("queue", name_problem(queue) or "")
         try:
-            payload_json = job_store.dumps({} if payload is None else payload)
+            payload_json = dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
             raise invalid("payload", f"must be JSON-serialisable ({exc})") from None
-        if job_store.holds_nul(payload_json):
+        if holds_nul(payload_json):
             raise invalid("payload", "must not contain the NUL character (PostgreSQL's jsonb cannot store it)")
         if type(priority) is not str or priority not in _PRIORITY_LABELS:
             try:
@@ -211,7 +235,7 @@ class NewJob:
 
     def sealed(self, job_id: uuid.UUID, payload: Any) -> "NewJob":
         """This job with its payload sealed for ``job_id``, the id it is inserted with."""
-        return replace(self, id=job_id, payload_json=job_store.dumps(payload))
+        return replace(self, id=job_id, payload_json=dumps(payload))
 
     def call(self) -> db.Call[uuid.UUID]:
         if self.id is not None:  # only enqueue_many takes an id
@@ -593,7 +617,7 @@ class AsyncClient:
 
     async def _sealer(self) -> Sealer:
         """The sealer, with the tasks' encrypted fields read again when its copy is stale — ahead of
-        time and once for concurrent callers (`jobqueue.refresh_ahead`), so a busy producer never
+        time and once for concurrent callers (`jobqueue.runtime.refresh_ahead`), so a busy producer never
         waits for that read, and never uses declarations older than the sealer's ttl."""
         await self._declarations.get(None)
         return self.sealer
@@ -845,7 +869,7 @@ class AsyncClient:
         return await self._run(key_store.revoke(_job_id(key_id, field="key_id")), None)
 
     async def metrics_snapshot(self, *, cap: int, stale_seconds: float, max_queues: int | None = None) -> metrics.Snapshot:
-        """What /metrics and the dashboard show, read on one pooled connection (see jobqueue.metrics);
+        """What /metrics and the dashboard show, read on one pooled connection (see jobqueue.observability.metrics);
         ``max_queues``: at most that many undeclared queues by name (`metrics.fold`)."""
         async with db.connection(self._pool) as conn:
             return await metrics.collect(conn, cap=cap, stale_seconds=stale_seconds, max_queues=max_queues)

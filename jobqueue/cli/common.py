@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from jobqueue.config import Settings
-from jobqueue.errors import JobQueueError
+from jobqueue.model.errors import JobQueueError
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

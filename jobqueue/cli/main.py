@@ -15,7 +15,7 @@
     jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
-    jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.rotation)
+    jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.cli.keys)
     jobqueue roles grant|revoke|login --role KIND LOGIN | list   PostgreSQL roles (see jobqueue.cli.roles)
 """
 
@@ -28,10 +28,10 @@ import json
 import sys
 from typing import Sequence
 
-from jobqueue import migrate
 from jobqueue.cli.common import dispatch, settings_from_args
 from jobqueue.cli.oneshot import open_client
 from jobqueue.cli.worker import add_worker_options, run_worker
+from jobqueue.store import migrate
 
 
 def _print_json(value: object) -> None:
@@ -113,7 +113,7 @@ def _cmd_roles(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
-    from jobqueue.rotation import run_keys
+    from jobqueue.cli.keys import run_keys
 
     return run_keys(args, settings_from_args(args))
 
@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_apikey)
 
     p = commands.add_parser("keys", help="payload encryption keys: generate a new one, rotate stored values to the current one")
-    from jobqueue.rotation import add_keys_arguments
+    from jobqueue.cli.keys import add_keys_arguments
 
     add_keys_arguments(p)
     p.set_defaults(func=_cmd_keys)

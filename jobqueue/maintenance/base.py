@@ -17,8 +17,8 @@ import logging
 import random
 from typing import Callable
 
-from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.model.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger("jobqueue.maintenance")
 

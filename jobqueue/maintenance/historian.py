@@ -14,9 +14,9 @@ one day; ``clock``.
 
 from __future__ import annotations
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import history as history_store
 
 DAY = 86_400.0

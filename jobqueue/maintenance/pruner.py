@@ -24,9 +24,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Mapping
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import retention as retention_store
 from jobqueue.store import schedules as schedule_store
 

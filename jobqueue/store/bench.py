@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from jobqueue.db import Call, no_result, scalar
+from jobqueue.db.gateway import Call, no_result, scalar
 
 #: The raw baseline's schema (fixed: SQL identifiers cannot be parameters).
 RAW_SCHEMA = "jobqueue_bench_raw"

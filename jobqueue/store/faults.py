@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobqueue.db import Call, column, no_result, scalar
+from jobqueue.db.gateway import Call, column, no_result, scalar
 
 
 @dataclass(frozen=True, slots=True)

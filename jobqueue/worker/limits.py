@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from jobqueue import db
 from jobqueue.app import JobQueue
-from jobqueue.limits import Allowance
-from jobqueue.models import Job
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import Job
+from jobqueue.model.limits import Allowance
 from jobqueue.store import limits as limit_store
 from jobqueue.worker.shared_state import SharedStateCopy
 

@@ -57,13 +57,15 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from jobqueue import db, tracing
-from jobqueue.background import watch
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
-from jobqueue.models import Job
-from jobqueue.notifier import Coalescer, Notifier, Throttled
+from jobqueue.db import gateway as db
+from jobqueue.events import channels
+from jobqueue.events.notifier import Coalescer, Notifier, Throttled
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.model.jobs import Job
+from jobqueue.observability import tracing
+from jobqueue.runtime.background import watch
 from jobqueue.store import jobs as job_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import schedules as schedule_store
@@ -73,10 +75,9 @@ from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.circuits import Breakers
 from jobqueue.worker.claimer import Claimer
 from jobqueue.worker.deadlines import DeadlineWatch
-from jobqueue.worker.limits import LimitWatch
-from jobqueue.worker.executor import (CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute,
-                                      overdue_outcome)
+from jobqueue.worker.executor import CANCELLED, COMPLETED, RETRY, Outcome, attempt_timeout, execute, overdue_outcome
 from jobqueue.worker.heartbeat import Heartbeat
+from jobqueue.worker.limits import LimitWatch
 from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.scaling import SlotScaler
 from jobqueue.worker.spans import traced
@@ -182,11 +183,11 @@ class Worker:
         self._cancel_check = Throttled(self._check_cancel_hints, gap=CANCEL_GAP, name="cancel-check")
         self.started = asyncio.Event()
         # Subscribe before anything runs: the notifier LISTENs to the channels known when it connects.
-        self.notifier.subscribe("jobqueue_jobs", self._on_jobs_notification)
-        self.notifier.subscribe("jobqueue_cancel", self._on_cancel_notification)
-        self.notifier.subscribe("jobqueue_control", self._on_control_notification)
-        self.notifier.subscribe("jobqueue_circuits", Coalescer(CONTROL_GAP, self.breakers.request_refresh, burst=CONTROL_BURST))
-        self.notifier.subscribe("jobqueue_limits", Coalescer(CONTROL_GAP, self.limits.request_refresh, burst=CONTROL_BURST))
+        self.notifier.subscribe(channels.JOBS, self._on_jobs_notification)
+        self.notifier.subscribe(channels.CANCEL, self._on_cancel_notification)
+        self.notifier.subscribe(channels.CONTROL, self._on_control_notification)
+        self.notifier.subscribe(channels.CIRCUITS, Coalescer(CONTROL_GAP, self.breakers.request_refresh, burst=CONTROL_BURST))
+        self.notifier.subscribe(channels.LIMITS, Coalescer(CONTROL_GAP, self.limits.request_refresh, burst=CONTROL_BURST))
         self.notifier.on_reconnect(self._on_reconnect)
 
     # --- control --------------------------------------------------------------------------

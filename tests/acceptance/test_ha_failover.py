@@ -38,13 +38,13 @@ import httpx
 import psycopg
 import pytest
 
-from jobqueue import db
 from jobqueue.cli import hastack
 from jobqueue.cli.faults.cluster import now, prepare_database
 from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
 from jobqueue.cli.faults.report import Fault
 from jobqueue.cli.faults.scenarios import Config, Stage, mark_service_back, record_producers
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import faults as faults_store
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from jobqueue import db
 from jobqueue.cli.devdb import free_port
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.scaling import SlotScaler
 from jobqueue.worker.stats import WorkerStats

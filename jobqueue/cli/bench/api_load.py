@@ -18,10 +18,10 @@ import asyncio
 import os
 import uuid
 
-from jobqueue import db
 from jobqueue.cli.bench.common import bench_client, connect
 from jobqueue.cli.bench.http import ApiServer, Connection, closed, paced, wait_ready
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
 from jobqueue.store import bench as bench_store
 
 

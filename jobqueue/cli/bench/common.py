@@ -22,9 +22,9 @@ from typing import IO, Any
 
 import psycopg
 
-from jobqueue import db
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
 from jobqueue.store import bench as store
 
 #: The schemas whose tables the bench counts: jobqueue's own and the raw baseline's.

@@ -23,8 +23,16 @@ import asyncio
 import time
 from typing import Any
 
-from jobqueue.cli.bench.common import (Bench, btree_insertions, hold_snapshot, row_versions, say, settled_counters,
-                                   wal_bytes, wal_point)
+from jobqueue.cli.bench.common import (
+    Bench,
+    btree_insertions,
+    hold_snapshot,
+    row_versions,
+    say,
+    settled_counters,
+    wal_bytes,
+    wal_point,
+)
 from jobqueue.cli.bench.engine import JobqueueQueue
 from jobqueue.cli.bench.raw import RawQueue
 

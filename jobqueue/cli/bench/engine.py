@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
-from jobqueue import db
 from jobqueue.cli.bench.app import JOB_TYPE
 from jobqueue.cli.bench.common import Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.pruner import DAY, Pruner
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.vacuumer import Vacuumer

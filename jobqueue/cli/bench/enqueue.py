@@ -22,12 +22,12 @@ import json
 import time
 from typing import AsyncContextManager, AsyncIterator, Awaitable, Callable
 
-from jobqueue import db
 from jobqueue.cli.bench.app import JOB_TYPE
 from jobqueue.cli.bench.common import Bench, connect_async, percentile, rate_and_latency, say
 from jobqueue.cli.bench.engine import JobqueueQueue
 from jobqueue.cli.bench.http import ApiServer, Connection, closed, paced
 from jobqueue.cli.bench.raw import RawQueue
+from jobqueue.db import gateway as db
 from jobqueue.store import bench as store
 
 Enqueue = Callable[[int], Awaitable[object]]

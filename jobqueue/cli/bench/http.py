@@ -18,8 +18,8 @@ from collections import Counter
 from urllib.parse import urlsplit
 
 from jobqueue.cli.bench.common import percentile, process_log, stop_process
-from jobqueue.config import Settings
 from jobqueue.cli.devdb import free_port
+from jobqueue.config import Settings
 
 
 class ApiServer:

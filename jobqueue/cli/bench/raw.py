@@ -34,10 +34,10 @@ from typing import IO, AsyncIterator, Awaitable, Callable
 
 import psycopg
 
-from jobqueue import db
 from jobqueue.cli.bench.app import JOB_TYPE
 from jobqueue.cli.bench.common import Bench, connect_async, process_log, stop_process
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
 from jobqueue.store import bench as store
 
 #: Seconds an idle raw worker sleeps when no NOTIFY comes (its fallback poll).

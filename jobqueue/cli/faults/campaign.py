@@ -25,7 +25,6 @@ from jobqueue.cli.faults.report import Row, exit_status, render
 from jobqueue.cli.faults.scenarios import SCENARIOS, Config, run_scenario
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Config()
     parser.formatter_class = argparse.RawDescriptionHelpFormatter

@@ -18,11 +18,12 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from jobqueue import db, migrate
 from jobqueue.cli.devdb import LocalCluster
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import bench as bench_store
 from jobqueue.store import faults as faults_store
+from jobqueue.store import migrate
 
 TEMPLATE = "jobqueue_faults_template"
 

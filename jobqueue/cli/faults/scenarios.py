@@ -31,14 +31,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from jobqueue.client import AsyncClient
 from jobqueue.cli.devdb import free_port
-from jobqueue.errors import ValidationError
 from jobqueue.cli.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTEMPTS
 from jobqueue.cli.faults.cluster import FaultCluster, Monitor, now
 from jobqueue.cli.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
 from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
 from jobqueue.cli.faults.report import Fault, Row, Run, judge, latest
+from jobqueue.client import AsyncClient
+from jobqueue.model.errors import ValidationError
 from jobqueue.store import faults as faults_store
 
 

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobqueue import Client, tracing
+from jobqueue import Client
+from jobqueue.observability import tracing
 from jobqueue.worker.spans import traced
 from tests.support.factories import job_row
 from tests.support.waiting import wait_until

@@ -36,10 +36,17 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from jobqueue.config import Settings
-from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
-                             PermissionDenied, QueueFull,
-                             ValidationError)
-from jobqueue.sql import query
+from jobqueue.db.queries import query
+from jobqueue.model.errors import (
+    Conflict,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    IdempotencyMismatch,
+    NotMigrated,
+    PermissionDenied,
+    QueueFull,
+    ValidationError,
+)
 
 T = TypeVar("T")
 

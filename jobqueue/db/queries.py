@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from jobqueue.paths import resource_dir
+
+from jobqueue.db.paths import resource_dir
 
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
