@@ -40,7 +40,7 @@ system-deps:
 
 # JOBQUEUE_DSN, or the local durable cluster in .pgdata started for it; a cluster that cannot
 # start stops the recipe here (an empty DSN would silently mean the default 127.0.0.1:5432).
-USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m jobqueue.cli.devdb start)}" && [ -n "$$dsn" ] \
+USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m tests.harness.devdb start)}" && [ -n "$$dsn" ] \
 	|| { echo "no database: the local PostgreSQL did not start (see .pgdata/server.log)" >&2; exit 1; }; \
 	export JOBQUEUE_DSN="$$dsn"
 
@@ -49,19 +49,19 @@ db: install
 	@$(USE_DB); echo "$$JOBQUEUE_DSN"
 
 db-stop:
-	$(BIN)/python -m jobqueue.cli.devdb stop
+	$(BIN)/python -m tests.harness.devdb stop
 
 # A pg_auto_failover stack in .pgdata-ha (docs/high-availability.md): a monitor, a primary and two
 # standbys, a commit waiting for one of them; migrated; prints the multi-host DSN, so
 # `JOBQUEUE_DSN="$$(make -s ha)" make run` runs on it. Idempotent. Ports: JOBQUEUE_HA_PORT (monitor,
 # default 54340) and the next three. HA_ARGS=--two-nodes: the availability trade-off (see the docs).
 ha: install
-	@dsn="$$($(BIN)/python -m jobqueue.cli.hastack start $(HA_ARGS))" && [ -n "$$dsn" ] \
+	@dsn="$$($(BIN)/python -m tests.harness.hastack start $(HA_ARGS))" && [ -n "$$dsn" ] \
 		|| { echo "the HA stack did not start (logs: .pgdata-ha/*.log)" >&2; exit 1; }; \
 	JOBQUEUE_DSN="$$dsn" $(BIN)/jobqueue migrate >&2 && echo "$$dsn"
 
 ha-stop:
-	$(BIN)/python -m jobqueue.cli.hastack stop
+	$(BIN)/python -m tests.harness.hastack stop
 
 migrate: install
 	@$(USE_DB); $(BIN)/jobqueue migrate
@@ -119,9 +119,9 @@ bench: install
 # never .pgdata or JOBQUEUE_DSN: it crashes and restarts PostgreSQL. FAULTS_ARGS narrows it,
 # e.g. FAULTS_ARGS='--scenario sigkill --jobs 2000'. Exit status 1 when a scenario failed.
 faults: install
-	$(BIN)/jobqueue faults $(FAULTS_ARGS)
+	$(BIN)/python -m tests.harness.faults $(FAULTS_ARGS)
 
 clean:
-	-$(BIN)/python -m jobqueue.cli.devdb stop
-	-[ ! -d .pgdata-ha ] || $(BIN)/python -m jobqueue.cli.hastack stop
+	-$(BIN)/python -m tests.harness.devdb stop
+	-[ ! -d .pgdata-ha ] || $(BIN)/python -m tests.harness.hastack stop
 	rm -rf $(VENV) .pgdata .pgdata-faults .pgdata-ha .pytest_cache

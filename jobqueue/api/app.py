@@ -2,7 +2,8 @@
 
 The API adds nothing the database does not know: every handler calls `jobqueue.client.AsyncClient`
 (the same client Python producers use), so validation, defaults and idempotency are identical on
-every path. Shared, per-process state lives in one `Services` object (client pool, API-key cache,
+every path; what only the API reads (key lookups, queue depths, /readyz, /metrics) runs on that
+client's pooled connections (`jobqueue.api.store_access`). Shared, per-process state lives in one `Services` object (client pool, API-key cache,
 queue-depth cache, rate limiters, event hub), opened and closed with the app's lifespan and handed
 to handlers as the ``services`` dependency.
 

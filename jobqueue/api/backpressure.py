@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from jobqueue.client import AsyncClient
+from jobqueue.api.store_access import ApiStore
 from jobqueue.config import Settings
 from jobqueue.model.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
 from jobqueue.model.jobs import Priority
@@ -106,8 +106,8 @@ class Demand:
 
 
 class Backpressure:
-    def __init__(self, client: AsyncClient, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.client = client
+    def __init__(self, store: ApiStore, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
         self.settings = settings
         self._clock = clock
         self.depths: dict[str, int] = {}  # waiting jobs per queue (and 0 for queues live workers serve)
@@ -130,17 +130,17 @@ class Backpressure:
 
     async def refresh(self) -> None:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
-        settings = await self.client.queue_settings()
+        settings = await self.store.client.queue_settings()
         self.queue_settings = settings
         self.quota = api_limits(self.settings, settings)
-        submitted = await self.client.submitted_total()
+        submitted = await self.store.submitted_total()
         if not self.count_needed(submitted):
             return
         started = self._recount.started()
         self._committed_meanwhile = []
         try:
-            counts = await self.client.waiting_counts(cap=self.quota.cap(),
-                                                      stale_seconds=self.settings.worker_stale_seconds)
+            counts = await self.store.waiting_counts(cap=self.quota.cap(),
+                                                     stale_seconds=self.settings.worker_stale_seconds)
         finally:
             meanwhile, self._committed_meanwhile = self._committed_meanwhile, None
         self.depths, self.served = dict(counts.depths), counts.served

@@ -16,6 +16,7 @@ from litestar.response import Response
 from jobqueue.api.errors import error_responses
 from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import Services, ServicesDep
+from jobqueue.client import AsyncClient
 from jobqueue.model.autoscale import Rule
 from jobqueue.observability import metrics, prometheus
 
@@ -29,10 +30,15 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
     if found is None:
         settings = services.settings
 
+        async def collect(client: AsyncClient) -> metrics.Snapshot:
+            """What /metrics and the dashboard show, read on one pooled connection (`metrics.collect`)."""
+            async with client.connection() as conn:
+                return await metrics.collect(conn, cap=settings.metrics_count_cap,
+                                             stale_seconds=settings.worker_stale_seconds,
+                                             max_queues=settings.metrics_max_queues)
+
         async def source() -> metrics.Snapshot:
-            return await services.reads.read(None, lambda client: client.metrics_snapshot(
-                cap=settings.metrics_count_cap, stale_seconds=settings.worker_stale_seconds,
-                max_queues=settings.metrics_max_queues))
+            return await services.reads.read(None, collect)
 
         found = state["metrics_collector"] = metrics.Collector(source, ttl=settings.metrics_ttl)
     return found

@@ -5,6 +5,7 @@
   (``JOBQUEUE_API_DB_TIMEOUT`` to get a pooled connection, ``JOBQUEUE_API_CONNECT_TIMEOUT`` to
   connect), so a database outage answers 503 within about a second or two, and the pool
   reconnects by itself when the database returns;
+- ``store``: the statements only the API runs, on the client's pool (`jobqueue.api.store_access`);
 - ``keys``: the API-key cache; ``cursors``: seals listing cursors (`jobqueue.api.cursors`);
   ``backpressure``: queue depths, limits and token buckets;
 - ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is; none
@@ -25,10 +26,11 @@ from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure, StreamQuota
 from jobqueue.api.cursors import Cursors
 from jobqueue.api.reads import ReadRouter
+from jobqueue.api.store_access import ApiStore
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
 from jobqueue.db import gateway as db
-from jobqueue.events.hub import EventHub
+from jobqueue.events.hub import EventHub, StoreRegistrar
 from jobqueue.runtime.background import watch
 from jobqueue.store import migrate
 
@@ -45,11 +47,12 @@ class Services:
             settings.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=settings.api_pool_size,
             pool_timeout=settings.api_db_timeout, connect_timeout=settings.api_connect_timeout, decrypt_results=False)
         self.reads = ReadRouter(self.client, replica, after_write=settings.read_after_write)
-        self.keys = KeyCache(self.client.api_key, settings.api_key_cache_seconds)
-        self.cursors = Cursors(self.client.api_secret)
-        self.backpressure = Backpressure(self.client, settings)
+        self.store = ApiStore(self.client)
+        self.keys = KeyCache(self.store.api_key, settings.api_key_cache_seconds)
+        self.cursors = Cursors(self.store.api_secret)
+        self.backpressure = Backpressure(self.store, settings)
         listen = db.Session.of(settings, db.API_NAME, direct=True).conninfo() if settings.listen else None
-        self.events = EventHub(self.client, listen,
+        self.events = EventHub(StoreRegistrar(self.client.connection), listen,
                                connect_timeout=settings.api_db_timeout + settings.api_connect_timeout)
         self.streams = StreamQuota(settings.api_max_streams_per_key)
         self.head_revision = migrate.head_revision()

@@ -27,8 +27,8 @@ import sys
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
+from jobqueue.cli.common import settings_from_args
 from jobqueue.client import Client
-from jobqueue.config import Settings
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import JobState, Priority, RetryOutcome
@@ -254,87 +254,92 @@ def _clear_limit(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def add_admin_commands(commands: argparse._SubParsersAction,
-                       settings: Callable[[argparse.Namespace], Settings]) -> None:
-    """Add ``jobs``, ``dlq``, ``queues``, ``workers``, ``circuits`` and ``limits`` to the ``jobqueue`` command."""
+def _command(parser: argparse.ArgumentParser, use: Callable[[Client, argparse.Namespace], int]) -> None:
+    """A leaf command: ``--dsn``, and ``use`` run on a one-shot client."""
+    from jobqueue.cli.oneshot import open_client
 
-    def command(parser: argparse.ArgumentParser, use: Callable[[Client, argparse.Namespace], int]) -> None:
-        from jobqueue.cli.oneshot import open_client
+    parser.add_argument("--dsn")
+    parser.set_defaults(func=lambda args: _with_client(open_client(settings_from_args(args)), use, args))
 
-        parser.add_argument("--dsn")
-        parser.set_defaults(func=lambda args: _with_client(open_client(settings(args)), use, args))
 
-    jobs = commands.add_parser("jobs", help="list, show, cancel or retry jobs").add_subparsers(dest="action",
-                                                                                              required=True)
+def add_jobs(parser: argparse.ArgumentParser) -> None:
+    """``jobqueue jobs``; this and the other ``add_*`` below declare one command of `jobqueue.cli.main.COMMANDS`."""
+    jobs = parser.add_subparsers(dest="action", required=True)
     p = jobs.add_parser("list", help="jobs newest first, with filters")
     _list_options(p, state=True)
-    command(p, _jobs_list)
+    _command(p, _jobs_list)
     p = jobs.add_parser("get", help="a job with its result and every attempt's error (JSON)")
     p.add_argument("job_id")
-    command(p, lambda c, a: print(_json(dataclasses.asdict(c.get(a.job_id)))) or 0)
+    _command(p, lambda c, a: print(_json(dataclasses.asdict(c.get(a.job_id)))) or 0)
     for name, use, text in (("cancel", _cancel, "cancel a job"), ("retry", _retry, "a dead job back to pending")):
         p = jobs.add_parser(name, help=text)
         p.add_argument("job_id")
-        command(p, use)
+        _command(p, use)
 
-    dlq = commands.add_parser("dlq", help="the dead-letter queue").add_subparsers(dest="action", required=True)
+
+def add_dlq(parser: argparse.ArgumentParser) -> None:
+    dlq = parser.add_subparsers(dest="action", required=True)
     p = dlq.add_parser("list", help="dead jobs newest first, with their last error")
     _list_options(p, state=False)
-    command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state="dead_letter",
-                                                       queue=a.queue, job_type=a.job_type), DEAD_COLUMNS))
+    _command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state="dead_letter",
+                                                        queue=a.queue, job_type=a.job_type), DEAD_COLUMNS))
     p = dlq.add_parser("retry", help="one dead job back to pending")
     p.add_argument("job_id")
-    command(p, _retry)
+    _command(p, _retry)
     p = dlq.add_parser("retry-all", help="every matching dead job back to pending; prints how many")
     p.add_argument("--queue")
     p.add_argument("--job-type")
-    command(p, lambda c, a: print(c.retry_dead_letters(queue=a.queue, job_type=a.job_type)) or 0)
+    _command(p, lambda c, a: print(c.retry_dead_letters(queue=a.queue, job_type=a.job_type)) or 0)
     p = dlq.add_parser("purge", help="delete matching dead jobs with their results and errors")
     p.add_argument("--queue")
     p.add_argument("--job-type")
     p.add_argument("--before", help="only jobs that died before this aware ISO-8601 time")
     p.add_argument("--yes", action="store_true", help="yes, delete them")
-    command(p, _purge)
+    _command(p, _purge)
 
-    queues = commands.add_parser("queues", help="queue figures, pause/resume, limits, shedding").add_subparsers(
-        dest="action", required=True)
+
+def add_queues(parser: argparse.ArgumentParser) -> None:
+    queues = parser.add_subparsers(dest="action", required=True)
     p = queues.add_parser("list", help="per queue: depth, scheduled, processing, retrying, dead, limits")
     p.add_argument("--json", action="store_true")
-    command(p, _queues)
+    _command(p, _queues)
     for name, method in (("pause", "pause_queue"), ("resume", "resume_queue")):
         p = queues.add_parser(name, help=f"{name} claiming from a queue (it keeps accepting jobs)")
         p.add_argument("queue")
-        command(p, _queue_settings_printer(functools.partial(_call_on_queue, method)))
+        _command(p, _queue_settings_printer(functools.partial(_call_on_queue, method)))
     p = queues.add_parser("limits", help="backpressure limits of a queue (omit both: the defaults)")
     p.add_argument("queue")
     p.add_argument("--soft", type=int)
     p.add_argument("--hard", type=int)
-    command(p, _queue_settings_printer(lambda c, a: c.set_queue_limits(a.queue, soft_limit=a.soft, hard_limit=a.hard)))
+    _command(p, _queue_settings_printer(lambda c, a: c.set_queue_limits(a.queue, soft_limit=a.soft, hard_limit=a.hard)))
     p = queues.add_parser("shedding", help="above the soft limit, dead-letter retries of low jobs (reason shed)")
     p.add_argument("queue")
     p.add_argument("state", choices=("on", "off"))
-    command(p, _queue_settings_printer(lambda c, a: c.set_queue_shedding(a.queue, a.state == "on")))
+    _command(p, _queue_settings_printer(lambda c, a: c.set_queue_shedding(a.queue, a.state == "on")))
 
-    p = commands.add_parser("workers", help="the worker registry")
-    p.add_argument("--json", action="store_true")
-    command(p, _workers)
 
-    circuits = commands.add_parser("circuits", help="circuit breakers: state, hold open, close").add_subparsers(
-        dest="action", required=True)
+def add_workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    _command(parser, _workers)
+
+
+def add_circuits(parser: argparse.ArgumentParser) -> None:
+    circuits = parser.add_subparsers(dest="action", required=True)
     p = circuits.add_parser("list", help="every breaker: state, failures in its window, settings, job types")
     p.add_argument("--json", action="store_true")
-    command(p, _circuits)
+    _command(p, _circuits)
     for name, method, text in (("open", "open_circuit", "hold a breaker open (no probe) until it is closed"),
                                ("close", "close_circuit", "close a breaker now (its failure count starts afresh)")):
         p = circuits.add_parser(name, help=text)
         p.add_argument("name")
-        command(p, functools.partial(_force_circuit, method))
+        _command(p, functools.partial(_force_circuit, method))
 
-    limits = commands.add_parser("limits", help="global concurrency and rate limits per job type or queue"
-                                 ).add_subparsers(dest="action", required=True)
+
+def add_limits(parser: argparse.ArgumentParser) -> None:
+    limits = parser.add_subparsers(dest="action", required=True)
     p = limits.add_parser("list", help="every limit: concurrency and jobs running, rate and starts in its window")
     p.add_argument("--json", action="store_true")
-    command(p, _limits)
+    _command(p, _limits)
     for name, use, text in (("set", _set_limit, "set a limit (an operator's wins over the code's until cleared)"),
                             ("clear", _clear_limit, "remove a limit")):
         p = limits.add_parser(name, help=text)
@@ -344,7 +349,7 @@ def add_admin_commands(commands: argparse._SubParsersAction,
         if name == "set":
             p.add_argument("--concurrency", type=int, help="at most N running at once, across every worker")
             p.add_argument("--rate", help="at most so many starts per window: 10/s, 100/m, 5/2s, 1000/h")
-        command(p, use)
+        _command(p, use)
 
 
 def _with_client(client: Client, use: Callable[[Client, argparse.Namespace], int], args: argparse.Namespace) -> int:

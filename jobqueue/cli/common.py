@@ -1,16 +1,25 @@
-"""What every command shares: Settings from the environment and --dsn, and one way to report an error."""
+"""What every command shares: Settings from the environment and --dsn, and one way to report an error.
+
+Imported by `jobqueue --help` too, so it imports nothing heavy (jobqueue.config brings psycopg)
+until a command asks for its settings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from jobqueue.config import Settings
 from jobqueue.model.errors import JobQueueError
+
+if TYPE_CHECKING:
+    from jobqueue.config import Settings
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """JOBQUEUE_* settings, with the command's --dsn (when it has one) taking precedence."""
+    from jobqueue.config import Settings
+
     settings = Settings.from_env()
     if getattr(args, "dsn", None):
         settings = settings.with_(dsn=args.dsn)

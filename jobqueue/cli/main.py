@@ -11,27 +11,31 @@
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
     jobqueue bench api …                      load POST /jobs over HTTP: req/s, p50/p99
-    jobqueue faults …                         the fault campaign (see `jobqueue faults --help`)
     jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
     jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.cli.keys)
     jobqueue roles grant|revoke|login --role KIND LOGIN | list   PostgreSQL roles (see jobqueue.cli.roles)
+
+A one-shot command must start at once, so this module imports next to nothing: `COMMANDS` names
+every command with its line in ``--help``, and a command's module (its arguments, its handler, and
+what they need: psycopg, the client, alembic, litestar, uvicorn, the benchmark) is imported only
+when that command is the one on the command line. `jobqueue --help` loads none of them.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
+import importlib
 import json
 import sys
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from jobqueue.cli.common import dispatch, settings_from_args
-from jobqueue.cli.oneshot import open_client
-from jobqueue.cli.worker import add_worker_options, run_worker
-from jobqueue.store import migrate
+
+#: Adds one command's arguments (and its ``func``) to the parser `jobqueue <command>` parses.
+Declare = Callable[[argparse.ArgumentParser], None]
 
 
 def _print_json(value: object) -> None:
@@ -39,6 +43,8 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
+    from jobqueue.store import migrate
+
     session = migrate.migration_session(settings_from_args(args))
     migrate.upgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session)}")
@@ -46,6 +52,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
+    from jobqueue.store import migrate
+
     session = migrate.migration_session(settings_from_args(args))
     migrate.downgrade(session, args.revision)
     print(f"jobqueue schema at {migrate.current_revision(session) or 'base (removed)'}")
@@ -53,6 +61,8 @@ def _cmd_downgrade(args: argparse.Namespace) -> int:
 
 
 def _cmd_enqueue(args: argparse.Namespace) -> int:
+    from jobqueue.cli.oneshot import open_client
+
     try:
         payload = json.loads(args.payload) if args.payload else None
     except json.JSONDecodeError as exc:
@@ -67,12 +77,16 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
+    from jobqueue.cli.oneshot import open_client
+
     with open_client(settings_from_args(args)) as client:
         _print_json(dataclasses.asdict(client.get(args.job_id)))
     return 0
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
+    from jobqueue.cli.oneshot import open_client
+
     with open_client(settings_from_args(args)) as client:
         outcome = client.cancel(args.job_id)
     print(outcome.value)
@@ -80,6 +94,8 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_maintenance(args: argparse.Namespace) -> int:
+    import asyncio
+
     from jobqueue.maintenance.runner import run_standalone
     from jobqueue.process import configure_logging
 
@@ -100,59 +116,37 @@ def _cmd_api(args: argparse.Namespace) -> int:
     return serve(settings_from_args(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
 
 
-def _cmd_apikey(args: argparse.Namespace) -> int:
-    from jobqueue.cli.apikeys import run_apikey
-
-    return run_apikey(args, settings_from_args(args))
-
-
-def _cmd_roles(args: argparse.Namespace) -> int:
-    from jobqueue.cli.roles import run_roles
-
-    return run_roles(args, settings_from_args(args))
-
-
-def _cmd_keys(args: argparse.Namespace) -> int:
-    from jobqueue.cli.keys import run_keys
-
-    return run_keys(args, settings_from_args(args))
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "api":
-        from jobqueue.cli.bench.api_load import run_api_bench
+        from jobqueue.bench.api_load import run_api_bench
 
         return run_api_bench(args, settings_from_args(args))
     if args.target == "enqueue":
-        from jobqueue.cli.bench.keys import run_enqueue_bench
+        from jobqueue.bench.keys import run_enqueue_bench
 
         return run_enqueue_bench(args, settings_from_args(args))
-    from jobqueue.cli.bench import run_bench
+    from jobqueue.bench.run import run_bench
 
     return run_bench(args, settings_from_args(args))
 
 
-def _cmd_faults(args: argparse.Namespace) -> int:
-    from jobqueue.cli.faults.campaign import run_faults
-
-    return run_faults(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobqueue", description="PostgreSQL-only background jobs.")
-    commands = parser.add_subparsers(dest="command", required=True)
+# --- declaring the commands ------------------------------------------------------------------
 
-    p = commands.add_parser("migrate", help="upgrade the schema")
+def _migrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", default="head")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_migrate)
 
-    p = commands.add_parser("downgrade", help="downgrade the schema (base = remove jobqueue)")
+
+def _downgrade(p: argparse.ArgumentParser) -> None:
     p.add_argument("revision")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_downgrade)
 
-    p = commands.add_parser("enqueue", help="enqueue one job and print its id")
+
+def _enqueue(p: argparse.ArgumentParser) -> None:
     p.add_argument("job_type")
     p.add_argument("--payload", help="JSON payload")
     p.add_argument("--priority", choices=["critical", "high", "normal", "low"])
@@ -163,51 +157,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_enqueue)
 
-    for name, func, text in (("get", _cmd_get, "show a job"), ("cancel", _cmd_cancel, "cancel a job")):
-        p = commands.add_parser(name, help=text)
+
+def _by_id(func: Callable[[argparse.Namespace], int]) -> Declare:
+    def declare(p: argparse.ArgumentParser) -> None:
         p.add_argument("job_id")
         p.add_argument("--dsn")
         p.set_defaults(func=func)
+    return declare
 
-    p = commands.add_parser("worker", help="run workers (same as jobqueue-worker)")
-    add_worker_options(p)
-    p.set_defaults(func=run_worker)
 
-    p = commands.add_parser("maintenance", help="run only the leader-only maintenance services")
+def _maintenance(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_maintenance)
 
-    from jobqueue.cli.admin import add_admin_commands
 
-    add_admin_commands(commands, settings=settings_from_args)
-
-    from jobqueue.cli.schedules import add_schedule_commands
-
-    add_schedule_commands(commands.add_parser("schedule", help="cron schedules: add, list, pause, resume, remove, run-now"),
-                          settings=settings_from_args)
-
-    p = commands.add_parser("demo", help="enqueue demo jobs and watch them finish")
+def _demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=5)
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_demo)
 
-    p = commands.add_parser("bench", help="benchmark enqueue, drain and pick-up latency")
-    from jobqueue.cli.bench import add_arguments
 
-    add_arguments(p)
-    from jobqueue.cli.bench.api_load import add_api_arguments
-
-    add_api_arguments(p)
-    p.set_defaults(func=_cmd_bench)
-
-    p = commands.add_parser("faults", help="the fault campaign: crashes, restarts and poison jobs on a local cluster")
-    from jobqueue.cli.faults.campaign import add_arguments as add_fault_arguments
-
-    add_fault_arguments(p)
-    p.set_defaults(func=_cmd_faults)
-
-    p = commands.add_parser("api", help="serve the REST API")
+def _api(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="interface to bind (JOBQUEUE_API_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (JOBQUEUE_API_PORT, default 8000)")
     p.add_argument("--workers", type=int, help="server processes (JOBQUEUE_API_WORKERS, default 1)")
@@ -215,25 +186,69 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_api)
 
-    p = commands.add_parser("apikey", help="create, list or revoke REST API keys")
-    from jobqueue.cli.apikeys import add_apikey_arguments
 
-    add_apikey_arguments(p)
-    p.set_defaults(func=_cmd_apikey)
+def _bench(p: argparse.ArgumentParser) -> None:
+    from jobqueue.bench.api_load import add_api_arguments
+    from jobqueue.bench.run import add_arguments
 
-    p = commands.add_parser("keys", help="payload encryption keys: generate a new one, rotate stored values to the current one")
-    from jobqueue.cli.keys import add_keys_arguments
+    add_arguments(p)
+    add_api_arguments(p)
+    p.set_defaults(func=_cmd_bench)
 
-    add_keys_arguments(p)
-    p.set_defaults(func=_cmd_keys)
 
-    p = commands.add_parser("roles", help="PostgreSQL roles: grant jobqueue's group roles to login roles, create logins")
-    from jobqueue.cli.roles import add_roles_arguments
+def _lazy(module: str, declare: str, run: str | None = None) -> Declare:
+    """A command declared in ``module`` by ``declare(parser)``, imported only when it is parsed; it
+    runs ``run(args, settings)`` (when given; else ``declare`` sets the parser's ``func`` itself)."""
+    def declare_lazily(p: argparse.ArgumentParser) -> None:
+        found: Any = importlib.import_module(module)
+        getattr(found, declare)(p)
+        if run is not None:
+            p.set_defaults(func=lambda args: getattr(found, run)(args, settings_from_args(args)))
+    return declare_lazily
 
-    add_roles_arguments(p)
-    p.set_defaults(func=_cmd_roles)
+
+#: Every `jobqueue` command, in ``--help``'s order: its name, its line there, and what declares it.
+COMMANDS: tuple[tuple[str, str, Declare], ...] = (
+    ("migrate", "upgrade the schema", _migrate),
+    ("downgrade", "downgrade the schema (base = remove jobqueue)", _downgrade),
+    ("enqueue", "enqueue one job and print its id", _enqueue),
+    ("get", "show a job", _by_id(_cmd_get)),
+    ("cancel", "cancel a job", _by_id(_cmd_cancel)),
+    ("worker", "run workers (same as jobqueue-worker)", _lazy("jobqueue.cli.worker", "add_worker_command")),
+    ("maintenance", "run only the leader-only maintenance services", _maintenance),
+    ("jobs", "list, show, cancel or retry jobs", _lazy("jobqueue.cli.admin", "add_jobs")),
+    ("dlq", "the dead-letter queue", _lazy("jobqueue.cli.admin", "add_dlq")),
+    ("queues", "queue figures, pause/resume, limits, shedding", _lazy("jobqueue.cli.admin", "add_queues")),
+    ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
+    ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),
+    ("limits", "global concurrency and rate limits per job type or queue", _lazy("jobqueue.cli.admin", "add_limits")),
+    ("schedule", "cron schedules: add, list, pause, resume, remove, run-now",
+     _lazy("jobqueue.cli.schedules", "add_schedule_commands")),
+    ("demo", "enqueue demo jobs and watch them finish", _demo),
+    ("bench", "benchmark enqueue, drain and pick-up latency", _bench),
+    ("api", "serve the REST API", _api),
+    ("apikey", "create, list or revoke REST API keys", _lazy("jobqueue.cli.apikeys", "add_apikey_arguments", "run_apikey")),
+    ("keys", "payload encryption keys: generate a new one, rotate stored values to the current one",
+     _lazy("jobqueue.cli.keys", "add_keys_arguments", "run_keys")),
+    ("roles", "PostgreSQL roles: grant jobqueue's group roles to login roles, create logins",
+     _lazy("jobqueue.cli.roles", "add_roles_arguments", "run_roles")),
+)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `jobqueue` parser. Every command is listed; only ``command``'s arguments are declared
+    (its module imported) — all of them when ``command`` is None (the tests' and docs' full parser)."""
+    parser = argparse.ArgumentParser(prog="jobqueue", description="PostgreSQL-only background jobs.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text, declare in COMMANDS:
+        p = commands.add_parser(name, help=text)
+        if command is None or command == name:
+            declare(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dispatch(build_parser().parse_args(argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    # The top-level parser has no option but -h, so the command, if any, is the first argument.
+    command = args[0] if args and not args[0].startswith("-") else ""
+    return dispatch(build_parser(command).parse_args(args))

@@ -19,7 +19,7 @@ import json
 from typing import Any, Callable
 
 from jobqueue.cli.admin import format_table as table
-from jobqueue.config import Settings
+from jobqueue.cli.common import settings_from_args
 from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import Priority
 from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule
@@ -48,14 +48,14 @@ def _payload(raw: str | None) -> object:
         raise ValidationError("payload", f"must be valid JSON ({exc})") from None
 
 
-def add_schedule_commands(parser: argparse.ArgumentParser, settings: Callable[[argparse.Namespace], Settings]) -> None:
-    """Add the ``schedule`` subcommands to ``parser``; ``settings`` builds Settings from the args."""
+def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
+    """Add the ``schedule`` subcommands to ``parser``."""
     actions = parser.add_subparsers(dest="action", required=True)
 
     def run(args: argparse.Namespace, use: Callable) -> Any:
         from jobqueue.cli.oneshot import open_client
 
-        with open_client(settings(args)) as client:
+        with open_client(settings_from_args(args)) as client:
             return use(client.schedules.with_source("cli"))
 
     def add(args: argparse.Namespace) -> int:

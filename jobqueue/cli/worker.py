@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from jobqueue.cli.common import dispatch, settings_from_args
-from jobqueue.config import Settings, concurrency_range, parse_weights
+
+if TYPE_CHECKING:  # jobqueue.config brings psycopg: imported once a worker's settings are built
+    from jobqueue.config import Settings
 
 
 def add_worker_options(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,8 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
 
 
 def worker_settings(args: argparse.Namespace) -> Settings:
+    from jobqueue.config import concurrency_range, parse_weights
+
     settings = settings_from_args(args)
     changes: dict = {}
     if args.queues:
@@ -52,8 +56,13 @@ def run_worker(args: argparse.Namespace) -> int:
     return supervise(args.app, worker_settings(args))
 
 
-def worker_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jobqueue-worker", description="Run jobqueue workers.")
+def add_worker_command(parser: argparse.ArgumentParser) -> None:
+    """`jobqueue-worker`'s options and handler, on its own parser or on `jobqueue worker`'s."""
     add_worker_options(parser)
     parser.set_defaults(func=run_worker)
+
+
+def worker_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jobqueue-worker", description="Run jobqueue workers.")
+    add_worker_command(parser)
     return dispatch(parser.parse_args(argv))

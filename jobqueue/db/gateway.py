@@ -27,7 +27,8 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Generic, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -36,7 +37,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from jobqueue.config import Settings
-from jobqueue.db.queries import query
+from jobqueue.db.queries import queries_in, query
 from jobqueue.model.errors import (
     Conflict,
     DatabaseBusy,
@@ -64,6 +65,20 @@ class Call(Generic[T]):
     @property
     def sql(self) -> str:
         return query(self.name)
+
+
+class FileCall(Call[T]):
+    """A Call whose SQL is in a file of its room's own (``queries_file``, named blocks as in
+    sql/queries/): for statements only one tool runs, which stay out of the dictionary every worker
+    and API process loads. A room subclasses it once and names its file; it runs through the same
+    gateway as every other Call."""
+
+    __slots__ = ()
+    queries_file: ClassVar[Path]
+
+    @property
+    def sql(self) -> str:
+        return queries_in(self.queries_file)[self.name]
 
 
 # Decoders shared by the store's Calls (rows → value), for the shapes most statements answer in.
@@ -178,7 +193,6 @@ API_READ_NAME = "jobqueue-api-read"  # the API's connections to a read replica (
 CLIENT_NAME = "jobqueue-client"
 CLI_NAME = "jobqueue-cli"
 MIGRATE_NAME = "jobqueue-migrate"
-BENCH_NAME = "jobqueue-bench"
 
 
 def worker_name(worker_id: str) -> str:
@@ -326,7 +340,7 @@ async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: Setti
 
 
 def connect_sync(session: Session, *, autocommit: bool = True, connect_timeout: int | None = None) -> psycopg.Connection:
-    """One blocking connection of its own (migrations, the benchmark)."""
+    """One blocking connection of its own (migrations, one-shot commands, a worker's preflight)."""
     kwargs: dict[str, Any] = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
     with translated_errors():
         conn = psycopg.connect(session.conninfo(), autocommit=autocommit, **kwargs)

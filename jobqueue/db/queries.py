@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 
 from jobqueue.db.paths import resource_dir
 
@@ -41,6 +42,12 @@ def queries() -> dict[str, str]:
 
 def query(name: str) -> str:
     return queries()[name]
+
+
+@functools.cache
+def queries_in(path: Path) -> dict[str, str]:
+    """The named blocks of one file of a room's own, outside ``sql/queries/`` (`jobqueue.db.gateway.FileCall`)."""
+    return parse_named_queries(path.read_text())
 
 
 def read_migration(filename: str) -> str:

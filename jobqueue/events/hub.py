@@ -39,11 +39,15 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, AsyncContextManager, Callable, Protocol, Sequence, TypeVar
 
+import psycopg
+
+from jobqueue.db import gateway as db
 from jobqueue.events import channels
 from jobqueue.events.notifier import LogLimit, Notifier, Throttled
 from jobqueue.model.errors import DatabaseUnavailable, JobQueueError, NotMigrated, PermissionDenied
+from jobqueue.store import events as event_store
 from jobqueue.store.events import EventRow
 
 log = logging.getLogger("jobqueue.events")
@@ -72,7 +76,7 @@ class EventsUnavailable(JobQueueError):
 
 
 class Registrar(Protocol):
-    """Registers the process in ``jobqueue.event_listeners`` (an `AsyncClient` does)."""
+    """Registers the process in ``jobqueue.event_listeners`` (a `StoreRegistrar` does)."""
 
     async def register_event_listener(self, listener_id: str, *, ttl: float) -> None: ...
 
@@ -80,6 +84,35 @@ class Registrar(Protocol):
 
     async def job_event_rows(self, job_ids: Sequence[uuid.UUID], *, recent_seconds: float) -> dict[uuid.UUID, EventRow]:
         """The jobs named by notifications, as this client may see them."""
+
+
+T = TypeVar("T")
+#: Where a registrar gets a connection for each statement: a pool's, e.g. `AsyncClient.connection`.
+Connect = Callable[[], AsyncContextManager[psycopg.AsyncConnection]]
+
+
+class StoreRegistrar:
+    """The `Registrar` of a client's waits and of the REST API's streams: the store's statements
+    (`jobqueue.store.events`), each on a connection from ``connect`` (the client's pool, so row-level
+    security reads the jobs back as that login may see them)."""
+
+    def __init__(self, connect: Connect) -> None:
+        self._connect = connect
+
+    async def _run(self, call: db.Call[T]) -> T:
+        async with self._connect() as conn:
+            return await db.run(conn, call)
+
+    async def register_event_listener(self, listener_id: str, *, ttl: float) -> None:
+        """Ask the database to send job events for ``ttl`` seconds (refresh while listening)."""
+        await self._run(event_store.register_listener(listener_id, ttl=ttl))
+
+    async def unregister_event_listener(self, listener_id: str) -> None:
+        await self._run(event_store.unregister_listener(listener_id))
+
+    async def job_event_rows(self, job_ids: Sequence[uuid.UUID], *, recent_seconds: float) -> dict[uuid.UUID, EventRow]:
+        """The rows of jobs that job-event notifications named (what the hub checks them against)."""
+        return await self._run(event_store.job_rows(job_ids, recent_seconds=recent_seconds))
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,7 @@ def _fold_dead(dead: list[DeadCount], hidden: set[str], limit: int) -> list[Dead
 
 
 class Collector:
-    """Caches snapshots from ``source`` (e.g. `AsyncClient.metrics_snapshot` bound to settings).
+    """Caches snapshots from ``source`` (the REST API's: `collect` on a connection of its client).
 
     A snapshot is reused for ``ttl`` seconds (default 2, `JOBQUEUE_METRICS_TTL`) — or ten times
     as long as it took to collect, when that is longer: a large backlog not yet vacuumed makes the

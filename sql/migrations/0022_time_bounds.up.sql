@@ -1,7 +1,7 @@
 -- 0022_time_bounds: a job's times stay within ten years (3650 days, the bound every interval of
 -- an enqueue already had). A run_at of 'infinity' or after year 9999 was accepted, and then every
 -- listing that met the row failed: Python's datetime ends at year 9999, so psycopg cannot read it.
--- The same rule as jobqueue.client.NewJob.build (Python and REST).
+-- The same rule as jobqueue.client.validation.NewJob.build (Python and REST).
 CREATE OR REPLACE FUNCTION jobqueue.job_problem(job_type text, priority text, run_at timestamp with time zone, delay interval,
                                      queue text, max_attempts integer, idempotency_key text, timeout interval,
                                      expires_at timestamp with time zone, expire_after interval,

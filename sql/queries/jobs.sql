@@ -562,16 +562,23 @@ WHERE (SELECT count(*) FROM mine) < cardinality(%(ids)s::uuid[])
 -- such a lease is left alone while its worker is alive — it beat its registry row within a lease
 -- (three of its heartbeat intervals, by this server's clock; a worker that stopped holds nothing)
 -- — and lists the job in leases_blocked (what its last renewal passed over as locked); the
--- worker's next renewal extends it. Everything else expired is reclaimed as before, a live
--- worker's forgotten attempts included.
+-- worker's next renewal extends it. No worker can renew while the server is down, so a lease of
+-- a worker that has not stopped counts from the server's start at the earliest: right after a
+-- restart it is left alone for one lease (three of its worker's heartbeat intervals), time for
+-- the worker to reconnect and renew it, or give back a claim whose reply the restart cut off.
+-- (The sweeper holds off after an outage it saw itself too; this rule holds whichever process
+-- leads after the restart, one whose sweeper never ran before included.) Everything else
+-- expired is reclaimed as before, a live worker's forgotten attempts included.
 WITH expired AS (
     SELECT j.id, j.locked_by, j.locked_until >= j.deadline_at AS overran FROM jobqueue.jobs j
     WHERE j.state = 'processing' AND j.locked_until < coalesce(%(now)s::timestamptz, now())
       AND NOT EXISTS (SELECT FROM jobqueue.workers w
-                      WHERE w.id = j.locked_by AND j.id = ANY(w.leases_blocked)
-                        AND w.status <> 'stopped'
-                        AND w.last_heartbeat > coalesce(%(now)s::timestamptz, now())
-                                               - make_interval(secs => 3 * w.heartbeat_interval))
+                      WHERE w.id = j.locked_by AND w.status <> 'stopped'
+                        AND (j.id = ANY(w.leases_blocked)
+                             AND w.last_heartbeat > coalesce(%(now)s::timestamptz, now())
+                                                    - make_interval(secs => 3 * w.heartbeat_interval)
+                             OR pg_postmaster_start_time() > coalesce(%(now)s::timestamptz, now())
+                                                              - make_interval(secs => 3 * w.heartbeat_interval)))
     ORDER BY j.locked_until
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED

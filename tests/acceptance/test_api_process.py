@@ -11,7 +11,7 @@ import time
 import httpx
 
 from jobqueue.api.serve import wait_ready
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
 

@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 
-from jobqueue.cli.bench import common, report
+from jobqueue.bench import common, report
 from jobqueue.client import Client
 from jobqueue.config import Settings
 from tests.support.waiting import wait_until

@@ -20,8 +20,8 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.api.serve import wait_ready
-from jobqueue.cli.devdb import free_port
 from jobqueue.client import Client
+from tests.harness.devdb import free_port
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate

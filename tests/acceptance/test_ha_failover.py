@@ -6,9 +6,9 @@ perform failover`, a crash of the new primary (keeper and postmaster SIGKILLed: 
 promotes one of the others) and a crash of a standby (the primary goes on with the other: no
 switch). Everything uses the multi-host DSN and has to find the primary by itself. (A SIGKILL of
 the primary's postmaster alone is not among the faults: pg_auto_failover 2.0 can hang the failover
-it may trigger, see `jobqueue.cli.hastack.HaStack.replace` and docs/high-availability.md.)
+it may trigger, see `tests.harness.hastack.HaStack.replace` and docs/high-availability.md.)
 
-It reuses the fault campaign's parts (jobqueue.cli.faults: the recording app and its worker fleet, the
+It reuses the fault campaign's parts (tests.harness.faults: the recording app and its worker fleet, the
 API process, the producers, the judge), so "lost", "duplicates (allowed)" and "wrong" mean what the
 campaign's table says (docs/high-availability.md "Fault campaign"). The monitor must have promoted
 a node exactly once per switch the faults ask for: a node declared dead that was not (a busy
@@ -38,14 +38,14 @@ import httpx
 import psycopg
 import pytest
 
-from jobqueue.cli import hastack
-from jobqueue.cli.faults.cluster import now, prepare_database
-from jobqueue.cli.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
-from jobqueue.cli.faults.report import Fault
-from jobqueue.cli.faults.scenarios import Config, Stage, mark_service_back, record_producers
 from jobqueue.db import gateway as db
 from jobqueue.model.errors import DatabaseUnavailable
-from jobqueue.store import faults as faults_store
+from tests.harness import hastack
+from tests.harness.faults import store as faults_store
+from tests.harness.faults.cluster import now, prepare_database
+from tests.harness.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
+from tests.harness.faults.report import Fault
+from tests.harness.faults.scenarios import Config, Stage, mark_service_back, record_producers
 
 pytestmark = pytest.mark.slow
 

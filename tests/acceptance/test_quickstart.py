@@ -14,7 +14,7 @@ import httpx
 import psycopg
 
 from jobqueue.api.serve import wait_ready
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from tests.support.waiting import wait_until
 from tests.support.workers import terminate
 

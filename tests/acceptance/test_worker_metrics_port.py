@@ -6,7 +6,7 @@ import socket
 
 import httpx
 
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 from tests.support.prometheus import parse, total, value
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate

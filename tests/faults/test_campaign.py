@@ -6,12 +6,16 @@ in a wrong end state, no wedge, no unclean error — and that the scenario's fau
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
+import time
+from pathlib import Path
 
 import pytest
 
-from jobqueue.cli.faults.cluster import FaultCluster
-from jobqueue.cli.faults.report import Row
-from jobqueue.cli.faults.scenarios import Config, run_scenario
+from tests.harness.faults.cluster import FaultCluster
+from tests.harness.faults.report import Row
+from tests.harness.faults.scenarios import Config, run_scenario
 from tests.support import pg
 
 # xdist_group: `make test` runs 2 workers; the module's cluster is made once, on one of them
@@ -36,8 +40,19 @@ def config(tmp_path) -> Config:
                   huge_result_chars=16 * 2**20)
 
 
+#: A failed scenario's logs are copied here: pytest keeps only its last three temporary roots, so
+#: a busy machine's later runs removed the logs of a failure before anyone could read them.
+FAILED_ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "faults-failed"
+
+
 def scenario(fault_cluster: FaultCluster, config: Config, name: str) -> Row:
     row = asyncio.run(run_scenario(name, fault_cluster, config))
+    failed = row.lost or row.duplicates != row.allowed or row.wrong or row.status != "ok"
+    if failed and row.logs:
+        kept = FAILED_ARTIFACTS / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+        shutil.copytree(row.logs, kept, dirs_exist_ok=True)
+        (kept / "row.txt").write_text(f"{row}\n")
+        row = dataclasses.replace(row, logs=str(kept))
     why = f"{name}: {row.notes} (logs: {row.logs})"
     assert row.lost == 0, why
     assert row.duplicates == row.allowed, why

@@ -1,4 +1,4 @@
-"""Group commit of concurrent submissions (`jobqueue.coalesce`): callers that wait for a busy lane
+"""Group commit of concurrent submissions (`jobqueue.client.coalesce`): callers that wait for a busy lane
 share one statement, yet each gets exactly its own answer — its ids, or its own error."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from jobqueue import AsyncClient, ValidationError
-from jobqueue.coalesce import SubmitCoalescer, is_outage
+from jobqueue.client.coalesce import SubmitCoalescer, is_outage
 from jobqueue.db.gateway import translated_errors
 from jobqueue.model.errors import DatabaseUnavailable, IdempotencyMismatch
 

@@ -17,11 +17,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from jobqueue.cli.devdb import pg_bindir
 from jobqueue.cli.keys import rotate
 from jobqueue.crypto.keyring import KeyRing, new_key_line
 from jobqueue.model.errors import ValidationError
 from jobqueue.store import jobs as job_store
+from tests.harness.devdb import pg_bindir
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)
 from tests.support import crypt_app
 from tests.support.waiting import wait_until

@@ -15,7 +15,7 @@ import re
 import psycopg
 import pytest
 
-from jobqueue.client import LIST_SCAN
+from jobqueue.client.admin import LIST_SCAN
 from jobqueue.db.queries import queries
 
 ROWS = 1_000_000

@@ -150,6 +150,33 @@ def test_the_sweeper_leaves_a_lease_its_live_worker_could_not_renew_for_a_lock(d
     assert [r[0] for r in silent] == [blocked]  # no beat for three of its intervals: the worker is gone
 
 
+def test_a_lease_that_ran_out_while_the_database_was_down_gets_one_lease_after_it_restarts(dsn, conn):
+    """The fault campaign's producers scenario (PostgreSQL stopped -m immediate for 2 s, leases of
+    5 s, leader lease 3 s) dead-lettered max_attempts=1 jobs as LeaseExpired, some that never ran:
+    their leases ran out while the server was down, and when it came back the sweeper reclaimed
+    them before their live workers had reconnected to renew them (or to give back a claim whose
+    reply the stop cut off). The sweeper's own hold after an outage needs to have seen the server
+    before it; the leadership had moved during the outage to a process whose sweeper never ran. A worker cannot renew while the server is down, so a lease of a worker that has not
+    stopped counts only from the server's start: it is reclaimed one lease (three of its worker's
+    heartbeat intervals) after that, if not renewed meanwhile."""
+    db.run_sync(conn, worker_store.register(worker_id="w", host="h", pid=1, queues=["default"], concurrency=2,
+                                            heartbeat_interval=2.0))
+    db.run_sync(conn, worker_store.register(worker_id="gone", host="h", pid=2, queues=["default"], concurrency=1,
+                                            heartbeat_interval=2.0))
+    held, stopped = make_job(conn, job_type="record"), make_job(conn, job_type="record")
+    db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=6))
+    db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=6))
+    db.run_sync(conn, worker_store.deregister(worker_id="gone"))
+    started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    # Both leases ran out one second after the server (re)started, as if they had been taken before it.
+    conn.execute("UPDATE jobqueue.jobs SET locked_until = %s WHERE id = ANY(%s)",
+                 (started + timedelta(seconds=1), [held, stopped]))
+    soon = db.run_sync(conn, job_store.reclaim_expired(now=started + timedelta(seconds=2)))
+    assert [r[0] for r in soon] == [stopped]  # a stopped worker holds nothing; the live one's lease waits
+    later = db.run_sync(conn, job_store.reclaim_expired(now=started + timedelta(seconds=6.5)))
+    assert [(r[0], r[1]) for r in later] == [(held, "pending")]  # a lease after the start, never renewed
+
+
 def outcome(job) -> Outcome:
     return Outcome(job=job, kind=COMPLETED, duration_ms=1.0, result_json=json.dumps({"n": job.id.hex}))
 

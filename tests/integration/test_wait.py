@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from jobqueue import AsyncClient, Client, JobFailed, WaitTimeout
-from jobqueue.client import WAIT_RECHECK
+from jobqueue.client.waiting import WAIT_RECHECK
 from jobqueue.config import Settings
 from tests.support import apps
 from tests.support.workers import WorkerThread, test_settings

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jobqueue.cli.devdb import LocalCluster, free_port
 from jobqueue.store import migrate
+from tests.harness.devdb import LocalCluster, free_port
 
 
 class TestServer:

@@ -1,7 +1,7 @@
 """A real PgBouncer (Debian's package, installed by `make install`) in transaction pooling mode in
 front of the test server, with a config file of its own in a temp dir.
 
-Like the throwaway cluster (jobqueue.cli.devdb) it runs as the unprivileged ``postgres`` user when the
+Like the throwaway cluster (tests.harness.devdb) it runs as the unprivileged ``postgres`` user when the
 tests run as root. Every database of the server is reachable through it under its own name.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jobqueue.cli.devdb import free_port
+from tests.harness.devdb import free_port
 
 MISSING = "pgbouncer is not installed: `make install` installs Debian's package (Makefile target system-deps)"
 

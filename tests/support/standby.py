@@ -20,7 +20,7 @@ from typing import Iterator
 
 import psycopg
 
-from jobqueue.cli.devdb import LocalCluster, as_user, free_port, hand_over
+from tests.harness.devdb import LocalCluster, as_user, free_port, hand_over
 from tests.support.waiting import wait_until
 
 NAME = "jqstandby"

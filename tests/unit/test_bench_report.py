@@ -3,7 +3,7 @@ issue 10's targets with how far each misses, and rows that say how to get what w
 
 from __future__ import annotations
 
-from jobqueue.cli.bench import report
+from jobqueue.bench import report
 
 SECTIONS = [("a section about --jobs jobs", [
     report.Spec("rate", "a rate", "/s", report.ratio_at_least(0.8)),
@@ -52,7 +52,7 @@ def test_the_table_has_a_row_per_figure_and_says_how_to_get_the_missing_ones():
 
 
 def test_growth_left_is_the_share_of_the_backlogs_growth_still_there_after_pruning_and_reindexing():
-    from jobqueue.cli.bench.backlog import growth_left
+    from jobqueue.bench.backlog import growth_left
 
     def sizes(start, loaded, maintained):  # (heap, index) MB at each stage
         return {"sizes": {stage: {"heap_mb": heap, "index_mb": index} for stage, (heap, index)

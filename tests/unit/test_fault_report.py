@@ -1,12 +1,12 @@
-"""How the fault campaign judges a scenario (jobqueue.cli.faults.report), on hand-made outcomes."""
+"""How the fault campaign judges a scenario (tests.harness.faults.report), on hand-made outcomes."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from jobqueue.cli.faults.report import Fault, Run, exit_status, judge, render
-from jobqueue.store.faults import JobOutcome
+from tests.harness.faults.report import Fault, Run, exit_status, judge, render
+from tests.harness.faults.store import JobOutcome
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -1,11 +1,11 @@
-"""`python -m jobqueue.cli.hastack` when it cannot do what it is asked: one clear line and status 1,
+"""`python -m tests.harness.hastack` when it cannot do what it is asked: one clear line and status 1,
 never a traceback; faults aimed at a stack that is not running say so."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobqueue.cli import hastack
+from tests.harness import hastack
 
 
 def test_without_pg_autoctl_it_says_how_to_install_it(tmp_path, monkeypatch, capsys):

@@ -59,32 +59,34 @@ def test_a_coalescer_with_a_burst_fires_that_many_at_once_then_one_per_gap():
 
     fired, lasted = asyncio.run(scenario())
     flood = [at for at, payload in fired if payload == "flood"]
-    assert len(flood) <= lasted / 0.05 + 1, len(flood)
-    assert all(b - a >= 0.049 for a, b in zip(flood, flood[1:]))  # never two within one gap
+    # the bucket refills at one call per gap whatever the loop's lateness: the rate is the bound
+    # (two calls may come closer than a gap when the first of them was itself late)
+    assert 1 <= len(flood) <= lasted / 0.05 + 1, len(flood)
 
 
 def test_throttled_with_a_burst_runs_at_once_that_many_times():
-    async def scenario() -> list[float]:
-        loop = asyncio.get_running_loop()
-        runs: list[float] = []
+    """The gap is long (60 s) so that no slowness of a loaded machine can refill the bucket
+    between the requests: three run at once, the fourth waits for the budget."""
+    async def scenario() -> tuple[int, int]:
+        runs: list[int] = []
 
         async def action() -> None:
-            runs.append(loop.time())
+            runs.append(len(runs))
 
-        throttled = Throttled(action, gap=0.2, name="test", burst=3)
-        start = loop.time()
+        throttled = Throttled(action, gap=60.0, name="test", burst=3)
         for _ in range(3):
             throttled.request()
-            await asyncio.sleep(0.005)
-        throttled.request()  # the fourth waits for the budget
-        await asyncio.sleep(0.05)
-        early = len(runs)
-        await asyncio.sleep(0.25)
-        return [at - start for at in runs], early
+            while throttled._wanted or (throttled._task is not None and not throttled._task.done()):
+                await asyncio.sleep(0.001)
+        at_once = len(runs)
+        throttled.request()
+        for _ in range(50):
+            await asyncio.sleep(0.002)
+        waiting = len(runs)
+        throttled.cancel()
+        return at_once, waiting
 
-    runs, early = asyncio.run(scenario())
-    assert early == 3
-    assert len(runs) == 4 and runs[3] >= 0.15
+    assert asyncio.run(scenario()) == (3, 3)
 
 
 def test_a_coalescer_by_payload_keeps_keys_apart_and_forgets_them():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.client import NewJob
+from jobqueue.client.validation import NewJob
 from jobqueue.config import Settings, parse_weights
 from jobqueue.db.queries import parse_named_queries, queries
 from jobqueue.model.errors import ValidationError
@@ -179,7 +179,7 @@ def test_ruff_finds_nothing():
 
 def test_devdb_reports_a_cluster_that_cannot_start_instead_of_a_traceback(tmp_path, capsys):
     """`make run`/`make bench` stop on this exit status (an empty DSN would mean 127.0.0.1:5432)."""
-    from jobqueue.cli import devdb
+    from tests.harness import devdb
 
     not_a_directory = tmp_path / "pgdata"
     not_a_directory.write_text("a file where the cluster should be")

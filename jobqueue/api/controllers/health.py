@@ -23,7 +23,7 @@ class HealthController(Controller):
     @get("/readyz", exclude_from_auth=True, security=[], summary="The database is reachable and migrated",
          responses=error_responses(503))
     async def readyz(self, services: ServicesDep) -> Response[Health | ErrorBody]:
-        revision = await services.client.schema_revision()
+        revision = await services.store.schema_revision()
         if revision != services.head_revision:
             return error_response(503, f"database schema at {revision or 'nothing'}, this API needs "
                                   f"{services.head_revision}: run `jobqueue migrate`", error="not_migrated",

@@ -9,7 +9,7 @@ did not exist); an admin key sees all. Submissions pass backpressure first, then
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Iterable
+from typing import Annotated, Any, Iterable, Sequence
 
 from litestar import Controller, get, post
 from litestar.openapi import ResponseSpec
@@ -33,7 +33,7 @@ from jobqueue.api.schemas import (
     SubmittedJob,
 )
 from jobqueue.api.services import ServicesDep, services_of
-from jobqueue.client import NewJob
+from jobqueue.client import ValidatedJob
 from jobqueue.crypto.envelopes import redact
 from jobqueue.model.errors import DatabaseUnavailable, JobNotFound, ValidationError
 from jobqueue.model.jobs import CancelOutcome, JobInfo, JobOutcome, JobState
@@ -70,9 +70,9 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         if json_depth_exceeds(item.payload):
             raise ValidationError(_where(index, batch) + "payload", f"nests deeper than {MAX_JSON_DEPTH} levels")
     specs = [item.enqueue_fields(producer_id=user.producer_id, traceparent=traceparent) for item in items]
-    accepted: list[NewJob] = []
+    accepted: list[ValidatedJob] = []
 
-    def admit(built: list[NewJob]) -> None:
+    def admit(built: Sequence[ValidatedJob]) -> None:
         """Validated (names within their limits), nothing written yet: the key's allow-lists, then
         the queue, may still refuse."""
         for index, job in enumerate(built):
@@ -116,7 +116,7 @@ def _where(index: int, batch: bool) -> str:
     return f"jobs[{index}]." if batch else ""
 
 
-def _demands(jobs: Iterable[NewJob]) -> list:
+def _demands(jobs: Iterable[ValidatedJob]) -> list:
     return Backpressure.demands((job.queue, job.priority) for job in jobs)
 
 

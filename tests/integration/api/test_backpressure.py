@@ -10,6 +10,7 @@ import httpx
 import psycopg
 
 from jobqueue.api.backpressure import Backpressure, TokenBucket
+from jobqueue.api.store_access import ApiStore
 from jobqueue.client import AsyncClient
 from jobqueue.model.quotas import WaitingCounts
 from tests.integration.api.conftest import api_settings
@@ -115,7 +116,7 @@ def test_depth_is_recounted_only_when_submissions_could_reach_a_limit(dsn, conn)
         client = AsyncClient(settings=settings, pool_size=1)
         await client.open()
         try:
-            backpressure = Backpressure(client, settings, clock=lambda: now[0])
+            backpressure = Backpressure(ApiStore(client), settings, clock=lambda: now[0])
             seen = []
             fill(conn, "deep", 6)
             await backpressure.refresh()
@@ -159,7 +160,7 @@ def test_the_count_is_every_waiting_job_scheduled_included_and_the_queues_worker
 
     async def counts(cap: int) -> WaitingCounts:
         async with AsyncClient(dsn, pool_size=1) as client:
-            return await client.waiting_counts(cap=cap, stale_seconds=60)
+            return await ApiStore(client).waiting_counts(cap=cap, stale_seconds=60)
 
     assert asyncio.run(counts(100)) == WaitingCounts({"mix": 5, "other": 1, "idle": 0}, frozenset({"idle", "other"}))
     assert asyncio.run(counts(2)).depths["mix"] == 2
@@ -173,7 +174,7 @@ def test_jobs_uncommitted_during_a_count_are_still_growth_after_it(dsn, conn):
 
     async def scenario() -> list[int]:
         async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
-            backpressure = Backpressure(client, settings, clock=lambda: now[0])
+            backpressure = Backpressure(ApiStore(client), settings, clock=lambda: now[0])
             fill(conn, "open", 2)
             await backpressure.refresh()
             await backpressure.refresh()
@@ -208,7 +209,8 @@ def refreshed_depth(dsn: str, failure: Exception, failures: int, *, every: float
 
     async def scenario() -> int:
         async with AsyncClient(dsn, settings=settings, pool_size=1) as client:
-            counts, calls = client.waiting_counts, []
+            store = ApiStore(client)
+            counts, calls = store.waiting_counts, []
 
             async def failing(*, cap: int, stale_seconds: float) -> WaitingCounts:
                 calls.append(cap)
@@ -216,8 +218,8 @@ def refreshed_depth(dsn: str, failure: Exception, failures: int, *, every: float
                     raise failure
                 return await counts(cap=cap, stale_seconds=stale_seconds)
 
-            client.waiting_counts = failing  # type: ignore[method-assign]
-            backpressure = Backpressure(client, settings)
+            store.waiting_counts = failing  # type: ignore[method-assign]
+            backpressure = Backpressure(store, settings)
             refresher = asyncio.create_task(backpressure.run())
             for _ in range(200):
                 if backpressure.depths.get("steady"):

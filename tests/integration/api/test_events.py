@@ -15,7 +15,7 @@ import psycopg
 from jobqueue.api.controllers.events import event_stream
 from jobqueue.client import AsyncClient, Client
 from jobqueue.db.queries import query
-from jobqueue.events.hub import MAX_BACKLOG, EventHub, decode
+from jobqueue.events.hub import MAX_BACKLOG, EventHub, StoreRegistrar, decode
 from tests.support import apps
 from tests.support.factories import claim_params
 from tests.support.waiting import wait_until
@@ -213,7 +213,7 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
 
     async def scenario() -> tuple[list[str], int]:
         async with AsyncClient(dsn, pool_size=1) as client:
-            hub = EventHub(client, dsn)
+            hub = EventHub(StoreRegistrar(client.connection), dsn)
             slow = await hub.subscribe(queue=None, job_id=None, producer_id=None)
             for chunk in (MAX_BACKLOG, 1):  # one enqueue_many takes at most MAX_BATCH_JOBS
                 await client.enqueue_many([{"job_type": "x"} for _ in range(chunk)])
@@ -242,14 +242,15 @@ def test_a_stream_opened_as_the_last_one_closes_still_gets_events(dsn, conn):
     stream at that moment must not lose its registration to that cleanup (a page reload)."""
     async def scenario() -> tuple[list[str], int]:
         async with AsyncClient(dsn, pool_size=2) as client:
-            hub = EventHub(client, dsn)
-            unregister = client.unregister_event_listener
+            registrar = StoreRegistrar(client.connection)
+            hub = EventHub(registrar, dsn)
+            unregister = registrar.unregister_event_listener
 
             async def slow_unregister(listener_id: str) -> None:  # a database a little slow to answer
                 await asyncio.sleep(0.2)
                 await unregister(listener_id)
 
-            client.unregister_event_listener = slow_unregister
+            registrar.unregister_event_listener = slow_unregister
             hub.unsubscribe(await hub.subscribe(queue=None, job_id=None, producer_id=None))
             again = await hub.subscribe(queue=None, job_id=None, producer_id=None)
             await asyncio.sleep(0.5)  # any cleanup of the old listener is over by now

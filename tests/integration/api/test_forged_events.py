@@ -14,7 +14,7 @@ import time
 import uuid
 
 from jobqueue.client import AsyncClient
-from jobqueue.events.hub import CONFIRM_GAP, EventHub
+from jobqueue.events.hub import CONFIRM_GAP, EventHub, StoreRegistrar
 from tests.integration.api.test_events import EventReader
 from tests.support import apps
 from tests.support.factories import finish_job, make_job
@@ -102,13 +102,13 @@ def test_a_flood_of_forged_events_costs_a_bounded_number_of_reads(api, keys, htt
     time is dropped, and the streams are told so (stream.reconnected: re-read what you care about);
     no forged event reaches them, and once the flood is over real events flow again."""
     reads: list[int] = []
-    job_event_rows = AsyncClient.job_event_rows
+    job_event_rows = StoreRegistrar.job_event_rows
 
     async def counting(self, job_ids, **kwargs):
         reads.append(len(job_ids))
         return await job_event_rows(self, job_ids, **kwargs)
 
-    monkeypatch.setattr(AsyncClient, "job_event_rows", counting)
+    monkeypatch.setattr(StoreRegistrar, "job_event_rows", counting)
     reader = EventReader(api.url, keys["admin"])
     try:
         started = time.monotonic()
@@ -145,7 +145,7 @@ def test_malformed_notifications_log_one_line_a_minute_and_break_nothing(dsn, co
 
     async def scenario() -> str:
         async with AsyncClient(dsn, pool_size=1) as client:
-            hub = EventHub(client, dsn)
+            hub = EventHub(StoreRegistrar(client.connection), dsn)
             subscription = await hub.subscribe(queue=None, job_id=None, producer_id=None)
             await asyncio.to_thread(flood, stranger_dsn, [("jobqueue_events", p) for p in malformed], seconds=0.5)
             job_id = await client.enqueue("x")

@@ -10,8 +10,8 @@ import httpx
 import psycopg
 import pytest
 
-from jobqueue.cli.devdb import free_port
 from jobqueue.client import Client
+from tests.harness.devdb import free_port
 from tests.integration.api.conftest import ApiServer, api_settings
 from tests.support.prometheus import parse, value
 

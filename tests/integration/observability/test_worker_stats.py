@@ -125,8 +125,8 @@ def test_stale_rows_of_crashed_workers_are_folded(conn, dsn):
 
 
 def test_counts_survive_a_failed_flush(conn, dsn):
-    from jobqueue.cli.devdb import free_port
     from jobqueue.model.errors import DatabaseUnavailable
+    from tests.harness.devdb import free_port
 
     async def main():
         dead_pool = db.async_pool(f"postgresql://nobody@127.0.0.1:{free_port()}/none", min_size=0, max_size=1,

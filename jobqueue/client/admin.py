@@ -1,0 +1,190 @@
+"""The checks of every client request other than an enqueue, shared by both clients: job and key
+ids, listings, queue settings, API keys, dead-letter batches, circuits and limits.
+
+Each turns its arguments into the store Call to run (or raises `ValidationError` naming the
+field), so `AsyncClient` and `Client` differ only in how they run it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from jobqueue.client.validation import timespan
+from jobqueue.config import Settings
+from jobqueue.db import gateway as db
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
+from jobqueue.model.jobs import JobInfo, JobPage, JobState, Priority
+from jobqueue.model.limits import SCOPES, Limit
+from jobqueue.model.names import name_problem
+from jobqueue.model.queues import QueueSettings, Unserved
+from jobqueue.store import api_keys as key_store
+from jobqueue.store import circuits as circuit_store
+from jobqueue.store import jobs as job_store
+from jobqueue.store import queues as queue_store
+
+MAX_PAGE = 500
+#: Rows a listing examines per page at most, whatever its filters (see `job_store.list_jobs`):
+#: what one page may cost, ~4 ms and 138 buffers with 1,000,000 jobs (docs/performance.md).
+LIST_SCAN = 5_000
+MAX_LIST_SCAN = 100_000
+ROLES = ("producer", "admin")
+
+
+def _optional_name(field: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValidationError(field, "must be a non-empty string when given")
+    return value
+
+
+def list_call(limit: int, cursor: str | None, *, scan: int = LIST_SCAN, state: str | None = None,
+              queue: str | None = None, job_type: str | None = None, priority: Any = None,
+              producer_id: str | None = None, scheduled: bool | None = None) -> db.Call[JobPage]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
+    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
+        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
+    before = None
+    if cursor is not None:
+        try:
+            before = uuid.UUID(cursor) if isinstance(cursor, str) else None
+        except ValueError:
+            pass
+        if before is None:
+            raise ValidationError("cursor", "must be the next_cursor of a previous page")
+    if state is not None:
+        try:
+            state = JobState(state).value
+        except ValueError:
+            raise ValidationError("state", f"must be one of {', '.join(s.value for s in JobState)} (got {state!r})") from None
+    if scheduled is not None and not isinstance(scheduled, bool):
+        raise ValidationError("scheduled", f"must be true or false when given (got {scheduled!r})")
+    level = None if priority is None else int(Priority.parse(priority))
+    return job_store.list_jobs(limit=limit, scan=scan, before=before, state=state,
+                               queue=_optional_name("queue", queue), job_type=_optional_name("job_type", job_type),
+                               priority=level, producer_id=_optional_name("producer_id", producer_id),
+                               scheduled=scheduled)
+
+
+def queue_name(queue: Any) -> str:
+    problem = name_problem(queue)
+    if problem is not None:
+        raise ValidationError("queue", problem)
+    return queue
+
+
+def limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> db.Call[QueueSettings]:
+    for field, value in (("soft_limit", soft_limit), ("hard_limit", hard_limit)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
+            raise ValidationError(field, f"must be a positive integer or null (got {value!r})")
+    if soft_limit is not None and hard_limit is not None and soft_limit > hard_limit:
+        raise ValidationError("soft_limit", "must not exceed hard_limit")
+    return queue_store.set_limits(queue_name(queue), soft_limit=soft_limit, hard_limit=hard_limit)
+
+
+def defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call[QueueSettings]:
+    return queue_store.set_enqueue_defaults(queue_name(queue), job_ttl=timespan(job_ttl, ValidationError, "job_ttl"),
+                                            idempotency_window=timespan(idempotency_window, ValidationError,
+                                                                        "idempotency_window"))
+
+
+def unserved_call(settings: Settings, cap: int) -> db.Call[list[Unserved]]:
+    return queue_store.unserved(cap=cap, stale_seconds=settings.worker_stale_seconds)
+
+
+def shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
+    if not isinstance(shed_low_retries, bool):
+        raise ValidationError("shed_low_retries", f"must be true or false (got {shed_low_retries!r})")
+    return queue_store.set_shedding(queue_name(queue), shed_low_retries)
+
+
+def new_key_call(producer_id: Any, role: str, queues: Iterable[str] | None = None,
+                 job_types: Iterable[str] | None = None) -> tuple[str, db.Call[ApiKey | None]]:
+    if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
+        raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
+    if role not in ROLES:
+        raise ValidationError("role", f"must be one of {', '.join(ROLES)} (got {role!r})")
+    allowed = {field: _allow_list(field, names) for field, names in (("queues", queues), ("job_types", job_types))}
+    if role == "admin" and any(names is not None for names in allowed.values()):
+        raise ValidationError("queues" if allowed["queues"] is not None else "job_types",
+                              "admin keys administer every queue: allow-lists are for producer keys")
+    key = key_store.new_key()
+    return key, key_store.create(key=key, producer_id=producer_id, role=role, **allowed)
+
+
+def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:
+    """A key's allow-list as stored: None (anything), or distinct non-empty names."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise ValidationError(field, "must be a list of names, not one string")
+    listed = list(dict.fromkeys(names))
+    if not listed or not all(isinstance(name, str) and name.strip() for name in listed):
+        raise ValidationError(field, "must name at least one, each a non-empty string")
+    for name in listed:  # a name no job could have would be a silent mistake
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValidationError(field, f"{name[:64]!r}: {problem}")
+    return listed
+
+
+BatchCall = Callable[[int], db.Call[tuple[int, int, "int | None"]]]
+
+
+def retry_batches(queue: str | None, job_type: str | None, batch_size: int) -> BatchCall:
+    queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)  # as the listings
+    return lambda after: job_store.retry_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type)
+
+
+def purge_batches(queue: str | None, job_type: str | None, before: datetime | None, batch_size: int) -> BatchCall:
+    queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)
+    if before is not None and before.tzinfo is None:
+        raise ValidationError("before", "must be timezone-aware")
+    return lambda after: job_store.purge_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type,
+                                                    before=before)
+
+
+def found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:
+    if info is None:
+        raise JobNotFound(job_id)
+    return info
+
+
+def circuit_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError("name", f"must be a non-empty string (got {name!r})")
+    return name
+
+
+def forced(name: str, changed: str | None) -> db.Call[list[Circuit]]:
+    """After `circuit_store.force`: the circuit as it now is (CircuitNotFound if there is none)."""
+    if changed is None:
+        raise CircuitNotFound(name)
+    return circuit_store.list_all(name)
+
+
+def limit_key(scope: Any, name: Any) -> tuple[str, str]:
+    if scope not in SCOPES:
+        raise ValidationError("scope", f"must be one of {', '.join(SCOPES)} (got {scope!r})")
+    return scope, circuit_name(name)
+
+
+def limit_of(scope: str, name: str, limits: list[Limit]) -> Limit:
+    matching = [limit for limit in limits if (limit.scope, limit.name) == (scope, name)]
+    if not matching:  # cleared by someone else in between
+        raise LimitNotFound(scope, name)
+    return matching[0]
+
+
+def as_uuid(value: Any, field: str = "job_id") -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise ValidationError(field, f"must be a UUID (got {value!r})") from None
