@@ -14,9 +14,9 @@ from typing import Mapping
 from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue.durations import LONGEST, duration_problem
-from jobqueue.keyring import KeyRing
-from jobqueue.names import MAX_BATCH_JOBS, name_problem
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.model.durations import LONGEST, duration_problem
+from jobqueue.model.names import MAX_BATCH_JOBS, name_problem
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
 DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
@@ -44,7 +44,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 #: Every setting that is a span of seconds (days, for retention), by the environment variable that
 #: sets it, and whether 0 is allowed (off, none, no wait). Each is checked by the one duration rule
-#: (`jobqueue.durations`: finite, not negative, at most 3650 days), so `inf`, `nan` or 1e300 from
+#: (`jobqueue.model.durations`: finite, not negative, at most 3650 days), so `inf`, `nan` or 1e300 from
 #: the environment is one clear line at start-up (exit 2 from the CLI), not a wedged worker.
 _DURATIONS: dict[str, tuple[str, bool]] = {
     "autoscale_interval": ("JOBQUEUE_AUTOSCALE_INTERVAL", False),
@@ -165,7 +165,7 @@ class Settings:
     dsn: str = DEFAULT_DSN
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 10  # slots per worker process; with autoscaling, the most it scales to
-    # --concurrency MIN:MAX (jobqueue.autoscale): the fewest slots (0: a fixed concurrency), how often
+    # --concurrency MIN:MAX (jobqueue.model.autoscale): the fewest slots (0: a fixed concurrency), how often
     # the worker decides, its cooldowns and step; the fleet gauge's worker bounds.
     concurrency_min: int = 0
     autoscale_interval: float = 5.0
@@ -206,7 +206,7 @@ class Settings:
     retention_dead_letter_days: float = 90.0
     listen: bool = True  # False: poll-only, no LISTEN connection (workers poll; the API's /events answers 503)
     pool_max_size: int = 10  # JOBQUEUE_POOL_SIZE: connections of a Client/AsyncClient pool
-    # Connections (jobqueue.db): waits every connection jobqueue opens is allowed, in seconds (0: off),
+    # Connections (jobqueue.db.gateway): waits every connection jobqueue opens is allowed, in seconds (0: off),
     # and whether a transaction pooler (PgBouncer) sits between jobqueue and PostgreSQL.
     statement_timeout: float = 60.0
     lock_timeout: float = 10.0
@@ -228,7 +228,7 @@ class Settings:
     api_total_soft_limit: int = 200_000
     api_total_hard_limit: int = 400_000
     # At most this many queues holding jobs that no live worker serves and no admin configured: a
-    # new queue name past it is refused (see jobqueue.quotas).
+    # new queue name past it is refused (see jobqueue.model.quotas).
     api_max_queues: int = 1000
     api_rate_limit: float = 200.0
     api_rate_burst: int = 400
@@ -252,7 +252,7 @@ class Settings:
     metrics_max_queues: int = 50  # undeclared queues /metrics, /queues and the dashboard list by name; the rest: "(other)"
     worker_stale_seconds: float = 60.0  # a worker silent this long is not counted as alive
     worker_metrics_port: int = 0  # jobqueue-worker --metrics-port: this process's own figures (0: off)
-    # Payload encryption (jobqueue.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys.
+    # Payload encryption (jobqueue.crypto.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys.
     encryption_keys: KeyRing | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """Backpressure for submissions: per-queue waiting jobs against a soft and a hard limit.
 
-What counts, the limits and when to count again are `jobqueue.quotas`' (the maintenance leader's
+What counts, the limits and when to count again are `jobqueue.model.quotas`' (the maintenance leader's
 `Gatekeeper` applies the same to SQL and Python producers): every waiting job — pending, due or
 scheduled for later, or waiting for a retry — since every one of them is stored.
 
@@ -46,15 +46,23 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from jobqueue.api.store_access import ApiStore
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
-from jobqueue.models import Priority, QueueSettings
-from jobqueue.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
+from jobqueue.model.jobs import Priority
+from jobqueue.model.queues import QueueSettings
+from jobqueue.model.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
 
 log = logging.getLogger("jobqueue.api.backpressure")
+
+
+def api_limits(settings: Settings, queue_settings: Mapping[str, QueueSettings]) -> Limits:
+    """The quotas this API admits against: its ``JOBQUEUE_API_*`` limits, overridden per queue by
+    ``queue_settings``."""
+    return Limits(settings.api_soft_limit, settings.api_hard_limit, settings.api_total_soft_limit,
+                  settings.api_total_hard_limit, settings.api_max_queues, queue_settings)
 
 
 class Overloaded(Exception):
@@ -107,7 +115,7 @@ class Backpressure:
         self.served: frozenset[str] = frozenset()  # queues live workers serve
         self.undeclared: set[str] = set()  # queues holding jobs that no worker serves and no admin configured
         self.queue_settings: dict[str, QueueSettings] = {}
-        self.quota = Limits.of_settings(settings, {})
+        self.quota = api_limits(settings, {})
         self._buckets: dict[str, TokenBucket] = {}
         self._recount = Recount(max_age=settings.api_depth_max_age, clock=clock)
         self._in_flight: dict[str, int] = {}  # reserved jobs whose statement has not ended
@@ -124,7 +132,7 @@ class Backpressure:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.store.client.queue_settings()
         self.queue_settings = settings
-        self.quota = Limits.of_settings(self.settings, settings)
+        self.quota = api_limits(self.settings, settings)
         submitted = await self.store.submitted_total()
         if not self.count_needed(submitted):
             return

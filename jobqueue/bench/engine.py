@@ -20,14 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
-from jobqueue import db
+from jobqueue.bench import store
 from jobqueue.bench.app import JOB_TYPE
 from jobqueue.bench.common import NAME, Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.vacuumer import DEFAULT_MIN_DEAD, Vacuumer, VacuumerOptions
-from jobqueue.bench import store
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store.retention import FINISHED_STATES
 

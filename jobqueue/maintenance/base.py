@@ -21,8 +21,8 @@ import logging
 import random
 from typing import Callable, Generic, Protocol, TypeVar
 
-from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.model.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger("jobqueue.maintenance")
 

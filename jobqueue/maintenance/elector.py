@@ -27,8 +27,8 @@ import logging
 import time
 from typing import Callable
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import leader as leader_store
 
 log = logging.getLogger("jobqueue.leader")

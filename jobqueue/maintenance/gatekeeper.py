@@ -2,11 +2,11 @@
 
 The REST API refuses a job past a queue's hard limit from its own cached count; a producer
 calling ``jobqueue.enqueue()`` in SQL, or a Python client, never passes through it. So the leader
-counts the waiting jobs (pending, scheduled or waiting for a retry: `jobqueue.quotas`) with the
+counts the waiting jobs (pending, scheduled or waiting for a retry: `jobqueue.model.quotas`) with the
 same bounded query and writes the gates that count closes into ``jobqueue.queue_gates``: each
 queue at its hard limit, all queues at the total hard limit, new queue names once
 ``max_queues`` undeclared queues hold jobs. Every enqueue path probes that table (empty while
-nothing is full) and refuses with SQLSTATE 53400 (`jobqueue.errors.QueueFull`).
+nothing is full) and refuses with SQLSTATE 53400 (`jobqueue.model.errors.QueueFull`).
 
 The count is redone only when the job sequence shows enough submissions to close a gate, and at
 least every ``max_age`` seconds (a queue drained reopens within that). A gate counts until
@@ -30,10 +30,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
-from jobqueue.quotas import Limits, Recount, closed_gates
+from jobqueue.model.quotas import Limits, Recount, closed_gates
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 

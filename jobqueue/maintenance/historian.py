@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import history as history_store
 
 DAY = 86_400.0

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import retention as retention_store
 from jobqueue.store import schedules as schedule_store
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import workers as worker_store
 

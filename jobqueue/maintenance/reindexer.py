@@ -51,10 +51,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.maintain_right import MaintainRight
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store import vacuum as vacuum_store
 

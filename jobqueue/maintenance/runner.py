@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 
-from jobqueue import db
-from jobqueue.clock import Clock
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
+from jobqueue.events import channels
+from jobqueue.events.notifier import Coalescer, Notifier
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.gatekeeper import Gatekeeper, GatekeeperOptions
@@ -35,7 +36,7 @@ from jobqueue.maintenance.reindexer import Reindexer, ReindexerOptions
 from jobqueue.maintenance.scheduler import Scheduler, SchedulerOptions
 from jobqueue.maintenance.sweeper import Sweeper, SweeperOptions
 from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
-from jobqueue.notifier import Coalescer, Notifier
+from jobqueue.runtime.clock import Clock
 
 #: a jobqueue_leader or jobqueue_schedules NOTIFY wakes the elector or the scheduler at once,
 #: MAINTENANCE_HINT_BURST times, then at most once per MAINTENANCE_HINT_GAP seconds
@@ -76,9 +77,9 @@ class Maintenance:
             self.services.append(Reindexer(direct, ReindexerOptions(
                 interval=settings.reindex_interval, factor=settings.reindex_factor,
                 min_waste_mb=settings.reindex_min_waste_mb, max_xact_age=settings.maintenance_xact_age), clock=clock))
-        notifier.subscribe("jobqueue_leader", Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
+        notifier.subscribe(channels.LEADER, Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
                                                         by_payload=True, burst=MAINTENANCE_HINT_BURST))
-        notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
+        notifier.subscribe(channels.SCHEDULES, Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
                                                            burst=MAINTENANCE_HINT_BURST))
         self.elector.on_change(self._wake_services)
 
@@ -134,9 +135,9 @@ async def _to_the_end(cleanup) -> None:
 
 async def run_standalone(settings: Settings) -> None:
     """`jobqueue maintenance`: the services without a claim loop, until SIGTERM/SIGINT."""
+    import os
     import signal
     import socket
-    import os
 
     leader_id = f"{socket.gethostname()}:{os.getpid()}:maintenance"
     notifier = Notifier(db.Session.of(settings, db.maintenance_name(leader_id), direct=True).conninfo())

@@ -33,11 +33,11 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobqueue import db
-from jobqueue.clock import Clock
-from jobqueue.cron import CronSchedule
-from jobqueue.errors import ValidationError
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.model.cron import CronSchedule
+from jobqueue.model.errors import ValidationError
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store.schedules import DueSchedule
 

@@ -43,10 +43,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
-from jobqueue import db
-from jobqueue.clock import Clock
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
 

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import uuid
 
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 from jobqueue.store.jobs import Attempt
 from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.ports import OutcomeSink

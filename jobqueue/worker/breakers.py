@@ -26,11 +26,11 @@ import logging
 import time
 from typing import Awaitable, Callable, Sequence
 
-from jobqueue import db
 from jobqueue.app import JobQueue, TaskDef
-from jobqueue.circuits import HALF_OPEN, OPEN
-from jobqueue.clock import Clock
-from jobqueue.models import Job
+from jobqueue.db import gateway as db
+from jobqueue.model.circuits import HALF_OPEN, OPEN
+from jobqueue.model.jobs import Job
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store.circuits import Blocking
 from jobqueue.store.jobs import Attempt

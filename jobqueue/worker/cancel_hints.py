@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
-from jobqueue.notifier import Throttled
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Throttled
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.worker.attempts import HeldAttempts
 

@@ -33,9 +33,9 @@ import random
 import time
 from typing import Callable, Sequence
 
-from jobqueue import db
 from jobqueue.config import Settings
-from jobqueue.models import Job
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import Job
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store.jobs import Attempt, Deadlines

@@ -29,8 +29,8 @@ import time
 import uuid
 from typing import Awaitable, Callable, Protocol
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt

@@ -30,8 +30,8 @@ import asyncio
 import logging
 import time
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.limit_watch import LimitWatch

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jobqueue.limits import Allowance
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
+from jobqueue.model.limits import Allowance
 
 #: Seconds before a worker looks again at a concurrency limit that had no room.
 RECHECK = 0.2

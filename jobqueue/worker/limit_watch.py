@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from jobqueue import db
 from jobqueue.app import JobQueue
+from jobqueue.db import gateway as db
 from jobqueue.store import limits as limit_store
 from jobqueue.worker.limit_plan import JOB_TYPE, QUEUE
 from jobqueue.worker.shared_state import SharedStateCopy

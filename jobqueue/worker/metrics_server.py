@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Protocol
 
-from jobqueue.metrics import CONTENT_TYPE, render_worker
+from jobqueue.observability.prometheus import CONTENT_TYPE, render_worker
 from jobqueue.worker.stats import WorkerStats
 
 log = logging.getLogger("jobqueue.worker.metrics")

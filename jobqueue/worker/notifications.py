@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 
-from jobqueue.notifier import Coalescer, Notifier, Throttled
+from jobqueue.events import channels
+from jobqueue.events.notifier import Coalescer, Notifier, Throttled
 from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.cancel_hints import CancelHints
 from jobqueue.worker.idle_wait import WAKE_GAP
@@ -44,11 +45,11 @@ class WorkerNotifications:
         self._cancel_hints = cancel_hints
         self._wake_for = Coalescer(WAKE_GAP, lambda _queue: wake.set(), by_payload=True)
         self._paused_refresh = Throttled(paused.refresh, gap=CONTROL_GAP, burst=CONTROL_BURST, name="paused-queues")
-        notifier.subscribe("jobqueue_jobs", self._on_jobs)
-        notifier.subscribe("jobqueue_cancel", cancel_hints.hint)
-        notifier.subscribe("jobqueue_control", self._paused_refresh.request)
-        notifier.subscribe("jobqueue_circuits", Coalescer(CONTROL_GAP, breakers.request_refresh, burst=CONTROL_BURST))
-        notifier.subscribe("jobqueue_limits", Coalescer(CONTROL_GAP, limits.request_refresh, burst=CONTROL_BURST))
+        notifier.subscribe(channels.JOBS, self._on_jobs)
+        notifier.subscribe(channels.CANCEL, cancel_hints.hint)
+        notifier.subscribe(channels.CONTROL, self._paused_refresh.request)
+        notifier.subscribe(channels.CIRCUITS, Coalescer(CONTROL_GAP, breakers.request_refresh, burst=CONTROL_BURST))
+        notifier.subscribe(channels.LIMITS, Coalescer(CONTROL_GAP, limits.request_refresh, burst=CONTROL_BURST))
         notifier.on_reconnect(self._on_reconnect)
 
     def _on_jobs(self, queue: str) -> None:

@@ -16,8 +16,8 @@ import asyncio
 import logging
 from typing import Callable, Sequence
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
 from jobqueue.store import queues as queue_store
 
 log = logging.getLogger("jobqueue.worker")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Protocol, Sequence
 
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 from jobqueue.store.jobs import Attempt
 from jobqueue.worker.executor import Outcome
 

@@ -1,5 +1,5 @@
 """`SlotScaler`: a worker started with ``--concurrency MIN:MAX`` scales its own slots by the rule
-in `jobqueue.autoscale` (depth per worker above 100 or utilization above 90 % → up; both below
+in `jobqueue.model.autoscale` (depth per worker above 100 or utilization above 90 % → up; both below
 10 / 20 % → down; step 2; cooldowns 30 s up, 5 min down; within MIN..MAX).
 
 It starts at MIN. Every ``autoscale_interval`` seconds (default 5, `JOBQUEUE_AUTOSCALE_INTERVAL`)
@@ -25,10 +25,10 @@ import math
 import time
 from typing import Callable, Protocol, Sequence
 
-from jobqueue import db
-from jobqueue.autoscale import Rule, Scaler, depth_per_worker
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.autoscale import Rule, Scaler, depth_per_worker
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.stats import WorkerStats

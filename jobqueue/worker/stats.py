@@ -23,11 +23,11 @@ import logging
 import time
 from typing import Callable, Protocol
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import metrics as metrics_store
-from jobqueue.store.metrics import DURATION_BUCKETS_MS, TypeDelta, TypeTotals, bucket_index
-from jobqueue.worker.executor import COMPLETED, CANCELLED, Outcome
+from jobqueue.store.metrics import TypeDelta, TypeTotals, bucket_index
+from jobqueue.worker.executor import CANCELLED, COMPLETED, Outcome
 
 log = logging.getLogger("jobqueue.worker.stats")
 

@@ -60,13 +60,14 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from jobqueue import db, tracing
-from jobqueue.background import watch
 from jobqueue.app import JobQueue, TaskDef
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
-from jobqueue.models import Job
-from jobqueue.notifier import Notifier
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Notifier
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.model.jobs import Job
+from jobqueue.observability import tracing
+from jobqueue.runtime.background import watch
 from jobqueue.store import jobs as job_store
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store

@@ -901,7 +901,7 @@ SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS sc
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them
--- those whose payload or stored result holds an encrypted value (jobqueue.encryption) of the kind
+-- those whose payload or stored result holds an encrypted value (jobqueue.crypto.envelopes) of the kind
 -- %(holding)s names: 'stale' (under a key other than %(kid)s, or of the unbound format 1), 'any',
 -- or 'unbound' (format 1 only). Returns (scanned, last seq, rows in seq order), each row
 -- [seq, id, producer_id, job_type, state, payload, result, error type of the last attempt of a
@@ -952,5 +952,5 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM payloads) AS payloads, (SELECT
 
 -- name: job_session_producer
 -- The producer this session's login is held to (NULL: it may enqueue for any): the producer_id
--- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.encryption).
+-- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.crypto.envelopes).
 SELECT jobqueue.session_producer();

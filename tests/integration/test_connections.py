@@ -18,13 +18,15 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jobqueue import cli, db, migrate
+from jobqueue import cli
+from jobqueue.cli.oneshot import open_client
 from jobqueue.client import Client
 from jobqueue.client.validation import NewJob
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
-from jobqueue.cli.oneshot import open_client
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseBusy, DatabaseUnavailable, PermissionDenied
 from jobqueue.store import meta as meta_store
+from jobqueue.store import migrate
 from tests.integration.api.conftest import ApiServer, api_settings
 from tests.support import apps
 from tests.support.factories import make_job

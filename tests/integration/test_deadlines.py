@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Deadlines
 from tests.support import apps
@@ -148,7 +148,7 @@ def test_a_result_above_the_size_limit_dead_letters_with_the_reason(dsn, conn):
 
 
 def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
-    from jobqueue import metrics
+    from jobqueue.observability import metrics, prometheus
 
     long_running = make_job(conn, job_type="timed")
     deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
@@ -165,7 +165,7 @@ def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
 
     import asyncio
 
-    text = metrics.render(asyncio.run(snapshot()))
+    text = prometheus.render(asyncio.run(snapshot()))
     age = next(line for line in text.splitlines()
                if line.startswith('jobqueue_processing_age_seconds{queue="default",priority="normal"}'))
     overdue = next(line for line in text.splitlines()

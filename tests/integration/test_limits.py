@@ -10,12 +10,12 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
-from jobqueue.errors import LimitNotFound, ValidationError
-from jobqueue.limits import LimitSpec
-from jobqueue.sql import queries
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import LimitNotFound, ValidationError
+from jobqueue.model.limits import LimitSpec
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.worker.claimer import Claimer

@@ -17,13 +17,14 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.cli import main as cli_main
-from jobqueue.clock import ManualClock
 from jobqueue.config import Settings
-from jobqueue.errors import QueueFull, ValidationError
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.gatekeeper import Gatekeeper, GatekeeperOptions
-from jobqueue.names import MAX_BATCH_JOBS, MAX_PAYLOAD_BYTES
+from jobqueue.model.errors import QueueFull, ValidationError
+from jobqueue.model.names import MAX_BATCH_JOBS, MAX_PAYLOAD_BYTES
+from jobqueue.runtime.clock import ManualClock
 from tests.support.factories import count_jobs
 from tests.support.maintenance import pools
 from tests.support.roles import login_as  # noqa: F401 (a fixture)

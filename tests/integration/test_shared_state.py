@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from jobqueue import AsyncClient, db
+from jobqueue import AsyncClient
+from jobqueue.db import gateway as db
 from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.limit_watch import LimitWatch
 from tests.support import circuit_app

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from jobqueue import db
-from tests.harness.devdb import free_port
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.slot_scaler import SlotScaler
 from jobqueue.worker.stats import WorkerStats
+from tests.harness.devdb import free_port
 from tests.support.workers import test_settings
 
 

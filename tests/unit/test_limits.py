@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 
 from jobqueue.app import JobQueue
-from jobqueue.errors import ValidationError
-from jobqueue.limits import Allowance, LimitSpec, format_rate, parse_rate
-from jobqueue.models import Job
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Job
+from jobqueue.model.limits import Allowance, LimitSpec, format_rate, parse_rate
 from jobqueue.worker.limit_plan import RECHECK, LimitPlan
 
 

@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue.clock import ManualClock
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Notifier
 from jobqueue.maintenance.historian import Historian, HistorianOptions
 from jobqueue.maintenance.runner import Maintenance
-from jobqueue.notifier import Notifier
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import history as history_store
-from jobqueue import db
 from tests.support.factories import make_job
 from tests.support.maintenance import pools
 

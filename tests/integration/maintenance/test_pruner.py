@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from jobqueue.clock import ManualClock
+from jobqueue.db.queries import queries
 from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import retention as retention_store
-from jobqueue.sql import queries
 from tests.support.factories import make_job
 from tests.support.maintenance import insert_schedule, pools
 

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from jobqueue import Client, db
-from jobqueue.clock import ManualClock, SystemClock
+from jobqueue import Client
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.reaper import Reaper, ReaperOptions
+from jobqueue.runtime.clock import ManualClock, SystemClock
 from jobqueue.store import workers as worker_store
 from tests.support import apps
 from tests.support.maintenance import pools

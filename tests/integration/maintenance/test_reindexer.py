@@ -10,10 +10,10 @@ import asyncio
 import psycopg
 import pytest
 
-from jobqueue import db
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseBusy
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.reindexer import Reindexer, ReindexerOptions
+from jobqueue.model.errors import DatabaseBusy
 from jobqueue.store import reindex as reindex_store
 from tests.support.waiting import wait_until
 
@@ -195,8 +195,8 @@ def test_only_the_job_table_indexes_and_their_leftovers_can_be_touched():
 
 
 def test_the_vacuumer_and_reindexer_are_leader_services_unless_turned_off(dsn):
+    from jobqueue.events.notifier import Notifier
     from jobqueue.maintenance.runner import Maintenance
-    from jobqueue.notifier import Notifier
 
     def names(**overrides) -> list[str]:
         settings = Settings(dsn=dsn, **overrides)

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue.clock import ManualClock, SystemClock
-from jobqueue.cron import CronSchedule
 from jobqueue.maintenance.scheduler import Fired, Scheduler, SchedulerOptions
+from jobqueue.model.cron import CronSchedule
+from jobqueue.runtime.clock import ManualClock, SystemClock
 from tests.support.maintenance import fired_ticks, insert_schedule, pools
 
 UTC = timezone.utc

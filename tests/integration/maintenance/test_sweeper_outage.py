@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import db
-from jobqueue.clock import ManualClock
-from jobqueue.errors import DatabaseUnavailable
-from jobqueue.maintenance.sweeper import Swept, Sweeper, SweeperOptions
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.sweeper import Sweeper, SweeperOptions, Swept
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import jobs as job_store
 from tests.support.factories import job_row, make_job
 

@@ -7,7 +7,7 @@ import asyncio
 
 import psycopg
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
 from tests.support.maintenance import pools
 from tests.support.waiting import wait_until

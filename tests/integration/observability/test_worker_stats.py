@@ -7,12 +7,13 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
-from jobqueue import db, metrics
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import Job
+from jobqueue.observability import metrics, prometheus
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.executor import COMPLETED, DEAD, RETRY, Outcome
 from jobqueue.worker.stats import WorkerStats
-from jobqueue.models import Job
 from tests.support.apps import queue as test_app
 from tests.support.prometheus import parse, total, value
 from tests.support.waiting import wait_until
@@ -23,7 +24,7 @@ def _samples(dsn: str) -> dict:
     async def main():
         conn = await db.connect(dsn)
         try:
-            return parse(metrics.render(await metrics.collect(conn, cap=1000, stale_seconds=30)))
+            return parse(prometheus.render(await metrics.collect(conn, cap=1000, stale_seconds=30)))
         finally:
             await conn.close()
     return asyncio.run(main())
@@ -125,8 +126,8 @@ def test_stale_rows_of_crashed_workers_are_folded(conn, dsn):
 
 
 def test_counts_survive_a_failed_flush(conn, dsn):
+    from jobqueue.model.errors import DatabaseUnavailable
     from tests.harness.devdb import free_port
-    from jobqueue.errors import DatabaseUnavailable
 
     async def main():
         dead_pool = db.async_pool(f"postgresql://nobody@127.0.0.1:{free_port()}/none", min_size=0, max_size=1,

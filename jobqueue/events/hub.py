@@ -43,15 +43,15 @@ from typing import Any, AsyncContextManager, Callable, Protocol, Sequence, TypeV
 
 import psycopg
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable, JobQueueError, NotMigrated, PermissionDenied
-from jobqueue.notifier import LogLimit, Notifier, Throttled
+from jobqueue.db import gateway as db
+from jobqueue.events import channels
+from jobqueue.events.notifier import LogLimit, Notifier, Throttled
+from jobqueue.model.errors import DatabaseUnavailable, JobQueueError, NotMigrated, PermissionDenied
 from jobqueue.store import events as event_store
 from jobqueue.store.events import EventRow
 
 log = logging.getLogger("jobqueue.events")
 
-CHANNEL = "jobqueue_events"
 MAX_BACKLOG = 10_000
 LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
@@ -170,7 +170,7 @@ def _piece(piece: Any, at: float) -> list[JobEvent] | None:
 
 def _complain(complaints: LogLimit | None, what: object) -> None:
     if complaints is not None:
-        complaints.log(logging.WARNING, "ignored a malformed notification on %s: %.200r", CHANNEL, what)
+        complaints.log(logging.WARNING, "ignored a malformed notification on %s: %.200r", channels.EVENTS, what)
 
 
 def confirms(event: str, row: EventRow) -> bool:
@@ -240,7 +240,7 @@ class EventHub:
         self.listener_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.enabled = dsn is not None
         self.notifier = Notifier(dsn or "")
-        self.notifier.subscribe(CHANNEL, self._on_notification)
+        self.notifier.subscribe(channels.EVENTS, self._on_notification)
         self.notifier.on_reconnect(self._on_reconnect)
         self._connect_timeout = connect_timeout
         self._subscriptions: set[Subscription] = set()

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobqueue.cron import CronSchedule
-from jobqueue.errors import ValidationError
-from jobqueue.models import Priority
-from jobqueue.names import name_problem
-from jobqueue.store.jobs import dumps
+from jobqueue.model.cron import CronSchedule
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Priority
+from jobqueue.model.names import name_problem
+from jobqueue.model.payloads import dumps
 
 MISFIRE_POLICIES = ("fire_once", "fire_all", "skip")
 DEFAULT_MISFIRE_POLICY = "fire_once"

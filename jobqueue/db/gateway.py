@@ -38,10 +38,17 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
 from jobqueue.config import Settings
-from jobqueue.errors import (Conflict, DatabaseBusy, DatabaseUnavailable, IdempotencyMismatch, NotMigrated,
-                             PermissionDenied, QueueFull,
-                             ValidationError)
-from jobqueue.sql import queries_in, query
+from jobqueue.db.queries import queries_in, query
+from jobqueue.model.errors import (
+    Conflict,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    IdempotencyMismatch,
+    NotMigrated,
+    PermissionDenied,
+    QueueFull,
+    ValidationError,
+)
 
 T = TypeVar("T")
 

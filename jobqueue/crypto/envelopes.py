@@ -41,7 +41,7 @@ refuses it, nor be reused once its job is pruned, it is too old by then).
 
 Format version 1 (before migration 0025) had no associated data: a worker never opens it
 (`EncryptionUnbound`), and ``jobqueue keys rotate`` binds each such value to the job it is in
-(`Rebinder`; `jobqueue.rotation` says which ones it trusts). Rotation re-wraps ``dek`` under the
+(`Rebinder`; `jobqueue.cli.keys` says which ones it trusts). Rotation re-wraps ``dek`` under the
 current KEK and leaves ``nonce``/``ct`` as they are: the data is not decrypted to rotate.
 
 Why a data key per job and not the KEK directly: a GCM nonce must never repeat under one key, and
@@ -65,9 +65,15 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
-from jobqueue.errors import (EncryptionError, EncryptionKeyMissing, EncryptionMismatch, EncryptionUnavailable,
-                             EncryptionUnbound, ValidationError)
-from jobqueue.keyring import KeyRing
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.model.errors import (
+    EncryptionError,
+    EncryptionKeyMissing,
+    EncryptionMismatch,
+    EncryptionUnavailable,
+    EncryptionUnbound,
+    ValidationError,
+)
 
 MARKER = "$jobqueue_enc"
 VERSION = 2  # bound: associated data names the job and the field

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]  # jobqueue/db/paths.py -> the checkout
 
 
 def resource_dir(name: str) -> Path:

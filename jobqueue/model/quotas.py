@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from jobqueue.config import Settings
-from jobqueue.models import QueueSettings
+from jobqueue.model.queues import QueueSettings
 
 #: The reasons a submission is refused for a full queue (REST ``error``, `QueueFull.reason`).
 QUEUE_FULL, TOTAL_FULL, TOO_MANY_QUEUES = "queue_full", "total_full", "too_many_queues"
@@ -57,8 +56,8 @@ class Gate:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The limits in force: defaults (the ``JOBQUEUE_API_*`` settings), overridden per queue by
-    ``queue_settings``."""
+    """The limits in force: defaults (the ``JOBQUEUE_API_*`` settings: `jobqueue.api.backpressure`
+    builds them), overridden per queue by ``queue_settings``."""
 
     soft: int
     hard: int
@@ -66,11 +65,6 @@ class Limits:
     total_hard: int
     max_queues: int
     queue_settings: Mapping[str, QueueSettings] = field(default_factory=dict)
-
-    @classmethod
-    def of_settings(cls, settings: Settings, queue_settings: Mapping[str, QueueSettings]) -> "Limits":
-        return cls(settings.api_soft_limit, settings.api_hard_limit, settings.api_total_soft_limit,
-                   settings.api_total_hard_limit, settings.api_max_queues, queue_settings)
 
     def of(self, queue: str) -> tuple[int, int]:
         """(soft, hard) of one queue; the soft limit never above the hard one."""

@@ -20,10 +20,10 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
-from jobqueue import db
 from jobqueue.config import Settings
-from jobqueue.errors import NotMigrated
-from jobqueue.paths import resource_dir
+from jobqueue.db import gateway as db
+from jobqueue.db.paths import resource_dir
+from jobqueue.model.errors import NotMigrated
 from jobqueue.store import meta as meta_store
 
 VERSION_TABLE = "jobqueue_alembic_version"

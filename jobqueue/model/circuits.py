@@ -14,7 +14,7 @@ open no worker claims its job types (they stay pending, no attempt used); ``rese
 seconds later one probe job runs (half-open): success closes it, a counted failure opens it again.
 A failure counts when the handler's exception is an instance of one of ``trip_on`` (default:
 every exception); it is also an ordinary failed attempt of its job. A handler may raise
-`jobqueue.errors.CircuitOpen` to open its task's breaker at once: that attempt is given back
+`jobqueue.model.errors.CircuitOpen` to open its task's breaker at once: that attempt is given back
 (the job returns to pending without using an attempt).
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobqueue.durations import duration_problem
-from jobqueue.errors import ValidationError
+from jobqueue.model.durations import duration_problem
+from jobqueue.model.errors import ValidationError
 
 CLOSED, HALF_OPEN, OPEN = "closed", "half_open", "open"
 #: The value of ``jobqueue_circuit_state`` for each state.
@@ -39,7 +39,7 @@ _INT32 = 2**31 - 1
 
 
 def _seconds(field: str, value: Any) -> float:
-    """A window or reset time: seconds (the column's unit), by the rule of `jobqueue.durations`."""
+    """A window or reset time: seconds (the column's unit), by the rule of `jobqueue.model.durations`."""
     problem = f"must be a number of seconds (got {value!r})" if isinstance(value, timedelta) else duration_problem(value)
     if problem:
         raise ValidationError(field, problem)

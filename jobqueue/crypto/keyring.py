@@ -8,7 +8,7 @@ which is why they are short, printable and unique. A ring that cannot be parsed 
 naming the variable and the entry, raised when `Settings.from_env()` runs — at the start of a
 worker, an API or a command, never later on the first job.
 
-This module only parses and holds keys; `jobqueue.encryption` does the cryptography.
+This module only parses and holds keys; `jobqueue.crypto.envelopes` does the cryptography.
 """
 
 from __future__ import annotations

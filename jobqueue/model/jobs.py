@@ -1,4 +1,5 @@
-"""Plain data the rest of jobqueue passes around: priorities, states, jobs as producers see them."""
+"""Jobs: priorities, states, a job as producers see it and as a handler receives it, and the views
+of jobs the REST API and admin tools list."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class Priority(enum.IntEnum):
     @classmethod
     def parse(cls, value: "Priority | str | int") -> "Priority":
         """Accept the names producers type ('high'), the enum, or the stored 0-3 level."""
-        from jobqueue.errors import ValidationError
+        from jobqueue.model.errors import ValidationError
 
         if isinstance(value, Priority):
             return value
@@ -147,7 +148,7 @@ class Job:
         return self.attempt >= self.max_attempts
 
     def raise_if_cancelled(self) -> None:
-        from jobqueue.errors import JobCancelled
+        from jobqueue.model.errors import JobCancelled
 
         if self.cancel_requested:
             raise JobCancelled(f"job {self.id} was cancelled")
@@ -157,32 +158,6 @@ class Job:
 
 
 # --- REST API and admin views ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """An API key as stored: who it acts as and with which role. The secret itself is never kept."""
-
-    id: uuid.UUID
-    producer_id: str
-    role: str
-    key_prefix: str
-    created_at: datetime
-    revoked_at: datetime | None
-    queues: list[str] | None = None  # the queues it may submit to (None: any)
-    job_types: list[str] | None = None  # the job types it may submit (None: any)
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
-    def refuses(self, queue: str, job_type: str) -> str | None:
-        """The field its allow-lists refuse for a job (``queue`` or ``job_type``), or None."""
-        if self.queues is not None and queue not in self.queues:
-            return "queue"
-        if self.job_types is not None and job_type not in self.job_types:
-            return "job_type"
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,57 +183,11 @@ class JobSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class RunningJob:
-    """A job a worker runs now (what the dashboard shows under each worker)."""
-
-    id: uuid.UUID
-    queue: str
-    job_type: str
-    attempt: int
-    started_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
 class JobPage:
     """A page of a keyset-paginated listing; pass ``next_cursor`` back for the next (older) page."""
 
     jobs: list[JobSummary]
     next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSettings:
-    """One row of ``jobqueue.queue_settings``: paused flag, backpressure limits (None: the API's
-    defaults), what enqueue applies when a call gives none — ``job_ttl`` (expiry after run_at;
-    None: jobs never expire) and ``idempotency_window`` (None: 24 hours) — and ``shed_low_retries``."""
-
-    queue: str
-    paused: bool = False
-    soft_limit: int | None = None
-    hard_limit: int | None = None
-    job_ttl: timedelta | None = None
-    idempotency_window: timedelta | None = None
-    shed_low_retries: bool = False  # load shedding: low retries dead-lettered (shed) above the soft limit
-
-
-@dataclass(frozen=True, slots=True)
-class PriorityStats:
-    """Counts of one queue and priority level (the `jobqueue.queue_stats` view)."""
-
-    priority: Priority
-    pending: int
-    scheduled: int
-    processing: int
-    failed: int
-    dead: int
-    oldest_age_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    queue: str
-    settings: QueueSettings
-    levels: list[PriorityStats]
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,3 +214,14 @@ class RetryOutcome(str, enum.Enum):
     NOT_DEAD = "not_dead"
     KEY_TAKEN = "idempotency_key_taken"
     NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputMinute:
+    """One minute of the history: rates per second since the sample of the minute before."""
+
+    minute: datetime
+    measured_at: datetime
+    submitted_per_s: float
+    completed_per_s: float
+    failed_per_s: float

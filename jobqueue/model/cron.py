@@ -25,7 +25,7 @@ from typing import Iterator
 
 from croniter import CroniterError, croniter
 
-from jobqueue.errors import ValidationError
+from jobqueue.model.errors import ValidationError
 
 UTC = timezone.utc
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")

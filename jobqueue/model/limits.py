@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobqueue.errors import ValidationError
-from jobqueue.names import name_problem
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.names import name_problem
 
 SCOPES = ("job_type", "queue")
 #: Starts a rate may allow per period (the window's log is kept in the limit's row).

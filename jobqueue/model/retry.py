@@ -6,8 +6,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from jobqueue.durations import LONGEST_SECONDS, duration_problem
-from jobqueue.errors import ValidationError
+from jobqueue.model.durations import LONGEST_SECONDS, duration_problem
+from jobqueue.model.errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +15,7 @@ class Backoff:
     """Exponential backoff with jitter: the n-th retry waits ``min(base * multiplier**(n-1), max)``
     seconds plus up to ``jitter`` of that again, drawn at random so that a burst of failures does
     not come back as a burst (SPEC defaults: 1 s, x2, capped at 30 s, 10 % jitter). ``base`` and
-    ``max`` are durations (`jobqueue.durations`: finite, at most 3650 days); a bad setting is a
+    ``max`` are durations (`jobqueue.model.durations`: finite, at most 3650 days); a bad setting is a
     `ValidationError` naming it, at import."""
 
     base: float = 1.0

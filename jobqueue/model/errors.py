@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from jobqueue.durations import duration_problem
+from jobqueue.model.durations import duration_problem
 
 
 class JobQueueError(Exception):
@@ -116,7 +116,7 @@ class IdempotencyMismatch(Conflict):
 
 
 class EncryptionError(JobQueueError):
-    """An encrypted value could not be opened or made (`jobqueue.encryption`): a worker that
+    """An encrypted value could not be opened or made (`jobqueue.crypto.envelopes`): a worker that
     meets one fails the job at once, without retrying (another attempt would fail the same way)."""
 
 
@@ -157,7 +157,7 @@ class Retry(Exception):
     """Raise from a handler to fail this attempt and run again after ``after`` seconds.
 
     Counts as an attempt: when no attempts remain the job is dead-lettered like any failure.
-    ``after``: seconds, finite, from 0 to 3650 days (`jobqueue.durations`).
+    ``after``: seconds, finite, from 0 to 3650 days (`jobqueue.model.durations`).
     """
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:

@@ -43,11 +43,20 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobqueue import db
 from jobqueue.config import Settings
-from jobqueue.encryption import MARKER, UNBOUND_VERSION, Binding, Parts, Rebinder, display, field_keys, map_envelopes
-from jobqueue.errors import EncryptionError, EncryptionKeyMissing, EncryptionUnavailable
-from jobqueue.keyring import KeyRing, default_key_id, new_key_line
+from jobqueue.crypto.envelopes import (
+    MARKER,
+    UNBOUND_VERSION,
+    Binding,
+    Parts,
+    Rebinder,
+    display,
+    field_keys,
+    map_envelopes,
+)
+from jobqueue.crypto.keyring import KeyRing, default_key_id, new_key_line
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import EncryptionError, EncryptionKeyMissing, EncryptionUnavailable
 from jobqueue.store import encryption_keys as key_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import StoredValues

@@ -11,7 +11,7 @@ import functools
 import re
 from pathlib import Path
 
-from jobqueue.paths import resource_dir
+from jobqueue.db.paths import resource_dir
 
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
@@ -46,7 +46,7 @@ def query(name: str) -> str:
 
 @functools.cache
 def queries_in(path: Path) -> dict[str, str]:
-    """The named blocks of one file of a room's own, outside ``sql/queries/`` (`jobqueue.db.FileCall`)."""
+    """The named blocks of one file of a room's own, outside ``sql/queries/`` (`jobqueue.db.gateway.FileCall`)."""
     return parse_named_queries(path.read_text())
 
 

@@ -32,7 +32,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from jobqueue.errors import ValidationError
+from jobqueue.model.errors import ValidationError
 
 INSTRUMENTATION_NAME = "jobqueue"
 _PROPAGATOR = TraceContextTextMapPropagator()
