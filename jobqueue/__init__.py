@@ -15,28 +15,44 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobqueue.app import JobQueue, TaskDef
-    from jobqueue.circuits import Circuit, CircuitSpec
     from jobqueue.client import AsyncClient, Client
     from jobqueue.config import Settings
-    from jobqueue.errors import (CircuitNotFound, CircuitOpen, Conflict, DatabaseUnavailable, IdempotencyMismatch,
-                                 JobCancelled, JobFailed, JobNotFound, JobQueueError, JobTimeout, LimitNotFound,
-                                 NotMigrated, PermanentError, Retry, ValidationError, WaitTimeout)
-    from jobqueue.limits import Limit, LimitSpec
-    from jobqueue.models import CancelOutcome, Job, JobInfo, JobState, Priority
-    from jobqueue.retry import Backoff
+    from jobqueue.model.circuits import Circuit, CircuitSpec
+    from jobqueue.model.errors import (
+        CircuitNotFound,
+        CircuitOpen,
+        Conflict,
+        DatabaseUnavailable,
+        IdempotencyMismatch,
+        JobCancelled,
+        JobFailed,
+        JobNotFound,
+        JobQueueError,
+        JobTimeout,
+        LimitNotFound,
+        NotMigrated,
+        PermanentError,
+        Retry,
+        ValidationError,
+        WaitTimeout,
+    )
+    from jobqueue.model.jobs import CancelOutcome, Job, JobInfo, JobState, Priority
+    from jobqueue.model.limits import Limit, LimitSpec
+    from jobqueue.model.retry import Backoff
 
 #: The module each public name comes from (the imports above, for type checkers, say the same).
 _HOMES: dict[str, tuple[str, ...]] = {
     "jobqueue.app": ("JobQueue", "TaskDef"),
-    "jobqueue.circuits": ("Circuit", "CircuitSpec"),
+    "jobqueue.model.circuits": ("Circuit", "CircuitSpec"),
     "jobqueue.client": ("AsyncClient", "Client"),
     "jobqueue.config": ("Settings",),
-    "jobqueue.errors": ("CircuitNotFound", "CircuitOpen", "Conflict", "DatabaseUnavailable", "IdempotencyMismatch",
-                        "JobCancelled", "JobFailed", "JobNotFound", "JobQueueError", "JobTimeout", "LimitNotFound",
-                        "NotMigrated", "PermanentError", "Retry", "ValidationError", "WaitTimeout"),
-    "jobqueue.limits": ("Limit", "LimitSpec"),
-    "jobqueue.models": ("CancelOutcome", "Job", "JobInfo", "JobState", "Priority"),
-    "jobqueue.retry": ("Backoff",),
+    "jobqueue.model.errors": ("CircuitNotFound", "CircuitOpen", "Conflict", "DatabaseUnavailable",
+                              "IdempotencyMismatch", "JobCancelled", "JobFailed", "JobNotFound", "JobQueueError",
+                              "JobTimeout", "LimitNotFound", "NotMigrated", "PermanentError", "Retry",
+                              "ValidationError", "WaitTimeout"),
+    "jobqueue.model.limits": ("Limit", "LimitSpec"),
+    "jobqueue.model.jobs": ("CancelOutcome", "Job", "JobInfo", "JobState", "Priority"),
+    "jobqueue.model.retry": ("Backoff",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -28,7 +28,7 @@ the same names, neither redefines nor removes them. A worker claims only its app
     @queue.task("charge", encrypted=["card.number", "ssn"], encrypt_result=True)
     async def charge(job): ...
 
-encrypts those payload fields before they reach the database (`jobqueue.encryption`): workers
+encrypts those payload fields before they reach the database (`jobqueue.crypto.envelopes`): workers
 publish the list in ``jobqueue.task_defaults.encrypted_fields`` when they start, and every Python
 client and the REST API encrypt them from then on (read at most 5 s late); the worker decrypts them
 just before the handler runs, and encrypts the handler's result too with ``encrypt_result``.
@@ -41,15 +41,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from jobqueue.limits import LimitSpec
-from jobqueue.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
-from jobqueue.durations import duration_problem
-from jobqueue.encryption import check_paths
-from jobqueue.errors import ValidationError
-from jobqueue.models import Priority
-from jobqueue.names import name_problem
-from jobqueue.retry import Backoff
-from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
+from jobqueue.crypto.envelopes import check_paths
+from jobqueue.model.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
+from jobqueue.model.durations import duration_problem
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Priority
+from jobqueue.model.limits import LimitSpec
+from jobqueue.model.names import name_problem
+from jobqueue.model.retry import Backoff
+from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
 
 DEFAULT_MAX_ATTEMPTS = 4  # SPEC: three retries after the first attempt
 
@@ -63,7 +63,7 @@ class TaskDef:
     timeout: float | None = None  # seconds per attempt; None: the worker's processing TTL (900 s)
     is_async: bool = False
     circuit: CircuitSpec | None = None  # the breaker its failures count toward, and that blocks it
-    encrypted: tuple[str, ...] = ()  # dotted payload fields every producer encrypts (jobqueue.encryption)
+    encrypted: tuple[str, ...] = ()  # dotted payload fields every producer encrypts (jobqueue.crypto.envelopes)
     encrypt_result: bool = False  # the worker stores the handler's result encrypted
     limit: LimitSpec | None = None  # its global concurrency / rate limit (scope job_type)
 

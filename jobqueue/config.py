@@ -6,7 +6,7 @@ concern, each frozen and checked on its own, so a component is handed the sectio
 nothing else; the variables keep their names (docs/operations.md "Configuration"):
 
 - ``db`` (`DbSettings`): DSNs, PgBouncer mode, LISTEN, timeouts, a client's pool size — every
-  process, through `jobqueue.db.Session`.
+  process, through `jobqueue.db.gateway.Session`.
 - ``worker`` (`WorkerSettings`): the claim loop and its process; the worker's command-line options.
 - ``autoscale`` (`AutoscaleSettings`): a worker's slot scaler; the API's desired-workers gauge.
 - ``maintenance`` (`MaintenanceSettings`): the leader-only services, retention included.
@@ -27,9 +27,9 @@ from typing import Any, Mapping, TypeVar
 from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue.durations import LONGEST, duration_problem
-from jobqueue.keyring import KeyRing
-from jobqueue.names import MAX_BATCH_JOBS, name_problem
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.model.durations import LONGEST, duration_problem
+from jobqueue.model.names import MAX_BATCH_JOBS, name_problem
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/jobqueue"
 DEFAULT_PRIORITY_WEIGHTS = (8, 4, 2, 1)
@@ -57,7 +57,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 #: Every setting that is a span of seconds (days, for retention), by section and field, with the
 #: environment variable that sets it and whether 0 is allowed (off, none, no wait). Each is checked
-#: by the one duration rule (`jobqueue.durations`: finite, not negative, at most 3650 days), so
+#: by the one duration rule (`jobqueue.model.durations`: finite, not negative, at most 3650 days), so
 #: `inf`, `nan` or 1e300 from the environment is one clear line at start-up (exit 2 from the CLI),
 #: not a wedged worker.
 _DURATIONS: dict[str, dict[str, tuple[str, bool]]] = {
@@ -168,7 +168,7 @@ class _Section:
 
 @dataclass(frozen=True, slots=True)
 class DbSettings(_Section):
-    """Connections (jobqueue.db): where, how many for a client, and the waits every connection jobqueue
+    """Connections (jobqueue.db.gateway): where, how many for a client, and the waits every connection jobqueue
     opens is allowed, in seconds (0: off); whether a transaction pooler (PgBouncer) sits between
     jobqueue and PostgreSQL, and whether processes LISTEN at all."""
 
@@ -217,7 +217,7 @@ class WorkerSettings(_Section):
 
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 10  # slots per worker process; with autoscaling, the most it scales to
-    # --concurrency MIN:MAX (jobqueue.autoscale, knobs in AutoscaleSettings): the fewest slots (0: a fixed concurrency)
+    # --concurrency MIN:MAX (jobqueue.model.autoscale, knobs in AutoscaleSettings): the fewest slots (0: a fixed concurrency)
     concurrency_min: int = 0
     processes: int = 1
     lease_seconds: float = 30.0
@@ -303,7 +303,7 @@ class WorkerSettings(_Section):
 @dataclass(frozen=True, slots=True)
 class AutoscaleSettings(_Section):
     """The ``JOBQUEUE_AUTOSCALE_*`` variables (see docs/workers.md "Autoscaling"): how often a worker
-    started with --concurrency MIN:MAX decides, its cooldowns and step (jobqueue.worker.scaling); the
+    started with --concurrency MIN:MAX decides, its cooldowns and step (jobqueue.worker.slot_scaler); the
     step and the worker bounds of the fleet gauge ``jobqueue_desired_workers`` (the API's /metrics)."""
 
     interval: float = 5.0
@@ -371,7 +371,7 @@ _MAX_QUEUES_PROBLEM = "JOBQUEUE_API_MAX_QUEUES must be positive, JOBQUEUE_METRIC
 
 @dataclass(frozen=True, slots=True)
 class BackpressureSettings(_Section):
-    """The queue depth limits (``JOBQUEUE_API_*``, see api.backpressure and jobqueue.quotas) every process
+    """The queue depth limits (``JOBQUEUE_API_*``, see api.backpressure and jobqueue.model.quotas) every process
     applies alike where a queue sets none: the API refuses or sheds by them, the gatekeeper
     (maintenance) closes queues past them, and a worker sheds low-priority retries by them."""
 
@@ -382,7 +382,7 @@ class BackpressureSettings(_Section):
     total_soft_limit: int = 200_000
     total_hard_limit: int = 400_000
     # At most this many queues holding jobs that no live worker serves and no admin configured: a
-    # new queue name past it is refused (see jobqueue.quotas).
+    # new queue name past it is refused (see jobqueue.model.quotas).
     max_queues: int = 1000
     depth_refresh: float = 1.0
     depth_max_age: float = 10.0  # a depth count is redone at least this often (see api.backpressure)
@@ -463,7 +463,7 @@ class ApiSettings(_Section):
 
 @dataclass(frozen=True, slots=True)
 class MetricsSettings(_Section):
-    """The figures (jobqueue.metrics, docs/observability.md): how often a worker writes its counters,
+    """The figures (jobqueue.observability.metrics, docs/observability.md): how often a worker writes its counters,
     when a worker counts as alive (workers' autoscaling, the API, the gatekeeper, `unserved`), and how
     the API serves /metrics and the dashboard's figures."""
 
@@ -496,7 +496,7 @@ class MetricsSettings(_Section):
 
 @dataclass(frozen=True, slots=True)
 class EncryptionSettings(_Section):
-    """Payload encryption (jobqueue.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys."""
+    """Payload encryption (jobqueue.crypto.keyring): JOBQUEUE_ENCRYPTION_KEYS or _FILE; None: no keys."""
 
     keys: KeyRing | None = field(default=None, repr=False)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from jobqueue.app import JobQueue
-from jobqueue.errors import PermanentError
-from jobqueue.models import Job
-from jobqueue.retry import Backoff
+from jobqueue.model.errors import PermanentError
+from jobqueue.model.jobs import Job
+from jobqueue.model.retry import Backoff
 
 queue = JobQueue("demo")
 

@@ -23,15 +23,15 @@ import socket
 import sys
 import time
 
-from jobqueue import db
 from jobqueue.app import JobQueue
-from jobqueue.background import watch
 from jobqueue.config import Settings
-from jobqueue.errors import NotMigrated, PermissionDenied
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Notifier
 from jobqueue.maintenance.runner import Maintenance
-from jobqueue.notifier import Notifier
+from jobqueue.model.errors import NotMigrated, PermissionDenied
+from jobqueue.runtime.background import watch
 from jobqueue.worker.metrics_server import METRICS_HOST
-from jobqueue.worker.runner import Worker, new_worker_id
+from jobqueue.worker.worker import Worker, new_worker_id
 
 log = logging.getLogger("jobqueue.process")
 

@@ -1,6 +1,6 @@
 """Alembic environment: runs jobqueue's revisions against the DSN passed in by `jobqueue migrate`.
 
-There is no alembic.ini at the top level (the layout keeps the root small); `jobqueue.migrate`
+There is no alembic.ini at the top level (the layout keeps the root small); `jobqueue.store.migrate`
 builds the Alembic Config in code and hands the DSN over through `config.attributes`.
 """
 
@@ -9,11 +9,11 @@ from sqlalchemy import create_engine, pool
 
 import psycopg
 
-from jobqueue.migrate import VERSION_TABLE
+from jobqueue.store.migrate import VERSION_TABLE
 
 
 def _connect(dsn: str, connect_timeout: int) -> psycopg.Connection:
-    """``dsn`` carries the migration session's name and timeouts (jobqueue.migrate). No statement
+    """``dsn`` carries the migration session's name and timeouts (jobqueue.store.migrate). No statement
     is prepared server-side: a one-shot gains nothing from it, and PgBouncer could not carry it."""
     conn = psycopg.connect(dsn, connect_timeout=connect_timeout)
     conn.prepare_threshold = None

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import os
-
 import psycopg
 import pytest
 

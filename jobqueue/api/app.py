@@ -35,7 +35,6 @@ a database outage is 503 with ``Retry-After``, never 500.
 from __future__ import annotations
 
 import gc
-
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -50,14 +49,14 @@ from jobqueue.api import openapi_ui, paths
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
 from jobqueue.api.controllers.circuits import CircuitsController
-from jobqueue.api.controllers.limits import LimitsController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
-from jobqueue.api.dashboard import DashboardController
 from jobqueue.api.controllers.jobs import JobsController
+from jobqueue.api.controllers.limits import LimitsController
 from jobqueue.api.controllers.queues import QueuesController
 from jobqueue.api.controllers.schedules import SchedulesController
 from jobqueue.api.controllers.workers import WorkersController
+from jobqueue.api.dashboard import DashboardController
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
 from jobqueue.api.request_checks import refuse_ambiguous_query

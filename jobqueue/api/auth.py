@@ -19,8 +19,8 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from litestar.handlers import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
 
-from jobqueue.models import ApiKey
-from jobqueue.refresh_ahead import RefreshAheadCache
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 
 if TYPE_CHECKING:
     from jobqueue.api.services import Services
@@ -32,7 +32,7 @@ AnyRequest = Request[Principal, Any, Any]
 
 class KeyCache:
     """Valid keys by token for ``ttl`` seconds, reloaded ahead of expiry while in use and looked up
-    once for concurrent requests (`jobqueue.refresh_ahead`); bounded (least recently used keys
+    once for concurrent requests (`jobqueue.runtime.refresh_ahead`); bounded (least recently used keys
     leave first); unknown keys are never cached."""
 
     def __init__(self, lookup: Callable[[str], Awaitable[ApiKey | None]], ttl: float, max_entries: int = 10_000) -> None:

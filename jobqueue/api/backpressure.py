@@ -1,6 +1,6 @@
 """Backpressure for submissions: per-queue waiting jobs against a soft and a hard limit.
 
-What counts, the limits and when to count again are `jobqueue.quotas`' (the maintenance leader's
+What counts, the limits and when to count again are `jobqueue.model.quotas`' (the maintenance leader's
 `Gatekeeper` applies the same to SQL and Python producers): every waiting job — pending, due or
 scheduled for later, or waiting for a retry — since every one of them is stored.
 
@@ -46,15 +46,23 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from jobqueue.api.store_access import ApiStore
 from jobqueue.config import ApiSettings, BackpressureSettings, Settings
-from jobqueue.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
-from jobqueue.models import Priority, QueueSettings
-from jobqueue.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated, PermissionDenied
+from jobqueue.model.jobs import Priority
+from jobqueue.model.queues import QueueSettings
+from jobqueue.model.quotas import QUEUE_FULL, TOO_MANY_QUEUES, TOTAL_FULL, Limits, Recount
 
 log = logging.getLogger("jobqueue.api.backpressure")
+
+
+def api_limits(settings: BackpressureSettings, queue_settings: Mapping[str, QueueSettings]) -> Limits:
+    """The quotas this API admits against: its ``JOBQUEUE_API_*`` depth limits, overridden per queue by
+    ``queue_settings``."""
+    return Limits(settings.soft_limit, settings.hard_limit, settings.total_soft_limit,
+                  settings.total_hard_limit, settings.max_queues, queue_settings)
 
 
 class Overloaded(Exception):
@@ -112,7 +120,7 @@ class Backpressure:
         self.served: frozenset[str] = frozenset()  # queues live workers serve
         self.undeclared: set[str] = set()  # queues holding jobs that no worker serves and no admin configured
         self.queue_settings: dict[str, QueueSettings] = {}
-        self.quota = Limits.of_settings(depth_limits, {})
+        self.quota = api_limits(depth_limits, {})
         self._buckets: dict[str, TokenBucket] = {}
         self._recount = Recount(max_age=depth_limits.depth_max_age, clock=clock)
         self._in_flight: dict[str, int] = {}  # reserved jobs whose statement has not ended
@@ -135,7 +143,7 @@ class Backpressure:
         """New limits always; new depths when `count_needed` says the old ones could mislead."""
         settings = await self.store.client.queue_settings()
         self.queue_settings = settings
-        self.quota = Limits.of_settings(self.depth_limits, settings)
+        self.quota = api_limits(self.depth_limits, settings)
         submitted = await self.store.submitted_total()
         if not self.count_needed(submitted):
             return

@@ -37,8 +37,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from jobqueue.api.auth import Principal
-from jobqueue.errors import NotMigrated, ValidationError
-from jobqueue.refresh_ahead import RefreshAheadCache
+from jobqueue.model.errors import NotMigrated, ValidationError
+from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 
 #: The jobqueue.api_secrets row the key comes from.
 SECRET_NAME = "cursor"

@@ -3,7 +3,7 @@
 - ``/dashboard`` is the page, ``/dashboard/static/<file>`` its script and styles (hand-written,
   no third-party code): public, they hold no data. The page holds no inline script or style and
   may not be framed (`jobqueue.api.security`): a page of another site cannot click its buttons.
-- ``/dashboard/overview`` is the figures it polls every second: the `jobqueue.metrics` snapshot as
+- ``/dashboard/overview`` is the figures it polls every second: the `jobqueue.observability.metrics` snapshot as
   JSON, the same cached collection /metrics serves. ``/dashboard/running`` is what each worker
   runs now (its processing jobs, the oldest first); ``/dashboard/history`` the last hour of
   throughput per minute, sampled by the maintenance leader (`jobqueue.maintenance.historian`), so
@@ -27,11 +27,11 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, QueryParameter
 from litestar.response import Response
 
-from jobqueue import metrics
 from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
 from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import ServicesDep
+from jobqueue.observability import metrics
 
 # The REST routes the page calls; {name} placeholders are filled in by the script.
 ROUTES = {

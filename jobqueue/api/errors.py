@@ -28,9 +28,21 @@ from litestar.openapi import ResponseSpec
 
 from jobqueue.api.backpressure import Overloaded
 from jobqueue.api.schemas import ErrorBody
-from jobqueue.job_events import EventsUnavailable
-from jobqueue.errors import (CircuitNotFound, LimitNotFound, Conflict, DatabaseUnavailable, EncryptionUnavailable, IdempotencyMismatch,
-                             JobNotFound, NotMigrated, PermissionDenied, QueueFull, ScheduleNotFound, ValidationError)
+from jobqueue.events.hub import EventsUnavailable
+from jobqueue.model.errors import (
+    CircuitNotFound,
+    Conflict,
+    DatabaseUnavailable,
+    EncryptionUnavailable,
+    IdempotencyMismatch,
+    JobNotFound,
+    LimitNotFound,
+    NotMigrated,
+    PermissionDenied,
+    QueueFull,
+    ScheduleNotFound,
+    ValidationError,
+)
 
 log = logging.getLogger("jobqueue.api")
 
@@ -131,7 +143,7 @@ def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
 
 
 def _queue_full(request: Request, exc: QueueFull) -> Response:
-    """The database's gate (the maintenance leader found the queue full; `jobqueue.quotas`): as the
+    """The database's gate (the maintenance leader found the queue full; `jobqueue.model.quotas`): as the
     API's own refusal would be, 503 with the reason."""
     return error_response(503, str(exc), error=exc.reason, retry_after=_services_retry_after(request))
 

@@ -2,7 +2,7 @@
 metrics token: see `jobqueue.api.request_checks`).
 
 Workers report through the database, so scraping the API is enough: the figures are described in
-`jobqueue.metrics`. Every process of the API keeps one cached `Collector` (in the app's state), so
+`jobqueue.observability.metrics`. Every process of the API keeps one cached `Collector` (in the app's state), so
 any number of scrapers and dashboards cost one collection per TTL.
 """
 
@@ -13,14 +13,14 @@ from typing import Any
 from litestar import Controller, Request, get
 from litestar.response import Response
 
-from jobqueue import metrics
-from jobqueue.autoscale import Rule
 from jobqueue.api.errors import error_responses
 from jobqueue.api.request_checks import metrics_reader
 from jobqueue.api.services import Services, ServicesDep
 from jobqueue.client import AsyncClient
+from jobqueue.model.autoscale import Rule
+from jobqueue.observability import metrics, prometheus
 
-_MEDIA_TYPE = metrics.CONTENT_TYPE.removesuffix("; charset=utf-8")  # Litestar appends the charset
+_MEDIA_TYPE = prometheus.CONTENT_TYPE.removesuffix("; charset=utf-8")  # Litestar appends the charset
 
 
 def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Collector:
@@ -53,6 +53,6 @@ class MetricsController(Controller):
     async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
         snapshot = await collector(request, services).snapshot()
         settings = services.settings.autoscale
-        text = metrics.render(snapshot, rule=Rule(step=settings.step),
+        text = prometheus.render(snapshot, rule=Rule(step=settings.step),
                               worker_bounds=(settings.min_workers, settings.max_workers))
         return Response(text, media_type=_MEDIA_TYPE)

@@ -24,7 +24,7 @@ import time
 from typing import Awaitable, Callable, TypeVar
 
 from jobqueue.client import AsyncClient
-from jobqueue.errors import DatabaseUnavailable, JobNotFound
+from jobqueue.model.errors import DatabaseUnavailable, JobNotFound
 
 log = logging.getLogger("jobqueue.api.reads")
 

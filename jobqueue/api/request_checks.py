@@ -22,7 +22,7 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
 
-from jobqueue.errors import ValidationError
+from jobqueue.model.errors import ValidationError
 
 #: Nesting a request body or a payload may have; deeper is refused. JSON documents people send to a
 #: job queue are a few levels deep; this only stops bodies built to exhaust the decoder's stack.

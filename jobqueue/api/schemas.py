@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from jobqueue.encryption import redact
-from jobqueue.metrics import OTHER, Snapshot
-from jobqueue.models import JobInfo, JobSummary, Priority, QueueSettings
+from jobqueue.crypto.envelopes import redact
+from jobqueue.model.jobs import JobInfo, JobSummary, Priority
+from jobqueue.model.queues import QueueSettings
+from jobqueue.observability.metrics import OTHER, Snapshot
 
 INT32 = 2**31 - 1
 TEN_YEARS = 10 * 366 * 24 * 3600.0
@@ -261,7 +262,7 @@ class OtherQueues(msgspec.Struct):
 
 class QueueList(msgspec.Struct):
     """Every queue with jobs waiting, running or dead, served by a live worker, or configured by an
-    admin — read from the metrics snapshot /metrics serves (`jobqueue.metrics`), not counted per
+    admin — read from the metrics snapshot /metrics serves (`jobqueue.observability.metrics`), not counted per
     request: ``measured_at`` is when it was counted, and it is served for up to
     ``max_age_seconds`` after that. Same figures as /metrics: ``depth`` runnable now (pending, or
     failed and due), ``scheduled`` run_at still ahead (delays, retries not yet due), ``retrying``

@@ -22,16 +22,17 @@ from typing import Any, TypeAlias
 from litestar import Request
 from litestar.di import NamedDependency
 
-from jobqueue import db, migrate
-from jobqueue.background import watch
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure, StreamQuota
 from jobqueue.api.cursors import Cursors
 from jobqueue.api.reads import ReadRouter
 from jobqueue.api.store_access import ApiStore
-from jobqueue.job_events import EventHub, StoreRegistrar
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
+from jobqueue.events.hub import EventHub, StoreRegistrar
+from jobqueue.runtime.background import watch
+from jobqueue.store import migrate
 
 
 class Services:

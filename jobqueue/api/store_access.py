@@ -7,7 +7,7 @@ share its size, timeouts and login.
 - ``submitted_total`` / ``waiting_counts``: what the depth refresher of `jobqueue.api.backpressure`
   reads; ``schema_revision``: what ``/readyz`` compares.
 
-The event streams' registrar is `jobqueue.job_events.StoreRegistrar` (client waits use it too), and
+The event streams' registrar is `jobqueue.events.hub.StoreRegistrar` (client waits use it too), and
 ``/metrics`` collects on a connection of whichever client `jobqueue.api.reads` chose.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from jobqueue import db
 from jobqueue.client import AsyncClient
-from jobqueue.models import ApiKey
-from jobqueue.quotas import WaitingCounts
+from jobqueue.db import gateway as db
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.quotas import WaitingCounts
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import meta as meta_store
 from jobqueue.store import metrics as metrics_store

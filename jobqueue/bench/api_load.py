@@ -18,11 +18,11 @@ import asyncio
 import os
 import uuid
 
-from jobqueue import db
+from jobqueue.bench import store as bench_store
 from jobqueue.bench.common import bench_client, connect
 from jobqueue.bench.http import ApiServer, Connection, closed, paced, wait_ready
 from jobqueue.config import Settings
-from jobqueue.bench import store as bench_store
+from jobqueue.db import gateway as db
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:

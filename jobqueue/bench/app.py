@@ -5,7 +5,7 @@ no-op task under a name of its own, so the bench never redefines another app's t
 from __future__ import annotations
 
 from jobqueue.app import JobQueue
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 
 JOB_TYPE = "jobqueue-bench-noop"
 

@@ -23,9 +23,9 @@ import time
 from typing import Any
 
 from jobqueue.bench import drain as drain_figures
+from jobqueue.bench import store
 from jobqueue.bench.common import Bench, say
 from jobqueue.bench.drain import Side
-from jobqueue.bench import store
 
 MB = 1024 * 1024
 

@@ -22,10 +22,10 @@ from typing import IO, Any
 
 import psycopg
 
-from jobqueue import db
+from jobqueue.bench import store
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
-from jobqueue.bench import store
+from jobqueue.db import gateway as db
 
 #: The schemas whose tables the bench counts: jobqueue's own and the raw baseline's.
 SCHEMAS = ("jobqueue", store.RAW_SCHEMA)

@@ -23,8 +23,16 @@ import asyncio
 import time
 from typing import Any
 
-from jobqueue.bench.common import (Bench, btree_insertions, hold_snapshot, row_versions, say, settled_counters,
-                                   wal_bytes, wal_point)
+from jobqueue.bench.common import (
+    Bench,
+    btree_insertions,
+    hold_snapshot,
+    row_versions,
+    say,
+    settled_counters,
+    wal_bytes,
+    wal_point,
+)
 from jobqueue.bench.engine import JobqueueQueue
 from jobqueue.bench.raw import RawQueue
 

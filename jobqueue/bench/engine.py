@@ -20,18 +20,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
-from jobqueue import db
+from jobqueue.bench import store
 from jobqueue.bench.app import JOB_TYPE
 from jobqueue.bench.common import NAME, Bench, bench_client, process_log, say, stop_process
 from jobqueue.client import AsyncClient
-from jobqueue.maintenance.pruner import DAY, Pruner
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
 from jobqueue.maintenance.reindexer import Reindexer
-from jobqueue.maintenance.vacuumer import Vacuumer
-from jobqueue.bench import store
+from jobqueue.maintenance.vacuumer import DEFAULT_MIN_DEAD, Vacuumer, VacuumerOptions
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store.retention import FINISHED_STATES
 
-#: What the worker logs once it listens (jobqueue.worker.runner); the bench waits for it so no
+#: What the worker logs once it listens (jobqueue.worker.worker); the bench waits for it so no
 #: process misses the resume notification.
 STARTED_LINE = " started: queues="
 #: How long the bench waits for the table to be vacuumed after the prune.
@@ -131,14 +131,14 @@ class JobqueueQueue:
         self.bench.run(store.set_retention(self.bench.queue))
         vacuums = self.bench.run(store.vacuum_count())
         async with self._pool() as pool:  # closed after: its backend's counters reach the statistics on exit
-            pruner = Pruner(pool, retention={state: KEEP_OTHERS for state in FINISHED_STATES},
-                            fire_history=KEEP_OTHERS)
-            pruned = await pruner.run_once()
+            pruner = Pruner(pool, PrunerOptions(retention={state: KEEP_OTHERS for state in FINISHED_STATES},
+                                                fire_history=KEEP_OTHERS))
+            pruned = (await pruner.run_once()).jobs
         async with self._pool() as pool:
             # its default bound, or the whole prune when the backlog was smaller than that
-            vacuumer = Vacuumer(pool, self._session(), min_dead=min(Vacuumer.DEFAULT_MIN_DEAD, max(pruned, 1)))
+            vacuumer = Vacuumer(pool, self._session(), VacuumerOptions(min_dead=min(DEFAULT_MIN_DEAD, max(pruned, 1))))
             deadline = time.monotonic() + VACUUM_WAIT
-            while not await vacuumer.run_once() and self.bench.run(store.vacuum_count()) == vacuums:
+            while not (await vacuumer.run_once()).vacuumed and self.bench.run(store.vacuum_count()) == vacuums:
                 if time.monotonic() > deadline:
                     say(f"  jobqueue: the table was not vacuumed within {VACUUM_WAIT:.0f} s of the prune")
                     break
@@ -152,7 +152,7 @@ class JobqueueQueue:
         reindexer = Reindexer(self._session())
         done = 0
         for _ in range(2 * len(reindex_store.COVERED_INDEXES)):
-            rebuilt = await reindexer.run_once()
+            rebuilt = (await reindexer.run_once()).count
             if not rebuilt:
                 break
             done += rebuilt

@@ -22,13 +22,13 @@ import json
 import time
 from typing import AsyncContextManager, AsyncIterator, Awaitable, Callable
 
-from jobqueue import db
+from jobqueue.bench import store
 from jobqueue.bench.app import JOB_TYPE
 from jobqueue.bench.common import Bench, connect_async, percentile, rate_and_latency, say
 from jobqueue.bench.engine import JobqueueQueue
 from jobqueue.bench.http import ApiServer, Connection, closed, paced
 from jobqueue.bench.raw import RawQueue
-from jobqueue.bench import store
+from jobqueue.db import gateway as db
 
 Enqueue = Callable[[int], Awaitable[object]]
 WARM_UP = 200

@@ -21,10 +21,10 @@ import time
 import uuid
 from typing import Callable
 
+from jobqueue.bench import store
 from jobqueue.bench.common import Bench, bench_client, open_bench, percentile
 from jobqueue.client import AsyncClient
 from jobqueue.config import Settings
-from jobqueue.bench import store
 
 MODES = ("no key", "new key", "held key")
 Keys = Callable[[int], "str | None"]

@@ -34,11 +34,11 @@ from typing import IO, AsyncIterator, Awaitable, Callable
 
 import psycopg
 
-from jobqueue import db
+from jobqueue.bench import store
 from jobqueue.bench.app import JOB_TYPE
 from jobqueue.bench.common import Bench, connect_async, process_log, stop_process
 from jobqueue.config import Settings
-from jobqueue.bench import store
+from jobqueue.db import gateway as db
 
 #: Seconds an idle raw worker sleeps when no NOTIFY comes (its fallback poll).
 POLL_INTERVAL = 1.0

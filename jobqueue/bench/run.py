@@ -25,12 +25,11 @@ import platform
 import signal
 from typing import Any
 
-from jobqueue.bench import backlog, drain, enqueue, pickup, report
+from jobqueue.bench import backlog, drain, enqueue, pickup, report, store
 from jobqueue.bench.common import Bench, WalReader, open_bench, say
 from jobqueue.bench.engine import JobqueueQueue
 from jobqueue.bench.raw import RawQueue, RawQueueExists
 from jobqueue.config import Settings
-from jobqueue.bench import store
 
 
 def _positive(text: str) -> int:

@@ -1,7 +1,7 @@
 """Calls for the benchmark (queries.sql beside this module): server read-outs, jobqueue through its
 public SQL interface, read-outs and clean-up of the bench's own queue, and the raw baseline's
 statements. Only the bench runs them, so they are not in sql/queries/, which every jobqueue process
-loads (`jobqueue.db.FileCall`)."""
+loads (`jobqueue.db.gateway.FileCall`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobqueue.db import FileCall, no_result, scalar
+from jobqueue.db.gateway import FileCall, no_result, scalar
 
 T = TypeVar("T")
 

@@ -27,12 +27,12 @@ import sys
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
-from jobqueue.circuits import Circuit
 from jobqueue.cli.common import settings_from_args
 from jobqueue.client import Client
-from jobqueue.errors import ValidationError
-from jobqueue.limits import Limit
-from jobqueue.models import JobState, Priority, RetryOutcome
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import JobState, Priority, RetryOutcome
+from jobqueue.model.limits import Limit
 
 
 def format_table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
@@ -154,10 +154,10 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
         print(_json([dataclasses.asdict(q) for q in stats]))
         return 0
     rows = [dict(queue=q.queue, paused=q.settings.paused, soft_limit=q.settings.soft_limit,
-                 hard_limit=q.settings.hard_limit, shed_low=q.settings.shed_low_retries, pending=sum(l.pending for l in q.levels),
-                 scheduled=sum(l.scheduled for l in q.levels), processing=sum(l.processing for l in q.levels),
-                 retrying=sum(l.failed for l in q.levels), dead=sum(l.dead for l in q.levels),
-                 oldest_s=round(max((l.oldest_age_seconds for l in q.levels), default=0.0), 1))
+                 hard_limit=q.settings.hard_limit, shed_low=q.settings.shed_low_retries, pending=sum(p.pending for p in q.levels),
+                 scheduled=sum(p.scheduled for p in q.levels), processing=sum(p.processing for p in q.levels),
+                 retrying=sum(p.failed for p in q.levels), dead=sum(p.dead for p in q.levels),
+                 oldest_s=round(max((p.oldest_age_seconds for p in q.levels), default=0.0), 1))
             for q in stats]
     print(format_table(QUEUE_COLUMNS, rows))
     return 0

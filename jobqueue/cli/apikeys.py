@@ -11,7 +11,7 @@ import sys
 
 from jobqueue.cli.oneshot import open_client
 from jobqueue.config import Settings
-from jobqueue.models import ApiKey
+from jobqueue.model.api_keys import ApiKey
 
 
 def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:

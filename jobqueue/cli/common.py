@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from jobqueue.errors import JobQueueError
+from jobqueue.model.errors import JobQueueError
 
 if TYPE_CHECKING:
     from jobqueue.config import Settings

@@ -9,7 +9,7 @@ import time
 
 from jobqueue.cli.oneshot import open_client
 from jobqueue.config import Settings
-from jobqueue.models import JobState
+from jobqueue.model.jobs import JobState
 
 FINAL = {JobState.COMPLETED, JobState.DEAD_LETTER, JobState.CANCELLED}
 

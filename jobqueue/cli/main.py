@@ -14,7 +14,7 @@
     jobqueue bench enqueue …                  enqueue with and without idempotency keys
     jobqueue api [--host] [--port] [--workers N]   serve the REST API (uvicorn)
     jobqueue apikey create --producer NAME [--admin] | list | revoke ID
-    jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.rotation)
+    jobqueue keys generate [--id ID] | rotate [--batch-size N]   payload encryption keys (jobqueue.cli.keys)
     jobqueue roles grant|revoke|login --role KIND LOGIN | list   PostgreSQL roles (see jobqueue.cli.roles)
 
 A one-shot command must start at once, so this module imports next to nothing: `COMMANDS` names
@@ -43,7 +43,7 @@ def _print_json(value: object) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from jobqueue import migrate
+    from jobqueue.store import migrate
 
     session = migrate.migration_session(settings_from_args(args).db)
     migrate.upgrade(session, args.revision)
@@ -52,7 +52,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_downgrade(args: argparse.Namespace) -> int:
-    from jobqueue import migrate
+    from jobqueue.store import migrate
 
     session = migrate.migration_session(settings_from_args(args).db)
     migrate.downgrade(session, args.revision)
@@ -229,7 +229,7 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("api", "serve the REST API", _api),
     ("apikey", "create, list or revoke REST API keys", _lazy("jobqueue.cli.apikeys", "add_apikey_arguments", "run_apikey")),
     ("keys", "payload encryption keys: generate a new one, rotate stored values to the current one",
-     _lazy("jobqueue.rotation", "add_keys_arguments", "run_keys")),
+     _lazy("jobqueue.cli.keys", "add_keys_arguments", "run_keys")),
     ("roles", "PostgreSQL roles: grant jobqueue's group roles to login roles, create logins",
      _lazy("jobqueue.cli.roles", "add_roles_arguments", "run_roles")),
 )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobqueue import db
 from jobqueue.client import Client
 from jobqueue.config import Settings
+from jobqueue.db import gateway as db
 
 CLI_DB_TIMEOUT = 5.0  # seconds a one-shot command waits for the database before saying it is unavailable
 

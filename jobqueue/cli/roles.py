@@ -28,9 +28,9 @@ import sys
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jobqueue import db
 from jobqueue.config import Settings
-from jobqueue.errors import PermissionDenied
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import PermissionDenied
 from jobqueue.store import roles as role_store
 
 

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from jobqueue.cli.admin import format_table as table
 from jobqueue.cli.common import settings_from_args
-from jobqueue.errors import ValidationError
-from jobqueue.models import Priority
-from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Priority
+from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule
 
 COLUMNS = ("name", "cron", "timezone", "job_type", "queue", "state", "next_fire_at", "last_fire_at", "misfire", "source")
 

@@ -11,19 +11,20 @@ import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from jobqueue import db
-from jobqueue.circuits import Circuit
 from jobqueue.client.validation import timespan
 from jobqueue.config import MetricsSettings
-from jobqueue.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
-from jobqueue.limits import SCOPES, Limit
-from jobqueue.models import ApiKey, JobInfo, JobPage, JobState, Priority, QueueSettings
-from jobqueue.names import name_problem
+from jobqueue.db import gateway as db
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
+from jobqueue.model.jobs import JobInfo, JobPage, JobState, Priority
+from jobqueue.model.limits import SCOPES, Limit
+from jobqueue.model.names import name_problem
+from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import jobs as job_store
 from jobqueue.store import queues as queue_store
-from jobqueue.store.queues import Unserved
 
 MAX_PAGE = 500
 #: Rows a listing examines per page at most, whatever its filters (see `job_store.list_jobs`):

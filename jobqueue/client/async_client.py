@@ -2,12 +2,12 @@
 cancel; listings, dead letters, queues, workers, circuits, limits, API keys, schedules.
 
 Every method validates its request (`jobqueue.client.validation` for jobs,
-`jobqueue.client.admin` for the rest) and runs the store Calls through `jobqueue.db`; the sync
+`jobqueue.client.admin` for the rest) and runs the store Calls through `jobqueue.db.gateway`; the sync
 `Client` runs the same ones. Pass ``connection=`` to run inside your own psycopg transaction: the
 job then exists if and only if your transaction commits (the NOTIFY that wakes workers is sent at
 that commit too).
 
-Encryption (`jobqueue.encryption`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
+Encryption (`jobqueue.crypto.envelopes`): ``enqueue(..., encrypt=["card.number"])`` and an ``"encrypt"``
 entry in an ``enqueue_many`` spec encrypt those payload fields, as do the fields a task declared
 (``@queue.task(encrypted=...)``, read from ``jobqueue.task_defaults`` at most 5 s late), with the key
 ring of ``settings.encryption.keys``, once the job is validated (`jobqueue.client.sealing`).
@@ -24,23 +24,50 @@ from typing import Any, AsyncContextManager, Callable, Iterable, Mapping, Sequen
 
 import psycopg
 
-from jobqueue import db, tracing
-from jobqueue.circuits import Circuit
-from jobqueue.client.admin import (BatchCall, as_uuid, circuit_name, defaults_call, forced, found, limit_key, limit_of,
-                                   limits_call, list_call, new_key_call, purge_batches, queue_name, retry_batches,
-                                   shedding_call, unserved_call)
+from jobqueue.client.admin import (
+    BatchCall,
+    as_uuid,
+    circuit_name,
+    defaults_call,
+    forced,
+    found,
+    limit_key,
+    limit_of,
+    limits_call,
+    list_call,
+    new_key_call,
+    purge_batches,
+    queue_name,
+    retry_batches,
+    shedding_call,
+    unserved_call,
+)
 from jobqueue.client.coalesce import SubmitCoalescer
 from jobqueue.client.schedules import Schedules
 from jobqueue.client.sealing import SEAL_OFF_LOOP, SealPlan, seal_slices, sealed_jobs, with_sealed
 from jobqueue.client.validation import NewJob, ValidatedJob, build_many, many_call
 from jobqueue.client.waiting import Waiter, readable
 from jobqueue.config import Settings
-from jobqueue.encryption import Sealer
-from jobqueue.errors import LimitNotFound
-from jobqueue.limits import Limit, LimitSpec
-from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
-                             QueueSettings, QueueStats, RetryOutcome, RunningJob)
-from jobqueue.refresh_ahead import RefreshAheadCache
+from jobqueue.crypto.envelopes import Sealer
+from jobqueue.db import gateway as db
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.errors import LimitNotFound
+from jobqueue.model.jobs import (
+    CancelOutcome,
+    DeleteOutcome,
+    JobInfo,
+    JobOutcome,
+    JobPage,
+    JobState,
+    RetryOutcome,
+    ThroughputMinute,
+)
+from jobqueue.model.limits import Limit, LimitSpec
+from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
+from jobqueue.model.workers import RunningJob, WorkerInfo
+from jobqueue.observability import tracing
+from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
@@ -48,9 +75,6 @@ from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
-from jobqueue.store.history import ThroughputMinute
-from jobqueue.store.queues import Unserved
-from jobqueue.store.workers import WorkerInfo
 
 
 class AsyncClient:
@@ -164,7 +188,7 @@ class AsyncClient:
 
     async def _sealer(self) -> Sealer:
         """The sealer, with the tasks' encrypted fields read again when its copy is stale — ahead of
-        time and once for concurrent callers (`jobqueue.refresh_ahead`), so a busy producer never
+        time and once for concurrent callers (`jobqueue.runtime.refresh_ahead`), so a busy producer never
         waits for that read, and never uses declarations older than the sealer's ttl."""
         await self._declarations.get(None)
         return self.sealer

@@ -34,7 +34,7 @@ import uuid
 from collections import deque
 from typing import Any, Awaitable, Callable, Sequence
 
-from jobqueue.errors import DatabaseBusy, DatabaseUnavailable, NotMigrated
+from jobqueue.model.errors import DatabaseBusy, DatabaseUnavailable, NotMigrated
 
 Results = list[tuple[uuid.UUID, bool]]
 #: Runs one statement for the given jobs (grouped: several callers' jobs) and returns (id, created)

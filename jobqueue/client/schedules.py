@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jobqueue.clock import Clock, SystemClock
-from jobqueue.db import Call
-from jobqueue.schedules import ScheduleSpec
+from jobqueue.db.gateway import Call
+from jobqueue.model.schedules import ScheduleSpec
+from jobqueue.runtime.clock import Clock, SystemClock
 from jobqueue.store import schedules as schedule_store
 
 SOURCES = ("python", "cli", "api", "sql")

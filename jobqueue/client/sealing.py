@@ -1,4 +1,4 @@
-"""Sealing the payload fields of validated jobs (`jobqueue.encryption`), for both clients.
+"""Sealing the payload fields of validated jobs (`jobqueue.crypto.envelopes`), for both clients.
 
 Fields named by a call (``encrypt=``) or declared by a task (``@queue.task(encrypted=...)``) are
 sealed once the job is validated, for its producer, job type and an id made here, which the job is
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from jobqueue.client.validation import NewJob
-from jobqueue.encryption import Binding, Sealer, new_job_id
+from jobqueue.crypto.envelopes import Binding, Sealer, new_job_id
 
 #: Values `AsyncClient` seals on the event loop at most (about 20 µs each, so 1.3 ms); a call of
 #: more seals them in a thread, this many at a time (a 1 MB request can hold 60,000, 1.2 s of

@@ -18,22 +18,49 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
 import psycopg
 
-from jobqueue import db, tracing
-from jobqueue.circuits import Circuit
-from jobqueue.client.admin import (BatchCall, as_uuid, circuit_name, defaults_call, forced, found, limit_key, limit_of,
-                                   limits_call, list_call, new_key_call, purge_batches, queue_name, retry_batches,
-                                   shedding_call, unserved_call)
+from jobqueue.client.admin import (
+    BatchCall,
+    as_uuid,
+    circuit_name,
+    defaults_call,
+    forced,
+    found,
+    limit_key,
+    limit_of,
+    limits_call,
+    list_call,
+    new_key_call,
+    purge_batches,
+    queue_name,
+    retry_batches,
+    shedding_call,
+    unserved_call,
+)
 from jobqueue.client.async_client import AsyncClient
 from jobqueue.client.schedules import Schedules
 from jobqueue.client.sealing import sealed_jobs, with_sealed
 from jobqueue.client.validation import NewJob, ValidatedJob, build_many, many_call
 from jobqueue.client.waiting import readable
 from jobqueue.config import Settings
-from jobqueue.encryption import Sealer
-from jobqueue.errors import LimitNotFound
-from jobqueue.limits import Limit, LimitSpec
-from jobqueue.models import (ApiKey, CancelOutcome, DeleteOutcome, JobInfo, JobOutcome, JobPage, JobState,
-                             QueueSettings, QueueStats, RetryOutcome, RunningJob)
+from jobqueue.crypto.envelopes import Sealer
+from jobqueue.db import gateway as db
+from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.circuits import Circuit
+from jobqueue.model.errors import LimitNotFound
+from jobqueue.model.jobs import (
+    CancelOutcome,
+    DeleteOutcome,
+    JobInfo,
+    JobOutcome,
+    JobPage,
+    JobState,
+    RetryOutcome,
+    ThroughputMinute,
+)
+from jobqueue.model.limits import Limit, LimitSpec
+from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
+from jobqueue.model.workers import RunningJob, WorkerInfo
+from jobqueue.observability import tracing
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
@@ -41,9 +68,6 @@ from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store import queues as queue_store
 from jobqueue.store import workers as worker_store
-from jobqueue.store.history import ThroughputMinute
-from jobqueue.store.queues import Unserved
-from jobqueue.store.workers import WorkerInfo
 
 
 class Client:

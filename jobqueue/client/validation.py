@@ -14,12 +14,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from jobqueue import db, tracing
-from jobqueue.durations import LONGEST, duration_problem
-from jobqueue.errors import ValidationError
-from jobqueue.models import Priority
-from jobqueue.names import (BLANK, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_NAME_LENGTH, MAX_PRODUCER_ID_LENGTH, name_problem,
-                            too_long)
+from jobqueue.db import gateway as db
+from jobqueue.model.durations import LONGEST, duration_problem
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Priority
+from jobqueue.model.names import (
+    BLANK,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_PRODUCER_ID_LENGTH,
+    name_problem,
+    too_long,
+)
+from jobqueue.model.payloads import dumps, holds_nul
+from jobqueue.observability import tracing
 from jobqueue.store import jobs as job_store
 
 _ENQUEUE_FIELDS = frozenset({
@@ -38,7 +46,7 @@ _json_string = json.encoder.encode_basestring_ascii
 
 
 def timespan(value: Any, invalid: Callable[[str, str], ValidationError], name: str) -> timedelta | None:
-    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.durations`)."""
+    """Seconds or a timedelta, more than 0 and at most LONGEST_SPAN (`jobqueue.model.durations`)."""
     if value is None:
         return None
     if problem := duration_problem(value):
@@ -92,10 +100,10 @@ class NewJob:
         if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK):
             raise invalid("queue", name_problem(queue) or "")
         try:
-            payload_json = job_store.dumps({} if payload is None else payload)
+            payload_json = dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
             raise invalid("payload", f"must be JSON-serialisable ({exc})") from None
-        if job_store.holds_nul(payload_json):
+        if holds_nul(payload_json):
             raise invalid("payload", "must not contain the NUL character (PostgreSQL's jsonb cannot store it)")
         if type(priority) is not str or priority not in _PRIORITY_LABELS:
             try:
@@ -172,7 +180,7 @@ class NewJob:
 
     def sealed(self, job_id: uuid.UUID, payload: Any) -> "NewJob":
         """This job with its payload sealed for ``job_id``, the id it is inserted with."""
-        return replace(self, id=job_id, payload_json=job_store.dumps(payload))
+        return replace(self, id=job_id, payload_json=dumps(payload))
 
     def call(self) -> db.Call[uuid.UUID]:
         if self.id is not None:  # only enqueue_many takes an id

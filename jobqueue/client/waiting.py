@@ -15,13 +15,13 @@ import uuid
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from jobqueue import db
 from jobqueue.config import DbSettings
-from jobqueue.encryption import Binding, open_result
-from jobqueue.errors import EncryptionError, JobFailed, WaitTimeout
-from jobqueue.job_events import Connect, EventHub, EventsUnavailable, StoreRegistrar, Subscription
-from jobqueue.keyring import KeyRing
-from jobqueue.models import JobInfo, JobState
+from jobqueue.crypto.envelopes import Binding, open_result
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.db import gateway as db
+from jobqueue.events.hub import Connect, EventHub, EventsUnavailable, StoreRegistrar, Subscription
+from jobqueue.model.errors import EncryptionError, JobFailed, WaitTimeout
+from jobqueue.model.jobs import JobInfo, JobState
 
 #: How often wait() reads the job anyway, in case its final event was missed; and how often it
 #: polls when the process has no LISTEN connection.

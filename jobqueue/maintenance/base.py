@@ -1,7 +1,11 @@
 """The one shape every maintenance service has: options with defaults, `run_once`, a jittered loop.
 
-A service does one bounded piece of work per `run_once` and returns how much it did; the loop
-runs it every `interval` seconds (plus up to `jitter` of that, so many processes never line up)
+Each service module has a small frozen dataclass of options with their defaults (``SweeperOptions``,
+``PrunerOptions``, …; `Maintenance` builds them from the settings), documented in its docstring
+with whether the service runs on the leader only (``leader_only``). A service does one bounded
+piece of work per `run_once` and returns what it did: a small frozen result of its own
+(``Swept``, ``Pruned``, …) that tests read, whose ``count`` is what the loop logs when it is not
+zero. The loop, here and nowhere else, runs it every `interval` seconds (plus up to `jitter` of that, so many processes never line up)
 and only while this process is the leader, when the service is leader-only. `wake()` cuts the
 current sleep short (a NOTIFY, or this process becoming leader); a service that knows when its
 next work is due (the scheduler) overrides `next_delay`. Time comes from an injectable clock, so
@@ -15,15 +19,26 @@ import abc
 import asyncio
 import logging
 import random
-from typing import Callable
+from typing import Callable, Generic, Protocol, TypeVar
 
-from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.model.errors import DatabaseUnavailable, PermissionDenied
+from jobqueue.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger("jobqueue.maintenance")
 
 
-class Service(abc.ABC):
+class Result(Protocol):
+    """What one run did."""
+
+    @property
+    def count(self) -> int:
+        """How many items it touched: what the loop logs (nothing when 0)."""
+
+
+R = TypeVar("R", bound=Result, covariant=True)
+
+
+class Service(abc.ABC, Generic[R]):
     name = "service"
     leader_only = True
 
@@ -34,8 +49,8 @@ class Service(abc.ABC):
         self._wake = asyncio.Event()
 
     @abc.abstractmethod
-    async def run_once(self) -> int:
-        """Do one bounded batch of work; return how many items it touched."""
+    async def run_once(self) -> R:
+        """Do one bounded batch of work; return what it did."""
 
     def next_delay(self) -> float:
         """Seconds to sleep after a run (a jittered interval unless the service knows better)."""
@@ -57,7 +72,7 @@ class Service(abc.ABC):
             delay = self.idle_delay()
             if is_leader() or not self.leader_only:
                 try:
-                    done = await self.run_once()
+                    done = (await self.run_once()).count
                     if done:
                         log.info("%s: %d", self.name, done)
                     delay = self.next_delay()

@@ -2,11 +2,11 @@
 
 The REST API refuses a job past a queue's hard limit from its own cached count; a producer
 calling ``jobqueue.enqueue()`` in SQL, or a Python client, never passes through it. So the leader
-counts the waiting jobs (pending, scheduled or waiting for a retry: `jobqueue.quotas`) with the
+counts the waiting jobs (pending, scheduled or waiting for a retry: `jobqueue.model.quotas`) with the
 same bounded query and writes the gates that count closes into ``jobqueue.queue_gates``: each
 queue at its hard limit, all queues at the total hard limit, new queue names once
 ``max_queues`` undeclared queues hold jobs. Every enqueue path probes that table (empty while
-nothing is full) and refuses with SQLSTATE 53400 (`jobqueue.errors.QueueFull`).
+nothing is full) and refuses with SQLSTATE 53400 (`jobqueue.model.errors.QueueFull`).
 
 The count is redone only when the job sequence shows enough submissions to close a gate, and at
 least every ``max_age`` seconds (a queue drained reopens within that). A gate counts until
@@ -14,49 +14,71 @@ least every ``max_age`` seconds (a queue drained reopens within that). A gate co
 than hold a queue shut for ever. Between counts a queue can overshoot by what was submitted
 meanwhile (as each API process can by the others' share).
 
-Options (defaults; in the runner, `BackpressureSettings`, which the API and workers share too): ``interval``
-1 s (``JOBQUEUE_API_DEPTH_REFRESH``), ``max_age`` 10 s (``JOBQUEUE_API_DEPTH_MAX_AGE``),
-``hard_limit`` 100,000 and ``total_hard_limit`` 400,000 (``JOBQUEUE_API_HARD_LIMIT``,
-``_TOTAL_HARD_LIMIT``; a queue's own ``hard_limit`` in ``queue_settings`` wins), ``max_queues``
-1,000 (``JOBQUEUE_API_MAX_QUEUES``), ``stale_seconds`` 60 (a worker silent longer serves no
-queue), ``valid_for`` 3 x ``max_age``, ``clock``.
+Options (`GatekeeperOptions`, defaults; in the runner, `BackpressureSettings`, which the API and
+workers share too): ``interval`` 1 s (``JOBQUEUE_API_DEPTH_REFRESH``), ``max_age`` 10 s
+(``JOBQUEUE_API_DEPTH_MAX_AGE``), ``hard_limit`` 100,000 and ``total_hard_limit`` 400,000
+(``JOBQUEUE_API_HARD_LIMIT``, ``_TOTAL_HARD_LIMIT``; a queue's own ``hard_limit`` in
+``queue_settings`` wins), ``max_queues`` 1,000 (``JOBQUEUE_API_MAX_QUEUES``), ``stale_seconds`` 60
+(a worker silent longer serves no queue), ``valid_for`` 3 x ``max_age``; and the ``clock``. A run
+returns `Gated`: whether it counted, and how many gates that count closed. Its ``count`` is the
+gates closed, or -1 for a run that needed no count (as the run's number always was: the loop logs
+it, every second while nothing is submitted).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
-from jobqueue.quotas import Limits, Recount, closed_gates
+from jobqueue.model.quotas import Limits, Recount, closed_gates
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import queues as queue_store
 
 log = logging.getLogger("jobqueue.gatekeeper")
 
 
-class Gatekeeper(Service):
+@dataclass(frozen=True, slots=True)
+class GatekeeperOptions:
+    interval: float = 1.0
+    max_age: float = 10.0
+    hard_limit: int = 100_000
+    total_hard_limit: int = 400_000
+    max_queues: int = 1000
+    stale_seconds: float = 60.0
+    valid_for: float | None = None  # None: 3 x max_age
+
+
+@dataclass(frozen=True, slots=True)
+class Gated:
+    counted: bool = False  # False: nothing submitted since the last count could close a gate
+    closed: int = 0  # the gates that count closed (each queue at its hard limit, all queues, new queues)
+
+    @property
+    def count(self) -> int:
+        return self.closed if self.counted else -1
+
+
+class Gatekeeper(Service[Gated]):
     name = "gatekeeper"
 
-    def __init__(self, pool, *, interval: float = 1.0, max_age: float = 10.0, hard_limit: int = 100_000,
-                 total_hard_limit: int = 400_000, max_queues: int = 1000, stale_seconds: float = 60.0,
-                 valid_for: float | None = None, clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
+    def __init__(self, pool, options: GatekeeperOptions = GatekeeperOptions(), *, clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
-        self.max_age = max_age
-        self.hard_limit = hard_limit
-        self.total_hard_limit = total_hard_limit
-        self.max_queues = max_queues
-        self.stale_seconds = stale_seconds
-        self.valid_for = 3 * max_age if valid_for is None else valid_for
-        self.counts = 0  # counts made (the others were skipped)
-        self._recount = Recount(max_age=max_age, clock=lambda: self.clock.now().timestamp())
+        self.max_age = options.max_age
+        self.hard_limit = options.hard_limit
+        self.total_hard_limit = options.total_hard_limit
+        self.max_queues = options.max_queues
+        self.stale_seconds = options.stale_seconds
+        self.valid_for = 3 * options.max_age if options.valid_for is None else options.valid_for
+        self._recount = Recount(max_age=options.max_age, clock=lambda: self.clock.now().timestamp())
         self._depths: dict[str, int] = {}
         self._undeclared = 0
 
-    async def run_once(self) -> int:
-        """Count if needed and write the gates; how many are closed (-1: no count was needed)."""
+    async def run_once(self) -> Gated:
+        """Count if needed and write the gates."""
         async with db.connection(self._pool) as conn:
             settings = await db.run(conn, queue_store.all_settings())
             limits = Limits(self.hard_limit, self.hard_limit, self.total_hard_limit, self.total_hard_limit,
@@ -64,13 +86,12 @@ class Gatekeeper(Service):
             submitted = await db.run(conn, metrics_store.submitted())
             if not self._recount.needed(submitted, lambda growth: limits.within_reach(
                     self._depths, self._undeclared, growth, hard=True)):
-                return -1
+                return Gated(counted=False)
             started = self._recount.started()
             counts = await db.run(conn, queue_store.waiting_counts(cap=limits.cap(), stale_seconds=self.stale_seconds))
             gates = closed_gates(counts, limits)
             changes = await db.run(conn, queue_store.replace_gates(gates, valid_for=self.valid_for))
         self._recount.counted(started, submitted)
-        self.counts += 1
         self._depths = counts.depths
         self._undeclared = len(limits.undeclared(counts.depths, counts.served))
         for gate in gates:
@@ -80,4 +101,4 @@ class Gatekeeper(Service):
         for change, queue, reason in changes:
             if change == "opened":
                 log.info("enqueue gate open again: %s%s", reason, f" for queue {queue!r}" if queue else "")
-        return len(gates)
+        return Gated(counted=True, closed=len(gates))

@@ -8,34 +8,53 @@ rows into rates. Sampling several times a minute (the last sample wins) keeps ea
 close to its end even when a tick is late. Rows older than ``keep`` are deleted in the same run:
 the table stays at about 1,440 rows.
 
-Options (defaults): ``interval`` 15 s (`JOBQUEUE_HISTORY_INTERVAL`, 0 turns it off); ``keep``
-one day; ``clock``.
+Options (`HistorianOptions`, defaults): ``interval`` 15 s (`JOBQUEUE_HISTORY_INTERVAL`, 0 turns it
+off: the runner leaves the service out); ``keep`` one day; and the ``clock``. A run returns
+`Sampled`: the minutes dropped (the sample itself is routine, not worth a log line every 15 s).
 """
 
 from __future__ import annotations
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from dataclasses import dataclass
+
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import history as history_store
 
 DAY = 86_400.0
 
 
-class Historian(Service):
+@dataclass(frozen=True, slots=True)
+class HistorianOptions:
+    interval: float = 15.0
+    keep: float = DAY
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0 or self.keep < 120:
+            raise ValueError("the history interval must be positive and it must keep at least two minutes")
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    dropped: int = 0  # minutes older than ``keep`` deleted
+
+    @property
+    def count(self) -> int:
+        return self.dropped
+
+
+class Historian(Service[Sampled]):
     name = "historian"
 
-    def __init__(self, pool, *, interval: float = 15.0, keep: float = DAY, clock: Clock | None = None) -> None:
-        if interval <= 0 or keep < 120:
-            raise ValueError("the history interval must be positive and it must keep at least two minutes")
-        super().__init__(interval=interval, clock=clock)
+    def __init__(self, pool, options: HistorianOptions = HistorianOptions(), *, clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
-        self.keep = keep
+        self.keep = options.keep
 
-    async def run_once(self) -> int:
-        """Write this minute's sample and drop expired minutes; returns how many rows were dropped
-        (the sample itself is routine, not worth a log line every 15 s)."""
+    async def run_once(self) -> Sampled:
+        """Write this minute's sample and drop expired minutes."""
         now = self.clock.db_now()  # minutes by the database's clock, as the dashboard reads them
         async with db.connection(self._pool) as conn:
             await db.run(conn, history_store.record(now=now))
-            return await db.run(conn, history_store.prune(keep_seconds=self.keep, now=now))
+            return Sampled(dropped=await db.run(conn, history_store.prune(keep_seconds=self.keep, now=now)))

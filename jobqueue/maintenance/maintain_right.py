@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.store import vacuum as vacuum_store
 
 log = logging.getLogger("jobqueue.maintenance")

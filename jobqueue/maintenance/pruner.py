@@ -13,20 +13,23 @@ The fire history of cron schedules (``schedule_fires``) and the idempotency keys
 closed (``idempotency_keys``; such a key is already free, the row is only dead weight) are pruned
 the same way.
 
-Options (defaults): ``interval`` 60 s (`JOBQUEUE_PRUNE_INTERVAL`); ``retention`` per state —
-completed 30 days, cancelled 7, dead_letter 90 (`JOBQUEUE_RETENTION_COMPLETED_DAYS`,
-`…_CANCELLED_DAYS`, `…_DEAD_LETTER_DAYS`), overridden per queue by rows of
-``jobqueue.queue_retention``; ``fire_history`` 7 days; ``batch_size`` 1000; ``clock``.
+Options (`PrunerOptions`, defaults): ``interval`` 60 s (`JOBQUEUE_PRUNE_INTERVAL`); ``retention``
+per state — completed 30 days, cancelled 7, dead_letter 90 (`JOBQUEUE_RETENTION_COMPLETED_DAYS`,
+`…_CANCELLED_DAYS`, `…_DEAD_LETTER_DAYS`; a state left out keeps its default), overridden per queue
+by rows of ``jobqueue.queue_retention``; ``fire_history`` 7 days; ``batch_size`` 1000; and the
+``clock``. A run returns `Pruned`: the jobs, schedule fires and expired idempotency keys deleted
+(the loop logs the jobs).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import retention as retention_store
 from jobqueue.store import schedules as schedule_store
 
@@ -34,31 +37,51 @@ DAY = 86_400.0
 DEFAULT_RETENTION = {"completed": 30 * DAY, "cancelled": 7 * DAY, "dead_letter": 90 * DAY}
 
 
-class Pruner(Service):
-    name = "pruner"
+@dataclass(frozen=True, slots=True)
+class PrunerOptions:
+    interval: float = 60.0
+    retention: Mapping[str, float] = field(default_factory=dict)  # seconds per finished state (over the defaults)
+    fire_history: float = 7 * DAY
+    batch_size: int = 1000
 
-    def __init__(self, pool, *, interval: float = 60.0, retention: Mapping[str, float] | None = None,
-                 fire_history: float = 7 * DAY, batch_size: int = 1000, clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
-        self._pool = pool
-        self.retention = {**DEFAULT_RETENTION, **(retention or {})}
+    def __post_init__(self) -> None:
         unknown = set(self.retention) - set(retention_store.FINISHED_STATES)
         if unknown:
             raise ValueError(f"retention is set per finished state ({', '.join(retention_store.FINISHED_STATES)}), "
                              f"not {', '.join(sorted(unknown))}")
-        self.fire_history = fire_history
-        self.batch_size = batch_size
 
-    async def run_once(self) -> int:
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    jobs: int = 0  # finished jobs past their retention (their results, errors and keys with them)
+    fires: int = 0  # schedule_fires rows older than the fire history
+    keys: int = 0  # idempotency keys whose window has closed
+
+    @property
+    def count(self) -> int:
+        return self.jobs
+
+
+class Pruner(Service[Pruned]):
+    name = "pruner"
+
+    def __init__(self, pool, options: PrunerOptions = PrunerOptions(), *, clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
+        self._pool = pool
+        self.retention = {**DEFAULT_RETENTION, **options.retention}
+        self.fire_history = options.fire_history
+        self.batch_size = options.batch_size
+
+    async def run_once(self) -> Pruned:
         now = self.clock.now()
-        total = 0
+        jobs = 0
         for state, keep in self.retention.items():
-            total += await self._drain(retention_store.prune_jobs, state=state, keep_seconds=keep,
-                                       limit=self.batch_size, now=now)
-        await self._drain(schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history),
-                          limit=self.batch_size)
-        await self._drain(retention_store.prune_idempotency_keys, limit=self.batch_size, now=now)
-        return total
+            jobs += await self._drain(retention_store.prune_jobs, state=state, keep_seconds=keep,
+                                      limit=self.batch_size, now=now)
+        fires = await self._drain(schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history),
+                                  limit=self.batch_size)
+        keys = await self._drain(retention_store.prune_idempotency_keys, limit=self.batch_size, now=now)
+        return Pruned(jobs=jobs, fires=fires, keys=keys)
 
     async def _drain(self, make_call, **params) -> int:
         """Run one batch after another until a batch comes back short."""

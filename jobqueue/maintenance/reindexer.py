@@ -38,59 +38,82 @@ It runs on a connection of its own, opened for each run from ``session`` (``JOBQ
 behind PgBouncer, where a rebuild works only on a direct connection; without one, through
 PgBouncer, the role's own timeouts apply and a rebuild they cut is dropped and retried next run).
 
-Options (defaults): ``interval`` 600 s (`JOBQUEUE_REINDEX_INTERVAL`, 0 turns the service off);
-``factor`` 2 (`JOBQUEUE_REINDEX_FACTOR`); ``min_waste_mb`` 10 (`JOBQUEUE_REINDEX_MIN_WASTE_MB`:
-smaller wins are not worth a rebuild); ``max_xact_age`` 10 s (`JOBQUEUE_MAINTENANCE_XACT_AGE`,
-shared with the `Vacuumer`); ``exact`` True (False: the estimate even where pgstattuple is
-installed); ``follow_up`` 5 s; ``clock``.
+Options (`ReindexerOptions`, defaults): ``interval`` 600 s (`JOBQUEUE_REINDEX_INTERVAL`, 0 turns
+the service off: the runner leaves it out); ``factor`` 2 (`JOBQUEUE_REINDEX_FACTOR`);
+``min_waste_mb`` 10 (`JOBQUEUE_REINDEX_MIN_WASTE_MB`: smaller wins are not worth a rebuild);
+``max_xact_age`` 10 s (`JOBQUEUE_MAINTENANCE_XACT_AGE`, shared with the `Vacuumer`); ``exact`` True
+(False: the estimate even where pgstattuple is installed); ``follow_up`` 5 s; and the ``clock``. A
+run returns `Reindexed`: the leftovers dropped and the index rebuilt, if any.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.maintain_right import MaintainRight
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import reindex as reindex_store
 from jobqueue.store import vacuum as vacuum_store
 
 log = logging.getLogger("jobqueue.reindexer")
 
 
-class Reindexer(Service):
+@dataclass(frozen=True, slots=True)
+class ReindexerOptions:
+    interval: float = 600.0
+    factor: float = 2.0
+    min_waste_mb: float = 10.0
+    max_xact_age: float = 10.0
+    exact: bool = True
+    follow_up: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.factor < 1 or self.min_waste_mb < 0 or self.max_xact_age < 0:
+            raise ValueError("the reindex factor must be at least 1, the minimum waste and transaction age not negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Reindexed:
+    dropped: int = 0  # invalid leftovers of failed rebuilds dropped
+    rebuilt: str | None = None  # the index rebuilt (None: none was worth it, or the run stood aside)
+
+    @property
+    def count(self) -> int:
+        return self.dropped + (1 if self.rebuilt else 0)
+
+
+class Reindexer(Service[Reindexed]):
     name = "reindexer"
 
-    def __init__(self, session: db.Session, *, interval: float = 600.0, factor: float = 2.0,
-                 min_waste_mb: float = 10.0, max_xact_age: float = 10.0, exact: bool = True,
-                 follow_up: float = 5.0, clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
-        if factor < 1 or min_waste_mb < 0 or max_xact_age < 0:
-            raise ValueError("the reindex factor must be at least 1, the minimum waste and transaction age not negative")
+    def __init__(self, session: db.Session, options: ReindexerOptions = ReindexerOptions(), *,
+                 clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._session = session.unbounded()
-        self.factor = factor
-        self.min_waste_mb = min_waste_mb
-        self.max_xact_age = max_xact_age
-        self.exact = exact
-        self.follow_up = follow_up
+        self.factor = options.factor
+        self.min_waste_mb = options.min_waste_mb
+        self.max_xact_age = options.max_xact_age
+        self.exact = options.exact
+        self.follow_up = options.follow_up
         self._more = False
         self._right = MaintainRight(self.name)
 
     def next_delay(self) -> float:
         return min(self.follow_up, self.idle_delay()) if self._more else self.idle_delay()
 
-    async def run_once(self) -> int:
-        """Drop leftovers, then rebuild the most bloated index; returns the indexes dropped and rebuilt."""
+    async def run_once(self) -> Reindexed:
+        """Drop leftovers, then rebuild the most bloated index."""
         self._more = False
         async with await db.connect(self._session) as conn:
             if not await self._right.allowed(conn):
-                return 0
+                return Reindexed()
             holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
             if holder:
                 log.info("not rebuilding: %s has been open for %.0f s and would stall a rebuild",
                          f"backend {holder.pid}" if holder.pid else "a prepared transaction", holder.seconds)
-                return 0
+                return Reindexed()
             dropped = 0
             for leftover in await db.run(conn, reindex_store.leftovers()):
                 log.warning("dropping %s, left by a rebuild that failed", leftover)
@@ -98,12 +121,12 @@ class Reindexer(Service):
                 dropped += 1
             bloated = await self._measure(conn)
             if not bloated:
-                return dropped
+                return Reindexed(dropped=dropped)
             worst = bloated[0]
             log.info("rebuilding %s: %d pages, %d needed", worst.name, worst.file_pages, worst.needed_pages)
             await db.run(conn, reindex_store.rebuild(worst.name))
             self._more = len(bloated) > 1
-            return dropped + 1
+            return Reindexed(dropped=dropped, rebuilt=worst.name)
 
     async def _measure(self, conn) -> list[reindex_store.Bloated]:
         """The bloated indexes, most space to win first; exactly where pgstattuple can be used."""

@@ -22,20 +22,21 @@ from __future__ import annotations
 
 import asyncio
 
-from jobqueue import db
-from jobqueue.clock import Clock
 from jobqueue.config import BackpressureSettings, DbSettings, MaintenanceSettings, Settings
+from jobqueue.db import gateway as db
+from jobqueue.events import channels
+from jobqueue.events.notifier import Coalescer, Notifier
 from jobqueue.maintenance.base import Service
-from jobqueue.maintenance.gatekeeper import Gatekeeper
-from jobqueue.maintenance.historian import Historian
-from jobqueue.maintenance.leader import Elector
-from jobqueue.maintenance.pruner import DAY, Pruner
-from jobqueue.maintenance.reaper import Reaper
-from jobqueue.maintenance.reindexer import Reindexer
-from jobqueue.maintenance.scheduler import Scheduler
-from jobqueue.maintenance.sweeper import Sweeper
-from jobqueue.maintenance.vacuumer import Vacuumer
-from jobqueue.notifier import Coalescer, Notifier
+from jobqueue.maintenance.elector import Elector
+from jobqueue.maintenance.gatekeeper import Gatekeeper, GatekeeperOptions
+from jobqueue.maintenance.historian import Historian, HistorianOptions
+from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
+from jobqueue.maintenance.reaper import Reaper, ReaperOptions
+from jobqueue.maintenance.reindexer import Reindexer, ReindexerOptions
+from jobqueue.maintenance.scheduler import Scheduler, SchedulerOptions
+from jobqueue.maintenance.sweeper import Sweeper, SweeperOptions
+from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
+from jobqueue.runtime.clock import Clock
 
 #: a jobqueue_leader or jobqueue_schedules NOTIFY wakes the elector or the scheduler at once,
 #: MAINTENANCE_HINT_BURST times, then at most once per MAINTENANCE_HINT_GAP seconds
@@ -53,34 +54,37 @@ class Maintenance:
         name = db.maintenance_name(leader_id)
         self.pool = db.async_pool(database.dsn, min_size=1, max_size=3, name=name, settings=database, check=True)
         self.elector = Elector(self.pool, leader_id, ttl=settings.leader_ttl)
-        self.scheduler = Scheduler(self.pool, fired_by=leader_id, misfire_grace=settings.misfire_grace,
-                                   interval=60.0 if database.listen else poll_interval, clock=clock)
+        self.scheduler = Scheduler(self.pool, SchedulerOptions(
+            misfire_grace=settings.misfire_grace, interval=60.0 if database.listen else poll_interval),
+            fired_by=leader_id, clock=clock)
         self.services: list[Service] = [
-            Sweeper(self.pool, interval=settings.sweep_interval, lease_seconds=lease_seconds),
+            Sweeper(self.pool, SweeperOptions(interval=settings.sweep_interval, lease_seconds=lease_seconds)),
             self.scheduler,
-            Pruner(self.pool, interval=settings.prune_interval, clock=clock, retention={
+            Pruner(self.pool, PrunerOptions(interval=settings.prune_interval, retention={
                 "completed": settings.retention_completed_days * DAY,
                 "cancelled": settings.retention_cancelled_days * DAY,
-                "dead_letter": settings.retention_dead_letter_days * DAY}),
-            Reaper(self.pool, interval=settings.sweep_interval, clock=clock),
-            Gatekeeper(self.pool, interval=backpressure.depth_refresh, max_age=backpressure.depth_max_age,
-                       hard_limit=backpressure.hard_limit, total_hard_limit=backpressure.total_hard_limit,
-                       max_queues=backpressure.max_queues, stale_seconds=stale_seconds, clock=clock),
+                "dead_letter": settings.retention_dead_letter_days * DAY}), clock=clock),
+            Reaper(self.pool, ReaperOptions(interval=settings.sweep_interval), clock=clock),
+            Gatekeeper(self.pool, GatekeeperOptions(
+                interval=backpressure.depth_refresh, max_age=backpressure.depth_max_age,
+                hard_limit=backpressure.hard_limit, total_hard_limit=backpressure.total_hard_limit,
+                max_queues=backpressure.max_queues, stale_seconds=stale_seconds), clock=clock),
         ]
         if settings.history_interval > 0:
-            self.services.append(Historian(self.pool, interval=settings.history_interval, clock=clock))
+            self.services.append(Historian(self.pool, HistorianOptions(interval=settings.history_interval),
+                                           clock=clock))
         direct = db.Session.of(database, name, direct=True)  # VACUUM and REINDEX: long, session-bound
         if settings.vacuum_interval > 0:
-            self.services.append(Vacuumer(self.pool, direct, interval=settings.vacuum_interval,
-                                          min_dead=settings.vacuum_min_dead,
-                                          max_xact_age=settings.max_xact_age, clock=clock))
+            self.services.append(Vacuumer(self.pool, direct, VacuumerOptions(
+                interval=settings.vacuum_interval, min_dead=settings.vacuum_min_dead,
+                max_xact_age=settings.max_xact_age), clock=clock))
         if settings.reindex_interval > 0:
-            self.services.append(Reindexer(direct, interval=settings.reindex_interval, factor=settings.reindex_factor,
-                                           min_waste_mb=settings.reindex_min_waste_mb,
-                                           max_xact_age=settings.max_xact_age, clock=clock))
-        notifier.subscribe("jobqueue_leader", Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
+            self.services.append(Reindexer(direct, ReindexerOptions(
+                interval=settings.reindex_interval, factor=settings.reindex_factor,
+                min_waste_mb=settings.reindex_min_waste_mb, max_xact_age=settings.max_xact_age), clock=clock))
+        notifier.subscribe(channels.LEADER, Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
                                                         by_payload=True, burst=MAINTENANCE_HINT_BURST))
-        notifier.subscribe("jobqueue_schedules", Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
+        notifier.subscribe(channels.SCHEDULES, Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
                                                            burst=MAINTENANCE_HINT_BURST))
         self.elector.on_change(self._wake_services)
 
@@ -143,9 +147,9 @@ async def _to_the_end(cleanup) -> None:
 
 async def run_standalone(settings: Settings) -> None:
     """`jobqueue maintenance`: the services without a claim loop, until SIGTERM/SIGINT."""
+    import os
     import signal
     import socket
-    import os
 
     leader_id = f"{socket.gethostname()}:{os.getpid()}:maintenance"
     notifier = Notifier(db.Session.of(settings.db, db.maintenance_name(leader_id), direct=True).conninfo())

@@ -18,9 +18,11 @@ policy decides: ``fire_once`` (one job, for the latest missed tick), ``fire_all`
 missed tick, the latest ``misfire_limit`` of them) or ``skip``. Ticks within the grace always fire
 — a leader failover delays them, it does not drop them.
 
-Options: ``misfire_grace`` seconds (default 60, `JOBQUEUE_MISFIRE_GRACE`), ``interval`` the
-longest sleep when nothing is due (default 60; NOTIFYs wake it sooner), ``batch_size`` schedules
-per query (default 100), ``clock`` (tests pass a `ManualClock`).
+Options (`SchedulerOptions`): ``misfire_grace`` seconds (default 60, `JOBQUEUE_MISFIRE_GRACE`),
+``interval`` the longest sleep when nothing is due (default 60; NOTIFYs wake it sooner; in the
+runner the poll interval when LISTEN is off), ``batch_size`` schedules per query (default 100); and
+``fired_by`` (the leader's id, written on each fire) and the ``clock`` (tests pass a
+`ManualClock`). A run returns `Fired`: the schedules that were due and the jobs it fired for them.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobqueue import db
-from jobqueue.clock import Clock
-from jobqueue.cron import CronSchedule
-from jobqueue.errors import ValidationError
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.model.cron import CronSchedule
+from jobqueue.model.errors import ValidationError
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store.schedules import DueSchedule
 
@@ -74,19 +76,36 @@ def _cron_schedule(expression: str, zone: str) -> CronSchedule:
     return CronSchedule(expression, zone)
 
 
-class Scheduler(Service):
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    misfire_grace: float = 60.0
+    interval: float = 60.0
+    batch_size: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    due: int = 0  # schedules due in this run
+    jobs: int = 0  # jobs fired for their ticks (one per tick; a tick another scheduler fired: none)
+
+    @property
+    def count(self) -> int:
+        return self.jobs
+
+
+class Scheduler(Service[Fired]):
     name = "scheduler"
 
-    def __init__(self, pool, *, fired_by: str, misfire_grace: float = 60.0, interval: float = 60.0,
-                 batch_size: int = 100, clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
+    def __init__(self, pool, options: SchedulerOptions = SchedulerOptions(), *, fired_by: str,
+                 clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
         self.fired_by = fired_by
-        self.misfire_grace = timedelta(seconds=misfire_grace)
-        self.batch_size = batch_size
+        self.misfire_grace = timedelta(seconds=options.misfire_grace)
+        self.batch_size = options.batch_size
         self._next_due: datetime | None = None
 
-    async def run_once(self) -> int:
+    async def run_once(self) -> Fired:
         self._next_due = None
         now = self.clock.now()
         async with db.connection(self._pool) as conn:
@@ -96,7 +115,7 @@ class Scheduler(Service):
             fired += await self._fire(schedule, now)
         async with db.connection(self._pool) as conn:
             self._next_due = now if len(due) == self.batch_size else await db.run(conn, schedule_store.next_due())
-        return fired
+        return Fired(due=len(due), jobs=fired)
 
     def next_delay(self) -> float:
         if self._next_due is None:

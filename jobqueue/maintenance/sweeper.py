@@ -30,49 +30,67 @@ expired leases are left alone for ``lease_seconds`` after the database is back: 
 renews its leases within a third of that, and a dead one's jobs come back one lease later than
 usual. Jobs that expire while waiting are dead-lettered as usual meanwhile.
 
-Options: ``interval`` seconds between sweeps (default 5, `JOBQUEUE_SWEEP_INTERVAL`),
-``batch_size`` jobs per statement (default 1000), ``lease_seconds`` the grace after an outage (the
-workers' lease, `JOBQUEUE_LEASE_SECONDS`), ``clock``.
+Options (`SweeperOptions`): ``interval`` seconds between sweeps (default 5,
+`JOBQUEUE_SWEEP_INTERVAL`), ``batch_size`` jobs per statement (default 1000), ``lease_seconds`` the
+grace after an outage (the workers' lease, default 30, `JOBQUEUE_LEASE_SECONDS`); and the
+``clock``. A run returns `Swept`: the leases reclaimed and the waiting jobs expired.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
-from jobqueue import db
-from jobqueue.clock import Clock
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import jobs as job_store
 from jobqueue.store import meta as meta_store
 
 log = logging.getLogger("jobqueue.sweeper")
 
 
-class Sweeper(Service):
+@dataclass(frozen=True, slots=True)
+class SweeperOptions:
+    interval: float = 5.0
+    batch_size: int = 1000
+    lease_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    reclaimed: int = 0  # jobs whose lease had expired, back to pending (or dead_letter, cancelled)
+    expired: int = 0  # jobs still waiting past their expires_at, dead-lettered
+
+    @property
+    def count(self) -> int:
+        return self.reclaimed + self.expired
+
+
+class Sweeper(Service[Swept]):
     name = "sweeper"
     leader_only = False
 
-    def __init__(self, pool, *, interval: float = 5.0, batch_size: int = 1000, lease_seconds: float = 30.0,
-                 clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
+    def __init__(self, pool, options: SweeperOptions = SweeperOptions(), *, clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
-        self.batch_size = batch_size
-        self.lease_seconds = lease_seconds
+        self.batch_size = options.batch_size
+        self.lease_seconds = options.lease_seconds
         self._server_started: datetime | None = None
         self._outage = False  # a sweep could not reach the database since the last one that did
         self.holding_until: datetime | None = None  # no lease is reclaimed before then
 
-    async def run_once(self) -> int:
+    async def run_once(self) -> Swept:
         try:
             return await self._sweep()
         except DatabaseUnavailable:
             self._outage = True
             raise
 
-    async def _sweep(self) -> int:
+    async def _sweep(self) -> Swept:
         reclaimed = []
         if not await self._holding():
             reclaimed = await self._in_batches(lambda: job_store.reclaim_expired(limit=self.batch_size))
@@ -81,7 +99,7 @@ class Sweeper(Service):
         expired = await self._in_batches(lambda: job_store.expire_waiting(limit=self.batch_size))
         if expired:
             log.warning("%d jobs expired before they started -> dead_letter", len(expired))
-        return len(reclaimed) + len(expired)
+        return Swept(reclaimed=len(reclaimed), expired=len(expired))
 
     async def _holding(self) -> bool:
         """Whether expired leases wait: within one lease of the end of an outage."""

@@ -23,53 +23,78 @@ insert (it truncates the file's empty tail only when it gets that lock at once).
 A role that may not VACUUM the table (`MaintainRight`: a worker role before PostgreSQL 17) leaves
 it to autovacuum.
 
-Options (defaults): ``interval`` 60 s (`JOBQUEUE_VACUUM_INTERVAL`, 0 turns the service off);
-``min_dead`` 50,000 (`JOBQUEUE_VACUUM_MIN_DEAD`); ``dead_fraction`` 0.2; ``max_xact_age`` 10 s
-(`JOBQUEUE_MAINTENANCE_XACT_AGE`, shared with the `Reindexer`); ``clock``.
+Options (`VacuumerOptions`, defaults): ``interval`` 60 s (`JOBQUEUE_VACUUM_INTERVAL`, 0 turns the
+service off: the runner leaves it out); ``min_dead`` 50,000 (`JOBQUEUE_VACUUM_MIN_DEAD`);
+``dead_fraction`` 0.2; ``max_xact_age`` 10 s (`JOBQUEUE_MAINTENANCE_XACT_AGE`, shared with the
+`Reindexer`); and the ``clock``. A run returns `Vacuumed`: whether it vacuumed, and the dead row
+versions it found due.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from jobqueue import db
-from jobqueue.clock import Clock
+from jobqueue.db import gateway as db
 from jobqueue.maintenance.base import Service
 from jobqueue.maintenance.maintain_right import MaintainRight
+from jobqueue.runtime.clock import Clock
 from jobqueue.store import vacuum as vacuum_store
 
 log = logging.getLogger("jobqueue.vacuumer")
 
 
-class Vacuumer(Service):
-    name = "vacuumer"
-    DEFAULT_MIN_DEAD = 50_000
+DEFAULT_MIN_DEAD = 50_000
 
-    def __init__(self, pool, session: db.Session, *, interval: float = 60.0, min_dead: int = DEFAULT_MIN_DEAD,
-                 dead_fraction: float = 0.2, max_xact_age: float = 10.0, clock: Clock | None = None) -> None:
-        super().__init__(interval=interval, clock=clock)
-        if min_dead < 0 or dead_fraction < 0 or max_xact_age < 0:
+
+@dataclass(frozen=True, slots=True)
+class VacuumerOptions:
+    interval: float = 60.0
+    min_dead: int = DEFAULT_MIN_DEAD
+    dead_fraction: float = 0.2
+    max_xact_age: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.min_dead < 0 or self.dead_fraction < 0 or self.max_xact_age < 0:
             raise ValueError("the vacuumer's minimum dead rows, dead fraction and transaction age must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Vacuumed:
+    vacuumed: bool = False
+    dead_rows: int = 0  # dead row versions found due (0: not due, or the role may not vacuum)
+
+    @property
+    def count(self) -> int:
+        return 1 if self.vacuumed else 0
+
+
+class Vacuumer(Service[Vacuumed]):
+    name = "vacuumer"
+
+    def __init__(self, pool, session: db.Session, options: VacuumerOptions = VacuumerOptions(), *,
+                 clock: Clock | None = None) -> None:
+        super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
         self._session = session.unbounded()
-        self.min_dead = min_dead
-        self.dead_fraction = dead_fraction
-        self.max_xact_age = max_xact_age
+        self.min_dead = options.min_dead
+        self.dead_fraction = options.dead_fraction
+        self.max_xact_age = options.max_xact_age
         self._right = MaintainRight(self.name)
 
-    async def run_once(self) -> int:
-        """VACUUM the job table if it is due; returns 1 if it ran, else 0."""
+    async def run_once(self) -> Vacuumed:
+        """VACUUM the job table if it is due."""
         async with db.connection(self._pool) as conn:
             if not await self._right.allowed(conn):
-                return 0
+                return Vacuumed()
             dead = await db.run(conn, vacuum_store.jobs_due(min_dead=self.min_dead, dead_fraction=self.dead_fraction))
             if dead is None:
-                return 0
+                return Vacuumed()
             holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
         if holder:
             log.info("not vacuuming %d dead rows: %s has been open for %.0f s and still sees them", dead,
                      f"backend {holder.pid}" if holder.pid else "a prepared transaction", holder.seconds)
-            return 0
+            return Vacuumed(dead_rows=dead)
         log.info("vacuuming jobqueue.jobs: %d dead row versions", dead)
         skipped: list[str] = []
         async with await db.connect(self._session) as conn:
@@ -78,5 +103,5 @@ class Vacuumer(Service):
             await db.run(conn, vacuum_store.vacuum_jobs())
         if skipped:  # SKIP_LOCKED: someone holds the table's lock (a rebuild, a VACUUM started meanwhile)
             log.info("vacuum skipped: %s", skipped[0])
-            return 0
-        return 1
+            return Vacuumed(dead_rows=dead)
+        return Vacuumed(vacuumed=True, dead_rows=dead)

@@ -11,8 +11,8 @@ import hashlib
 import secrets
 import uuid
 
-from jobqueue.db import Call
-from jobqueue.models import ApiKey
+from jobqueue.db.gateway import Call
+from jobqueue.model.api_keys import ApiKey
 
 KEY_PREFIX_LENGTH = 11  # "jq_" + 8 characters: shown in listings to recognise a key
 

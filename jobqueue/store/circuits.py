@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping, Sequence
 
-from jobqueue.circuits import Circuit, CircuitSpec
-from jobqueue.db import Call, no_result, scalar_or_none
+from jobqueue.db.gateway import Call, no_result, scalar_or_none
+from jobqueue.model.circuits import Circuit, CircuitSpec
 
 #: How a probe ended, for `probe_finished`.
 PROBE_OUTCOMES = ("success", "failure", "inconclusive")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from jobqueue.db import Call
+from jobqueue.db.gateway import Call
 
 
 def record(key_ids: Iterable[str]) -> Call[set[str]]:

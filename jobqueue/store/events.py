@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import NamedTuple, Sequence
 
-from jobqueue.db import Call, no_result
+from jobqueue.db.gateway import Call, no_result
 
 
 class EventRow(NamedTuple):

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
-from jobqueue.db import Call
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughputMinute:
-    """One minute of the history: rates per second since the sample of the minute before."""
-
-    minute: datetime
-    measured_at: datetime
-    submitted_per_s: float
-    completed_per_s: float
-    failed_per_s: float
+from jobqueue.db.gateway import Call
+from jobqueue.model.jobs import ThroughputMinute
 
 
 def record(*, now: datetime | None = None) -> Call[int]:

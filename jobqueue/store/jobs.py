@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db import Call, column, no_result, scalar, scalar_or_none
-from jobqueue.models import (AttemptError, CancelOutcome, DeleteOutcome, Job, JobInfo, JobOutcome, JobPage, JobState,
-                             JobSummary, Priority, RetryOutcome, RunningJob)
+from jobqueue.db.gateway import Call, column, no_result, scalar, scalar_or_none
+from jobqueue.model.jobs import (
+    AttemptError,
+    CancelOutcome,
+    DeleteOutcome,
+    Job,
+    JobInfo,
+    JobOutcome,
+    JobPage,
+    JobState,
+    JobSummary,
+    Priority,
+    RetryOutcome,
+)
+from jobqueue.model.payloads import dumps
+from jobqueue.model.workers import RunningJob
 
 T = TypeVar("T")
 
@@ -240,24 +251,6 @@ def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]
     """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
     return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
 
-#: One encoder for every call: json.dumps with options builds a new JSONEncoder each time.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-
-
-def dumps(value: Any) -> str:
-    """JSON for jsonb parameters; raises TypeError/ValueError for what JSON cannot hold."""
-    return _ENCODE(value)
-
-
-#: A NUL character as `dumps` writes it: \u0000 after an even number of backslashes (an odd
-#: number makes it the literal text "\u0000", which jsonb stores fine).
-_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
-def holds_nul(json_text: str) -> bool:
-    """Does this `dumps` output hold a NUL character? jsonb (like PostgreSQL text) cannot store one."""
-    return "\\u0000" in json_text and _ESCAPED_NUL.search(json_text) is not None
-
 
 # --- listing and dead-letter administration (REST API, admin tools) ---------------------------
 
@@ -326,7 +319,7 @@ def session_producer() -> Call[str | None]:
     return Call("job_session_producer", {}, scalar)
 
 
-# --- key rotation (jobqueue.rotation) ---------------------------------------------------------
+# --- key rotation (jobqueue.cli.keys) ---------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

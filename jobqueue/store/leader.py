@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.db import Call, any_row
+from jobqueue.db.gateway import Call, any_row
 
 
 def attempt_elect(*, name: str, leader_id: str, ttl_seconds: float,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Mapping, Sequence
 
-from jobqueue.db import Call, scalar, scalar_or_none
-from jobqueue.limits import Allowance, Limit, LimitSpec
+from jobqueue.db.gateway import Call, scalar, scalar_or_none
+from jobqueue.model.limits import Allowance, Limit, LimitSpec
 from jobqueue.store.circuits import Overruled, decode_overruled
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.db import Call, scalar, scalar_or_none
+from jobqueue.db.gateway import Call, scalar, scalar_or_none
 
 
 def schema_revision() -> Call[str | None]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db import Call, no_result
+from jobqueue.db.gateway import Call, no_result
 
 DURATION_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 RETIRED_WORKER = "(retired)"

@@ -1,18 +1,18 @@
 """Calls about queues (sql/queries/queues.sql): statistics, waiting jobs and the enqueue gates
-(`jobqueue.quotas`), paused flag, limits,
+(`jobqueue.model.quotas`), paused flag, limits,
 enqueue defaults (job TTL, idempotency window), load shedding of low-priority retries, and the
 jobs nobody serves."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
-from jobqueue.db import Call
-from jobqueue.models import Priority, PriorityStats, QueueSettings, QueueStats
-from jobqueue.quotas import Gate, WaitingCounts
+from jobqueue.db.gateway import Call
+from jobqueue.model.jobs import Priority
+from jobqueue.model.queues import PriorityStats, QueueSettings, QueueStats, Unserved
+from jobqueue.model.quotas import Gate, WaitingCounts
 
 
 def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
@@ -89,17 +89,6 @@ def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Cal
 #: The most (queue, job type) pairs `unserved` looks at: its cost stays bounded whatever a producer
 #: names its job types.
 MAX_UNSERVED_PAIRS = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Unserved:
-    """Runnable jobs of one queue and job type that no live worker of the queue has a handler for:
-    no worker claims them, so they wait, no attempt used (`/queues`, /metrics, the dashboard, and
-    `jobqueue jobs list` show them)."""
-
-    queue: str
-    job_type: str
-    runnable: int  # counted up to the cap per priority level
 
 
 def unserved(*, cap: int, stale_seconds: float, max_pairs: int = MAX_UNSERVED_PAIRS) -> Call[list[Unserved]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jobqueue.db import Call, any_row, column, no_result
+from jobqueue.db.gateway import Call, any_row, column, no_result
 
 #: Every index of ``jobqueue.jobs``: the live-state ones (claim, lease, expiry, retry) empty out
 #: as jobs move on, the ones that grow with history (primary key, finished, dead letters) as the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.db import Call, scalar
+from jobqueue.db.gateway import Call, scalar
 
 FINISHED_STATES = ("completed", "cancelled", "dead_letter")
 

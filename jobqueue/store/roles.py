@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import NamedTuple
 
-from jobqueue.db import Call, no_result, scalar
+from jobqueue.db.gateway import Call, no_result, scalar
 
 #: What each group role is for (``jobqueue_<kind>``); docs/security.md "Roles" says what each may do.
 KINDS = ("producer", "worker", "admin", "api", "readonly")

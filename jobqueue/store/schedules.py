@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db import Call, any_row, column, scalar, scalar_or_none
-from jobqueue.errors import Conflict, ScheduleNotFound
-from jobqueue.schedules import Schedule, ScheduleSpec
+from jobqueue.db.gateway import Call, any_row, column, scalar, scalar_or_none
+from jobqueue.model.errors import Conflict, ScheduleNotFound
+from jobqueue.model.schedules import Schedule, ScheduleSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jobqueue.db import Call, no_result, scalar, scalar_or_none
+from jobqueue.db.gateway import Call, no_result, scalar, scalar_or_none
 
 
 class Holder(NamedTuple):

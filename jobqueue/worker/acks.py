@@ -35,9 +35,9 @@ import time
 import uuid
 from typing import Callable
 
-from jobqueue import db
 from jobqueue.config import BackpressureSettings
-from jobqueue.errors import DatabaseBusy, DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseBusy, DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Attempt
 from jobqueue.worker.executor import CANCELLED, COMPLETED, DEAD, SNOOZED, Outcome

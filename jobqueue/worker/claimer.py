@@ -1,5 +1,5 @@
 """`Claimer`: what one worker's claim statements are — which query, where a claim resumes, and how
-an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when to claim.
+an uncertain claim is reconciled. The claim loop (`worker.Worker`) decides when to claim.
 
 - Strict priorities on one queue (the usual case): `job_claim` resuming, per priority level, just
   past the last job this worker claimed there while its claims keep filling up — with a backlog,
@@ -18,7 +18,9 @@ an uncertain claim is reconciled. The claim loop (`runner.Worker`) decides when 
   transaction that first locks and reads what each limit allows (``limit_allowances``), then
   claims per `LimitPlan` (strict priority order within each statement, no resume points, weights
   not applied), then records the rate-limited starts. ``recheck_in`` says when a spent limit may
-  have room again. Without limits every claim is the statement it always was.
+  have room again. Without limits every claim is the statement it always was. An attempt claimed
+  under a limit holds one of its slots until its ack is written: the worker tells the claimer so
+  (`acked`), which says whether a limit's slot came free (the worker then claims again at once).
 - `reconcile()`, after a claim whose outcome is unknown (the connection dropped, maybe after the
   commit): attempts the database says this worker holds but that it does not know of were claimed
   by the lost statement and never started; they go back uncounted.
@@ -31,13 +33,14 @@ import random
 import time
 from typing import Callable, Sequence
 
-from jobqueue import db
 from jobqueue.config import WorkerSettings
-from jobqueue.models import Job
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import Job
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store.jobs import Attempt, Deadlines
-from jobqueue.worker.limits import LimitPlan, LimitWatch
+from jobqueue.worker.limit_plan import LimitPlan
+from jobqueue.worker.limit_watch import LimitWatch
 from jobqueue.worker.priorities import draw_slots
 
 log = logging.getLogger("jobqueue.worker")
@@ -56,8 +59,7 @@ class Claimer:
         self.limits = limits
         #: after a limited claim: seconds until a limit it found spent may have room (None: none was)
         self.recheck_in: float | None = None
-        #: attempts claimed under a limit (their acks free a slot: the claim loop looks again)
-        self.limited_attempts: set[Attempt] = set()
+        self._limited: set[Attempt] = set()  # claimed under a limit, not acked yet: each holds a slot
         self.worker_id = worker_id
         self.settings = settings
         self.deadlines = deadlines
@@ -120,7 +122,7 @@ class Claimer:
         if any(plan.started.values()):
             await db.run(conn, limit_store.record_starts(plan.started))
         self.recheck_in = plan.recheck_in()
-        self.limited_attempts.update(job.key for job in jobs if plan.holds_slot(job))
+        self._limited.update(job.key for job in jobs if plan.holds_slot(job))
         return jobs
 
     def _claim_call(self, queues: Sequence[str], limit: int, blocked: Sequence[str], *, limited: bool,
@@ -168,6 +170,15 @@ class Claimer:
                     deadlines=self.deadlines, blocked=blocked, served=self.served))
                 jobs.extend(more)
         return jobs
+
+    def acked(self, attempts: Sequence[Attempt]) -> bool:
+        """The acks of ``attempts`` are written: those claimed under a limit no longer hold its
+        slot. True if one did (a claim may find room now)."""
+        limited = self._limited
+        if not limited or not any(attempt in limited for attempt in attempts):
+            return False
+        limited.difference_update(attempts)
+        return True
 
     async def reconcile(self, known: Callable[[], list[Attempt]]) -> int:
         """Release the attempts this worker holds in the database but not in ``known()``."""

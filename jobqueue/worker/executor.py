@@ -13,7 +13,7 @@ an `asyncio.CancelledError` the handler raises itself (not the worker stopping) 
 like any other error; anything else is retryable with the task's backoff. A job claimed just as
 its cancel was requested is not run at all.
 
-Encryption (`jobqueue.encryption`): the payload's encrypted fields are decrypted just before the
+Encryption (`jobqueue.crypto.envelopes`): the payload's encrypted fields are decrypted just before the
 handler runs, in this process only, each with the associated data of this job (its producer, type
 and id) and of the field it sits in: a value sealed for another job or field (`EncryptionMismatch`:
 a copied ciphertext), one of the unbound format of before migration 0025 (`EncryptionUnbound`),
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from itertools import islice
 
 from jobqueue.app import TaskDef
-from jobqueue.encryption import Binding, open_payload, seal_result
-from jobqueue.errors import CircuitOpen, EncryptionError, JobCancelled, JobTimeout, PermanentError, Retry
-from jobqueue.keyring import KeyRing
-from jobqueue.models import Job
-from jobqueue.retry import Backoff
-from jobqueue.store.jobs import dumps, holds_nul
+from jobqueue.crypto.envelopes import Binding, open_payload, seal_result
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.model.errors import CircuitOpen, EncryptionError, JobCancelled, JobTimeout, PermanentError, Retry
+from jobqueue.model.jobs import Job
+from jobqueue.model.payloads import dumps, holds_nul
+from jobqueue.model.retry import Backoff
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.threads import HandlerThreads
 

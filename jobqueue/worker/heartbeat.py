@@ -15,6 +15,10 @@ locked (an operator's SELECT … FOR UPDATE, a cancel inside a caller's open tra
 waiting for it, renews the others, and tries that one again at the next beat. Such a row is not a
 lost lease; the registry beat lists it (``blocked``), and the sweeper leaves its lease alone while
 this worker beats, however long the lock outlived the lease (see job_reclaim_expired).
+
+What it reads of the worker is two narrow views: the attempts it holds (`Holder`, the worker's
+`HeldAttempts`), to which it also reports what a renewal says of them, and what the registry row
+shows (`RegistryStatus`, the worker's `WorkerStatus`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import jobs as job_store
 from jobqueue.store import workers as worker_store
 from jobqueue.store.jobs import Attempt
@@ -34,27 +38,47 @@ from jobqueue.store.jobs import Attempt
 log = logging.getLogger("jobqueue.worker.heartbeat")
 
 
+def beat_interval(lease_seconds: float) -> float:
+    """Seconds between beats: a third of the lease, so two can be missed before it runs out."""
+    return lease_seconds / 3
+
+
+class Holder(Protocol):
+    """The attempts a worker holds, and what their renewal reports back."""
+
+    def held(self) -> list[Attempt]: ...
+
+    def cancel_requested(self, job_id: uuid.UUID) -> None: ...
+
+    def lease_lost(self, attempt: Attempt) -> None: ...
+
+
+class RegistryStatus(Protocol):
+    """What the registry beat writes: running totals, ``running`` or ``stopping``, stuck handlers."""
+
+    @property
+    def processed(self) -> int: ...
+
+    @property
+    def failed(self) -> int: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def stuck_handlers(self) -> int: ...
+
+
 class Heartbeat:
-    def __init__(self, pool, worker_id: str, lease_seconds: float, *,
-                 held: Callable[[], list[Attempt]],
-                 on_cancel_requested: Callable[[uuid.UUID], None],
-                 on_lease_lost: Callable[[Attempt], None],
-                 counters: Callable[[], tuple[int, int]],  # running totals (processed, failed)
-                 status: Callable[[], str],
-                 stuck_handlers: Callable[[], int] = lambda: 0,
-                 deadline_grace: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, pool, worker_id: str, lease_seconds: float, *, attempts: Holder, status: RegistryStatus,
+                 deadline_grace: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
-        self.interval = lease_seconds / 3
+        self.interval = beat_interval(lease_seconds)
         self.deadline_grace = self.interval if deadline_grace is None else deadline_grace
-        self._held = held
-        self._on_cancel_requested = on_cancel_requested
-        self._on_lease_lost = on_lease_lost
-        self._counters = counters
+        self._attempts = attempts
         self._status = status
-        self._stuck_handlers = stuck_handlers
         self._clock = clock
         self._reported = (0, 0)
         #: jobs whose lease the last renewal passed over because another transaction held them locked
@@ -79,7 +103,7 @@ class Heartbeat:
         await self.beat_registry()
 
     async def renew(self) -> None:
-        attempts = self._held()
+        attempts = self._attempts.held()
         if not attempts:
             self.blocked = frozenset()
             return
@@ -94,15 +118,15 @@ class Heartbeat:
         for attempt in attempts:
             if attempt in renewed.written:
                 if renewed.written[attempt]:
-                    self._on_cancel_requested(attempt[0])
+                    self._attempts.cancel_requested(attempt[0])
             elif attempt[0] not in renewed.busy:
-                self._on_lease_lost(attempt)
+                self._attempts.lease_lost(attempt)
 
     async def beat_registry(self) -> None:
-        totals = self._counters()
+        totals = (self._status.processed, self._status.failed)
         processed, failed = totals[0] - self._reported[0], totals[1] - self._reported[1]
         async with db.connection(self._pool) as conn:
             await db.run(conn, worker_store.heartbeat(
-                worker_id=self.worker_id, status=self._status(), processed=processed, failed=failed,
-                stuck_handlers=self._stuck_handlers(), leases_blocked=sorted(self.blocked)))
+                worker_id=self.worker_id, status=self._status.state, processed=processed, failed=failed,
+                stuck_handlers=self._status.stuck_handlers, leases_blocked=sorted(self.blocked)))
         self._reported = totals

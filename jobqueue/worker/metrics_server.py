@@ -6,15 +6,16 @@ per queue and job type since it started (under the same metric names), the proce
 histogram, its utilization, running jobs, slots (the most it runs) and its concurrency target (the
 slots it fills now: the autoscaler's choice with --concurrency MIN:MAX, else the concurrency). It listens on all interfaces; with
 ``--processes P``, process i listens on N + i. A minimal HTTP/1.1 responder: GET /metrics only.
+It reads the worker's figures from its `WorkerStats` and its `WorkerStatus` (``ShownStatus``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Protocol
 
-from jobqueue.metrics import CONTENT_TYPE, render_worker
+from jobqueue.observability.prometheus import CONTENT_TYPE, render_worker
 from jobqueue.worker.stats import WorkerStats
 
 log = logging.getLogger("jobqueue.worker.metrics")
@@ -24,17 +25,28 @@ log = logging.getLogger("jobqueue.worker.metrics")
 METRICS_HOST = "0.0.0.0"
 
 
+class ShownStatus(Protocol):
+    """Jobs running now, the slots filled now and at most, handlers stuck past their deadline."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def slots(self) -> int: ...
+
+    @property
+    def concurrency(self) -> int: ...
+
+    @property
+    def stuck_handlers(self) -> int: ...
+
+
 class MetricsServer:
-    def __init__(self, stats: WorkerStats, *, port: int, running: Callable[[], int],
-                 stuck_handlers: Callable[[], int] = lambda: 0, concurrency: int | None = None,
-                 slots: Callable[[], int] | None = None, host: str = METRICS_HOST) -> None:
+    def __init__(self, stats: WorkerStats, status: ShownStatus, *, port: int, host: str = METRICS_HOST) -> None:
         self.stats = stats
-        self.concurrency = stats.concurrency if concurrency is None else concurrency
-        self._slots = slots or (lambda: self.concurrency)
+        self.status = status
         self.port = port
         self.host = host
-        self._running = running
-        self._stuck_handlers = stuck_handlers
 
     async def run(self) -> None:
         try:
@@ -47,10 +59,11 @@ class MetricsServer:
             await server.serve_forever()
 
     def body(self) -> str:
+        status = self.status
         return render_worker(worker_id=self.stats.worker_id, totals=self.stats.totals(),
-                             utilization=self.stats.utilization, running=self._running(),
-                             concurrency=self.concurrency, stuck_handlers=self._stuck_handlers(),
-                             concurrency_target=self._slots())
+                             utilization=self.stats.utilization, running=status.running,
+                             concurrency=status.concurrency, stuck_handlers=status.stuck_handlers,
+                             concurrency_target=status.slots)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -12,7 +12,6 @@ import random
 from collections import Counter
 from typing import Sequence
 
-
 _RNG = random.Random()
 
 

@@ -14,8 +14,8 @@ import asyncio
 import logging
 from typing import Generic, TypeVar
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
 
 T = TypeVar("T")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Awaitable
 
-from jobqueue.models import Job
-from jobqueue.tracing import Tracing, set_outcome
+from jobqueue.model.jobs import Job
+from jobqueue.observability.tracing import Tracing, set_outcome
 from jobqueue.worker.executor import Outcome
 
 

@@ -3,15 +3,15 @@ written every few seconds — one statement per interval, never one per job.
 
 `WorkerStats.record(outcome)` adds a finished attempt to the (queue, job type) counters and to the
 duration bucket it falls in (a dict lookup and a bisect). `run()` samples how many of the worker's
-slots are busy (`occupancy()`, every `sample_interval`) and, every `interval` (default 2 s,
-`JOBQUEUE_STATS_INTERVAL`), adds the counted deltas to this worker's rows of
-`jobqueue.worker_stats` and sets its utilization (busy slot-time over slot-time of the interval)
-in the registry. A failed flush keeps the deltas for the next one. ``concurrency`` is the slot
-count utilization is measured against; an autoscaling worker changes it as its target moves, and
-``busy_total`` / ``slot_total`` (cumulative busy and available slot-seconds) let its autoscaler
-measure utilization over its own window. `close()` flushes and folds
-this worker's rows into the '(retired)' row (the leader's reaper does the same for crashed
-workers' rows), so totals only ever grow.
+slots are busy (``occupancy``: its running jobs and its slots, the worker's `WorkerStatus`, every
+`sample_interval`) and, every `interval` (default 2 s, `JOBQUEUE_STATS_INTERVAL`), adds the counted
+deltas to this worker's rows of `jobqueue.worker_stats` and sets its utilization (busy slot-time
+over slot-time of the interval) in the registry. A failed flush keeps the deltas for the next one.
+``concurrency`` is the slot count utilization is measured against (``occupancy.slots``: an
+autoscaling worker's target moves), and ``busy_total`` / ``slot_total`` (cumulative busy and
+available slot-seconds) let its autoscaler measure utilization over its own window. `close()`
+flushes and folds this worker's rows into the '(retired)' row (the leader's reaper does the same
+for crashed workers' rows), so totals only ever grow.
 
 Options and defaults: interval 2 s, sample_interval 0.1 s.
 """
@@ -21,24 +21,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
-from jobqueue import db
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import metrics as metrics_store
-from jobqueue.store.metrics import DURATION_BUCKETS_MS, TypeDelta, TypeTotals, bucket_index
-from jobqueue.worker.executor import COMPLETED, CANCELLED, Outcome
+from jobqueue.store.metrics import TypeDelta, TypeTotals, bucket_index
+from jobqueue.worker.executor import CANCELLED, COMPLETED, Outcome
 
 log = logging.getLogger("jobqueue.worker.stats")
 
 
+class Occupancy(Protocol):
+    """How many jobs run now, in how many slots."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def slots(self) -> int: ...
+
+
 class WorkerStats:
-    def __init__(self, pool, worker_id: str, concurrency: int, *, occupancy: Callable[[], int],
-                 interval: float = 5.0, sample_interval: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, pool, worker_id: str, occupancy: Occupancy, *, interval: float = 5.0,
+                 sample_interval: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
         self.worker_id = worker_id
-        self.concurrency = concurrency
         self.interval = interval
         self.sample_interval = min(sample_interval, interval)
         self._occupancy = occupancy
@@ -51,6 +59,10 @@ class WorkerStats:
         self.slot_total = 0.0
         self._last_sample = clock()
         self.utilization = 0.0
+
+    @property
+    def concurrency(self) -> int:
+        return self._occupancy.slots
 
     def record(self, outcome: Outcome) -> None:
         job = outcome.job
@@ -68,7 +80,8 @@ class WorkerStats:
         """Integrate busy slots since the last sample (the occupancy seen now stands for the gap)."""
         now = self._clock()
         elapsed = now - self._last_sample
-        busy, slots = min(self._occupancy(), self.concurrency) * elapsed, self.concurrency * elapsed
+        concurrency = self._occupancy.slots
+        busy, slots = min(self._occupancy.running, concurrency) * elapsed, concurrency * elapsed
         self._busy_slot_seconds += busy
         self._slot_seconds += slots
         self.busy_total += busy

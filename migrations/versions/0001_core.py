@@ -6,7 +6,7 @@ Revises:
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0001_core"
 down_revision = None

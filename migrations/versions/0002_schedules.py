@@ -6,7 +6,7 @@ Revises: 0001_core
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0002_schedules"
 down_revision = "0001_core"

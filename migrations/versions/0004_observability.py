@@ -6,7 +6,7 @@ Revises: 0003_api
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0004_observability"
 down_revision = "0003_api"

@@ -6,7 +6,7 @@ Revises: 0004_observability
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0005_idempotency_per_producer"
 down_revision = "0004_observability"

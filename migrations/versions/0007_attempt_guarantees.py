@@ -6,7 +6,7 @@ Revises: 0006_enqueue_guarantees
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0007_attempt_guarantees"
 down_revision = "0006_enqueue_guarantees"

@@ -6,7 +6,7 @@ Revises: 0007_attempt_guarantees
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0008_lean_drain"
 down_revision = "0007_attempt_guarantees"

@@ -6,7 +6,7 @@ Revises: 0008_lean_drain
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0009_lean_enqueue"
 down_revision = "0008_lean_drain"

@@ -7,7 +7,7 @@ Revises: 0009_lean_enqueue
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0010_index_statistics"
 down_revision = "0009_lean_enqueue"

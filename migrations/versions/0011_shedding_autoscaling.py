@@ -6,7 +6,7 @@ Revises: 0010_index_statistics
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0011_shedding_autoscaling"
 down_revision = "0010_index_statistics"

@@ -6,7 +6,7 @@ Revises: 0011_shedding_autoscaling
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0012_circuits"
 down_revision = "0011_shedding_autoscaling"

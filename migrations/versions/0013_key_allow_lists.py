@@ -6,7 +6,7 @@ Revises: 0012_circuits
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0013_key_allow_lists"
 down_revision = "0012_circuits"

@@ -6,7 +6,7 @@ Revises: 0014_throughput_history
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0015_encrypted_fields"
 down_revision = "0014_throughput_history"

@@ -7,7 +7,7 @@ Revises: 0015_encrypted_fields
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0016_lean_states"
 down_revision = "0015_encrypted_fields"

@@ -6,7 +6,7 @@ Revises: 0016_lean_states
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0017_input_limits"
 down_revision = "0016_lean_states"

@@ -7,7 +7,7 @@ Revises: 0017_input_limits
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0018_listing"
 down_revision = "0017_input_limits"

@@ -7,7 +7,7 @@ Revises: 0018_listing
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0019_roles"
 down_revision = "0018_listing"

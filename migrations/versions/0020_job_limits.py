@@ -6,7 +6,7 @@ Revises: 0019_roles
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0020_job_limits"
 down_revision = "0019_roles"

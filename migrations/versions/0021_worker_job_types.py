@@ -6,7 +6,7 @@ Revises: 0020_job_limits
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0021_worker_job_types"
 down_revision = "0020_job_limits"

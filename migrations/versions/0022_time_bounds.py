@@ -7,7 +7,7 @@ Revises: 0021_worker_job_types
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0022_time_bounds"
 down_revision = "0021_worker_job_types"

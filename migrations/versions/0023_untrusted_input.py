@@ -8,7 +8,7 @@ Revises: 0022_time_bounds
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0023_untrusted_input"
 down_revision = "0022_time_bounds"

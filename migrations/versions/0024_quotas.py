@@ -9,7 +9,7 @@ Revises: 0023_untrusted_input
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0024_quotas"
 down_revision = "0023_untrusted_input"

@@ -8,7 +8,7 @@ Revises: 0024_quotas
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0025_bound_envelopes"
 down_revision = "0024_quotas"

@@ -7,7 +7,7 @@ Revises: 0025_bound_envelopes
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0026_leases_blocked"
 down_revision = "0025_bound_envelopes"

@@ -7,7 +7,7 @@ Revises: 0026_leases_blocked
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0027_claim_scope"
 down_revision = "0026_leases_blocked"

@@ -7,7 +7,7 @@ Revises: 0027_claim_scope
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0028_event_listener_bounds"
 down_revision = "0027_claim_scope"

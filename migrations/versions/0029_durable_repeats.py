@@ -7,7 +7,7 @@ Revises: 0028_event_listener_bounds
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0029_durable_repeats"
 down_revision = "0028_event_listener_bounds"

@@ -7,7 +7,7 @@ Revises: 0029_durable_repeats
 
 from alembic import op
 
-from jobqueue.sql import run_migration_script
+from jobqueue.db.queries import run_migration_script
 
 revision = "0030_listener_cap_lock"
 down_revision = "0029_durable_repeats"

@@ -1,4 +1,4 @@
--- Queries of jobqueue.encryption_keys: the key ids `jobqueue keys rotate` has held (jobqueue.rotation).
+-- Queries of jobqueue.encryption_keys: the key ids `jobqueue keys rotate` has held (jobqueue.cli.keys).
 
 -- name: encryption_key_record
 -- Records the ids of the key ring a rotation runs with (those not recorded yet), and returns

@@ -12,7 +12,7 @@ SELECT jobqueue.unregister_event_listener(%(listener_id)s);
 
 -- name: event_jobs
 -- The rows behind job-event notifications. Any login may NOTIFY jobqueue_events, so the event
--- hub fans out only what these rows bear out (jobqueue.job_events.confirms), under their own
+-- hub fans out only what these rows bear out (jobqueue.events.hub.confirms), under their own
 -- queue and producer. Row-level security applies: a producer reads only its own jobs.
 SELECT j.id, j.state, j.attempts, j.queue, j.producer_id, j.updated_at,
        j.updated_at > now() - make_interval(secs => %(recent_seconds)s) AS recent

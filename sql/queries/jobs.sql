@@ -26,6 +26,16 @@ CROSS JOIN LATERAL jobqueue.enqueue_many(CASE WHEN cfg.value IS NOT NULL THEN %(
 
 -- name: job_claim
 -- Up to %(limit)s runnable jobs of the given queues, in priority then submission order.
+-- Its parameters, by the claim mode that sets them (jobqueue.worker.claimer; store.jobs.claim):
+--   every claim      worker_id, queues, limit, lease_seconds, timeouts, default_timeout,
+--                    deadline_grace (store.jobs.Deadlines), served, blocked, now (tests' clock)
+--   resuming         after_run_at, after_seq: one queue, strict priorities, while claims fill up
+--                    (empty arrays: scan from the start: several queues, limited claims, probes)
+--   circuit probe    only: the half-open circuit's job types (Breakers.probe, in its transaction)
+--   limited claims   limits_checked true (false: a worker that knows of no limit), mark_limited,
+--                    only (one limited type's own claim), until_level, until_run_at, until_seq
+--                    (how far the claim of the other types reached; 3/NULL/NULL: no bound)
+-- Weighted priorities claim with job_claim_weighted, then fill up with job_claim.
 -- One probe of jobs_claim_idx per (level, queue) with the level fixed, so priority = level AND
 -- run_at <= now() bounds each scan on both sides. (One ordered scan over all levels could not
 -- stop at now() inside a level: it read every future job of each higher level before reaching a
@@ -891,7 +901,7 @@ SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS sc
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them
--- those whose payload or stored result holds an encrypted value (jobqueue.encryption) of the kind
+-- those whose payload or stored result holds an encrypted value (jobqueue.crypto.envelopes) of the kind
 -- %(holding)s names: 'stale' (under a key other than %(kid)s, or of the unbound format 1), 'any',
 -- or 'unbound' (format 1 only). Returns (scanned, last seq, rows in seq order), each row
 -- [seq, id, producer_id, job_type, state, payload, result, error type of the last attempt of a
@@ -942,5 +952,5 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM payloads) AS payloads, (SELECT
 
 -- name: job_session_producer
 -- The producer this session's login is held to (NULL: it may enqueue for any): the producer_id
--- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.encryption).
+-- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.crypto.envelopes).
 SELECT jobqueue.session_producer();

@@ -77,7 +77,7 @@ def test_queues_and_workers(dsn, conn):
 
 
 def test_circuits_list_open_and_close(dsn, conn):
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import circuits as circuit_store
     from tests.support import circuit_app
 

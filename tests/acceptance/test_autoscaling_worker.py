@@ -9,7 +9,7 @@ import json
 import httpx
 
 from tests.harness.devdb import free_port
-from tests.support.prometheus import parse, value
+from tests.support.prometheus import parse
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from jobqueue.api.serve import wait_ready
 from jobqueue.client import Client
 from tests.harness.devdb import free_port
-from jobqueue.api.serve import wait_ready
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate

@@ -38,14 +38,14 @@ import httpx
 import psycopg
 import pytest
 
-from jobqueue import db
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from tests.harness import hastack
+from tests.harness.faults import store as faults_store
 from tests.harness.faults.cluster import now, prepare_database
 from tests.harness.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce
 from tests.harness.faults.report import Fault
 from tests.harness.faults.scenarios import Config, Stage, mark_service_back, record_producers
-from jobqueue.errors import DatabaseUnavailable
-from tests.harness.faults import store as faults_store
 
 pytestmark = pytest.mark.slow
 

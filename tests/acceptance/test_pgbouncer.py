@@ -17,12 +17,12 @@ import httpx
 import pytest
 from psycopg import sql
 
-from jobqueue import db
 from jobqueue.api.serve import wait_ready
 from jobqueue.client import AsyncClient, Client
 from jobqueue.config import DbSettings, Settings
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from tests.harness.devdb import free_port
-from jobqueue.errors import DatabaseUnavailable
 from tests.integration.api.conftest import ApiServer
 from tests.integration.api.test_events import EventReader
 from tests.support import apps

@@ -83,7 +83,7 @@ def test_installed_outside_the_checkout_it_migrates_and_runs_the_demo_worker(whe
     def run(*command: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(command), cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
 
-    where = run(str(python), "-c", "import jobqueue.paths as p; print(p.__file__); print(p.resource_dir('sql'))")
+    where = run(str(python), "-c", "import jobqueue.db.paths as p; print(p.__file__); print(p.resource_dir('sql'))")
     assert where.returncode == 0, where.stderr
     assert all(line.startswith(str(venv)) for line in where.stdout.split()), where.stdout  # the wheel's copy
 

@@ -11,8 +11,9 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import Client, db
-from jobqueue.models import CancelOutcome
+from jobqueue import Client
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import CancelOutcome
 from jobqueue.store import jobs as job_store
 from tests.support import apps
 from tests.support.factories import job_row, make_job

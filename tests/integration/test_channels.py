@@ -12,11 +12,11 @@ import uuid
 import psycopg
 import pytest
 
-from jobqueue.maintenance.leader import Elector
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.store import jobs as job_store
 from jobqueue.worker.claimer import Claimer
-from jobqueue.worker.runner import Worker
+from jobqueue.worker.paused import PausedQueues
 from jobqueue.worker.shared_state import SharedStateCopy
 from tests.support import apps
 from tests.support.factories import job_row
@@ -124,7 +124,7 @@ def test_a_flood_on_the_control_channels_makes_few_reads(dsn, conn, stranger_dsn
 now, and a real pause during
     the flood still reaches the worker."""
     reads: dict[str, int] = {"paused": 0, "shared": 0}
-    refresh_paused, refresh_shared = Worker._refresh_paused, SharedStateCopy.refresh
+    refresh_paused, refresh_shared = PausedQueues.refresh, SharedStateCopy.refresh
 
     async def paused(self):
         reads["paused"] += 1
@@ -134,7 +134,7 @@ now, and a real pause during
         reads["shared"] += 1
         await refresh_shared(self)
 
-    monkeypatch.setattr(Worker, "_refresh_paused", paused)
+    monkeypatch.setattr(PausedQueues, "refresh", paused)
     monkeypatch.setattr(SharedStateCopy, "refresh", shared)
     worker = WorkerThread(apps.queue, test_settings(dsn, poll_interval=5.0))
     with worker:
@@ -144,7 +144,7 @@ now, and a real pause during
                       seconds=FLOOD_SECONDS) as attack:
             time.sleep(FLOOD_SECONDS / 2)
             conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('default', true)")
-        wait_until(lambda: worker.worker._paused == {"default"}, timeout=5, message="the pause seen")
+        wait_until(lambda: worker.worker.paused.names == {"default"}, timeout=5, message="the pause seen")
         counted = dict(reads)
     assert attack.sent > 200  # a flood even on a loaded machine (~5,000 a second on a quiet one)
     assert counted["paused"] <= CONTROL_BURST + CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3, counted

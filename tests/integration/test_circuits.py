@@ -3,24 +3,24 @@ among workers, the claim skipping blocked job types, and the admin commands."""
 
 from __future__ import annotations
 
-import time
-
 import threading
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.app import JobQueue
-from jobqueue.errors import CircuitNotFound, ValidationError
+from jobqueue.db import gateway as db
+from jobqueue.db.queries import queries
+from jobqueue.model.errors import CircuitNotFound, ValidationError
 from jobqueue.store import circuits as circuit_store
-from jobqueue.sql import queries
 from jobqueue.store import jobs as job_store
+from tests.integration.test_schema import SMALL_TABLES, seq_scanned
 from tests.support import circuit_app
 from tests.support.factories import claim_params, make_job
-from tests.integration.test_schema import SMALL_TABLES, seq_scanned
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -374,9 +374,9 @@ def _run_breakers(dsn: str, body):
     """Run ``body(breakers, claimer)`` with a Breakers and a Claimer on a pool of their own."""
     import asyncio
 
-    from jobqueue.clock import ManualClock
     from jobqueue.config import WorkerSettings
-    from jobqueue.worker.circuits import Breakers
+    from jobqueue.runtime.clock import ManualClock
+    from jobqueue.worker.breakers import Breakers
     from jobqueue.worker.claimer import Claimer
 
     async def main():

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.store import jobs as job_store
 from tests.support import apps
 from tests.support.factories import job_row, make_job

@@ -10,8 +10,8 @@ import pytest
 
 from jobqueue import AsyncClient, ValidationError
 from jobqueue.client.coalesce import SubmitCoalescer, is_outage
-from jobqueue.db import translated_errors
-from jobqueue.errors import DatabaseUnavailable, IdempotencyMismatch
+from jobqueue.db.gateway import translated_errors
+from jobqueue.model.errors import DatabaseUnavailable, IdempotencyMismatch
 
 
 def refuse_marked_jobs_like_a_server_limit(conn) -> None:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.store import jobs as job_store
 from jobqueue.store.jobs import Deadlines
 from tests.support import apps
@@ -148,7 +148,7 @@ def test_a_result_above_the_size_limit_dead_letters_with_the_reason(dsn, conn):
 
 
 def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
-    from jobqueue import metrics
+    from jobqueue.observability import metrics, prometheus
 
     long_running = make_job(conn, job_type="timed")
     deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
@@ -165,7 +165,7 @@ def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
 
     import asyncio
 
-    text = metrics.render(asyncio.run(snapshot()))
+    text = prometheus.render(asyncio.run(snapshot()))
     age = next(line for line in text.splitlines()
                if line.startswith('jobqueue_processing_age_seconds{queue="default",priority="normal"}'))
     overdue = next(line for line in text.splitlines()
@@ -234,14 +234,14 @@ def test_a_sigterm_during_a_self_restart_stops_the_worker_for_good(dsn):
 
 def skew_the_workers_clock(monkeypatch, seconds: float) -> None:
     """The worker's host clock runs ``seconds`` ahead of the database server's (behind if negative)."""
-    from jobqueue.worker import runner
+    from jobqueue.worker import worker as worker_module
 
     class Skewed(datetime):
         @classmethod
         def now(cls, tz=None):
             return datetime.now(tz) + timedelta(seconds=seconds)
 
-    monkeypatch.setattr(runner, "datetime", Skewed)
+    monkeypatch.setattr(worker_module, "datetime", Skewed)
 
 
 @pytest.mark.parametrize("skew", [2.0, -2.0], ids=["worker-ahead", "worker-behind"])

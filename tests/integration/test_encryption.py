@@ -17,11 +17,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from tests.harness.devdb import pg_bindir
-from jobqueue.errors import ValidationError
-from jobqueue.keyring import KeyRing, new_key_line
-from jobqueue.rotation import rotate
+from jobqueue.cli.keys import rotate
+from jobqueue.crypto.keyring import KeyRing, new_key_line
+from jobqueue.model.errors import ValidationError
 from jobqueue.store import jobs as job_store
+from tests.harness.devdb import pg_bindir
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)
 from tests.support import crypt_app
 from tests.support.waiting import wait_until
@@ -266,7 +266,7 @@ def test_without_keys_a_producer_refuses_to_store_a_field_in_plaintext(dsn, conn
 
 
 def test_wait_without_the_results_key_names_it(dsn, conn):
-    from jobqueue.errors import EncryptionKeyMissing
+    from jobqueue.model.errors import EncryptionKeyMissing
 
     settings = test_settings(dsn, encryption_keys=keys(K1))
     with WorkerThread(crypt_app.queue, settings), Client(dsn, settings=settings) as client:

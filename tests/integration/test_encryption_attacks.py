@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
 from jobqueue import Client
-from jobqueue.keyring import KeyRing, new_key_line
-from jobqueue.rotation import rotate
+from jobqueue.cli.keys import rotate
+from jobqueue.crypto.keyring import KeyRing, new_key_line
 from tests.integration.api.conftest import start_api  # noqa: F401  (the fixture)
 from tests.support import crypt_app
 from tests.support.factories import finish_job

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from jobqueue import AsyncClient, Client, ValidationError
-from jobqueue.models import JobState, Priority
+from jobqueue.model.jobs import JobState, Priority
 from tests.support.factories import count_jobs, job_row
 
 
@@ -360,7 +360,7 @@ def test_enqueue_notifies_once_per_queue_and_only_for_jobs_it_wrote(dsn):
 
 
 def test_sql_enqueue_sends_job_queued_only_for_jobs_it_wrote(dsn, conn):
-    from jobqueue.job_events import decode
+    from jobqueue.events.hub import decode
 
     conn.execute("INSERT INTO jobqueue.event_listeners VALUES ('test', now() + interval '1 minute')")
     with psycopg.connect(dsn, autocommit=True) as listener:

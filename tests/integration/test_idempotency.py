@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from jobqueue import Client, Conflict, IdempotencyMismatch
-from jobqueue.models import RetryOutcome
+from jobqueue.model.jobs import RetryOutcome
 from tests.support.factories import count_jobs, finish_job, job_row
 
 
@@ -205,7 +205,7 @@ def test_a_different_repeat_returns_the_original_unless_it_asks_to_be_rejected(d
 def test_keys_taken_before_this_revision_are_held_too(empty_dsn):
     """Migration 0006 copies the keys of existing jobs: the live holder's (held at least a window
     from now), else the newest; jobs whose window already closed hold nothing."""
-    from jobqueue import migrate
+    from jobqueue.store import migrate
 
     migrate.upgrade(empty_dsn, "0005_idempotency_per_producer")
     now = datetime.now(timezone.utc)

@@ -10,16 +10,16 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.app import JobQueue
 from jobqueue.config import WorkerSettings
-from jobqueue.errors import LimitNotFound, ValidationError
-from jobqueue.limits import LimitSpec
-from jobqueue.sql import queries
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import LimitNotFound, ValidationError
+from jobqueue.model.limits import LimitSpec
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.worker.claimer import Claimer
-from jobqueue.worker.limits import LimitWatch
+from jobqueue.worker.limit_watch import LimitWatch
 from tests.support.factories import make_job
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)

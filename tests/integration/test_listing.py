@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from jobqueue.client import Client
-from jobqueue.errors import ValidationError
-from jobqueue.models import Priority
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Priority
 from tests.support.factories import make_job
 
 STATES = ("pending", "completed", "failed", "dead_letter", "cancelled")

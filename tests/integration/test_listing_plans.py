@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from jobqueue.client.admin import LIST_SCAN
-from jobqueue.sql import queries
+from jobqueue.db.queries import queries
 
 ROWS = 1_000_000
 #: Buffers one page of the jobs_pkey walk may touch: 5,000 index entries and the heap pages

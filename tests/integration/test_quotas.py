@@ -17,13 +17,14 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.cli import main as cli_main
-from jobqueue.clock import ManualClock
 from jobqueue.config import ApiSettings, DbSettings
-from jobqueue.errors import QueueFull, ValidationError
-from jobqueue.maintenance.gatekeeper import Gatekeeper
-from jobqueue.names import MAX_BATCH_JOBS, MAX_PAYLOAD_BYTES
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.gatekeeper import Gatekeeper, GatekeeperOptions
+from jobqueue.model.errors import QueueFull, ValidationError
+from jobqueue.model.names import MAX_BATCH_JOBS, MAX_PAYLOAD_BYTES
+from jobqueue.runtime.clock import ManualClock
 from tests.support.factories import count_jobs
 from tests.support.maintenance import pools
 from tests.support.roles import login_as  # noqa: F401 (a fixture)
@@ -106,11 +107,14 @@ def test_the_api_cannot_be_configured_past_what_the_database_takes():
 # --- the hard limits, for SQL producers ------------------------------------------------------------
 
 def gatekeep(dsn: str, **options) -> Callable[[], int]:
-    """``run()``: one run of a new gatekeeper (so each run counts) on a pool of its own."""
+    """``run()``: one run of a new gatekeeper (so each run counts) on a pool of its own: the gates
+    it closed."""
     def run() -> int:
         async def once() -> int:
             async with pools(dsn) as (pool,):
-                return await Gatekeeper(pool, **options).run_once()
+                gated = await Gatekeeper(pool, GatekeeperOptions(**options)).run_once()
+                assert gated.counted  # a new gatekeeper always counts
+                return gated.closed
         return asyncio.run(once())
     return run
 
@@ -212,16 +216,14 @@ def test_the_gatekeeper_counts_only_when_submissions_could_close_a_gate(dsn, con
 
     async def scenario() -> list[tuple[bool, int]]:
         async with pools(dsn) as (pool,):
-            gate = Gatekeeper(pool, clock=clock, hard_limit=10, max_age=30.0)
+            gate = Gatekeeper(pool, GatekeeperOptions(hard_limit=10, max_age=30.0), clock=clock)
             seen = []
             for jobs, seconds in ((0, 0), (0, 1), (5, 1), (5, 1), (0, 30)):
                 if jobs:
                     conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT 'x' FROM generate_series(1, %s)", (jobs,))
                 clock.advance(seconds)
-                before = gate.counts
-                await gate.run_once()
-                seen.append((gate.counts > before,
-                             conn.execute("SELECT count(*) FROM jobqueue.queue_gates").fetchone()[0]))
+                gated = await gate.run_once()
+                seen.append((gated.counted, conn.execute("SELECT count(*) FROM jobqueue.queue_gates").fetchone()[0]))
             return seen
 
     # the first run counts; nothing submitted; 5 jobs cannot reach 10; 10 can (and do); too old

@@ -3,9 +3,8 @@ of its own, tries what it must not do (and gets a permission error) and does wha
 
 from __future__ import annotations
 
-import re
-
 import asyncio
+import re
 import signal
 import subprocess
 import uuid
@@ -14,21 +13,21 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import Client, db
+from jobqueue import Client
 from jobqueue.cli import main as cli_main
-from jobqueue.clock import ManualClock
-from jobqueue.errors import PermissionDenied
+from jobqueue.db import gateway as db
+from jobqueue.db.queries import queries
+from jobqueue.maintenance.elector import Elector
 from jobqueue.maintenance.historian import Historian
-from jobqueue.maintenance.leader import Elector
 from jobqueue.maintenance.pruner import Pruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.reindexer import Reindexer
 from jobqueue.maintenance.scheduler import Scheduler
 from jobqueue.maintenance.sweeper import Sweeper
-from jobqueue.maintenance.vacuumer import Vacuumer
-from jobqueue.models import CancelOutcome, JobState, RetryOutcome
-from jobqueue.sql import queries
-
+from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
+from jobqueue.model.errors import PermissionDenied
+from jobqueue.model.jobs import CancelOutcome, RetryOutcome
+from jobqueue.runtime.clock import ManualClock
 from tests.support import apps
 from tests.support.factories import claim_params, finish_job, job_row, make_job
 from tests.support.maintenance import insert_schedule, pools
@@ -235,7 +234,7 @@ def test_every_table_is_granted_to_admins_and_readers_and_api_keys_to_no_worker(
 def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_server, empty_dsn, conn):
     """The roles exist cluster-wide already (the template made them): a second database migrates
     all the same; downgrading it leaves them, since every other test database still holds grants."""
-    from jobqueue import migrate
+    from jobqueue.store import migrate
 
     migrate.upgrade(empty_dsn)
     migrate.downgrade(empty_dsn, "0018_listing")
@@ -253,7 +252,7 @@ def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_serve
 def test_a_downgrade_drops_the_roles_no_database_uses_and_keeps_one_a_login_holds(own_cluster):
     """On a cluster of its own (the session's has many databases holding grants): once the only
     jobqueue database is downgraded, nothing refers to the roles but a login granted one."""
-    from jobqueue import migrate
+    from jobqueue.store import migrate
 
     with connect(own_cluster) as oc:
         oc.execute("CREATE ROLE jqtest_holder LOGIN IN ROLE jobqueue_producer")
@@ -284,8 +283,8 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
             await scheduler.run_once()  # plans the first tick
             clock.set(clock.now() + timedelta(minutes=1))
             services = [Sweeper(pool), scheduler, Pruner(pool), Reaper(pool),
-                        Historian(pool), Vacuumer(pool, session, min_dead=0, dead_fraction=0), Reindexer(session)]
-            return [await service.run_once() for service in services]
+                        Historian(pool), Vacuumer(pool, session, VacuumerOptions(min_dead=0, dead_fraction=0)), Reindexer(session)]
+            return [(await service.run_once()).count for service in services]
 
     done = asyncio.run(run())
     assert all(count >= 1 for count in done[:4]) and done[5:] == [0, 0], done

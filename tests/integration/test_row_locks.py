@@ -15,7 +15,8 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import AsyncClient, db
+from jobqueue import AsyncClient
+from jobqueue.db import gateway as db
 from jobqueue.store import jobs as job_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.acks import AckBuffer

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
-from datetime import datetime, timedelta, timezone
 import subprocess
 import sys
+import time
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from jobqueue import migrate
-from jobqueue.sql import queries
-
+from jobqueue.db.queries import queries
+from jobqueue.store import migrate
 from jobqueue.store.jobs import Deadlines
 from tests.support.factories import claim_params
 from tests.support.schema import SCHEMA_FILE, dump
@@ -217,7 +216,7 @@ def test_a_claim_resuming_after_its_last_job_does_not_walk_the_dead_entries_behi
     """A drained backlog leaves dead claim-index entries in front of the runnable jobs, and a
     held snapshot (a long report query) keeps vacuum and the scan's hints from clearing them: a
     claim from the start walks them all, a claim resuming after the last job it took does not."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -259,7 +258,7 @@ def _nodes(node: dict, index: str) -> list[dict]:
 def test_a_job_put_back_behind_the_resume_point_is_claimed_within_a_second(dsn, conn):
     """Resuming claims skip what lies behind their mark; a job put back there (its lease
     reclaimed) is found by the full scan each worker makes at least every second."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
     from tests.support import apps
     from tests.support.waiting import wait_until

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from jobqueue import AsyncClient, db
-from jobqueue.worker.circuits import Breakers
-from jobqueue.worker.limits import LimitWatch
+from jobqueue import AsyncClient
+from jobqueue.db import gateway as db
+from jobqueue.worker.breakers import Breakers
+from jobqueue.worker.limit_watch import LimitWatch
 from tests.support import circuit_app
 
 

@@ -9,10 +9,11 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import db
 from jobqueue.client import Client
-from jobqueue.errors import ValidationError
-from jobqueue.metrics import collect, render
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import ValidationError
+from jobqueue.observability.metrics import collect
+from jobqueue.observability.prometheus import render
 from jobqueue.store import jobs as job_store
 from jobqueue.store import metrics as metrics_store
 from tests.support.factories import job_row, make_job

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from jobqueue import db
-from tests.harness.devdb import free_port
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.store import workers as worker_store
-from jobqueue.worker.scaling import SlotScaler
+from jobqueue.worker.slot_scaler import SlotScaler
 from jobqueue.worker.stats import WorkerStats
+from tests.harness.devdb import free_port
 from tests.support.workers import test_settings
 
 
@@ -25,6 +25,21 @@ class Clock:
         return self.now
 
 
+class Slots:
+    """The worker's side the scaler reads and moves (its `WorkerStatus`): the jobs running, the
+    slots, and every resize asked for."""
+
+    def __init__(self, slots: int, queues: list[str]) -> None:
+        self.slots, self.running, self.resized, self.queues = slots, 0, [], queues
+
+    def resize(self, slots: int) -> None:
+        self.slots = slots
+        self.resized.append(slots)
+
+    def claimable(self) -> list[str]:
+        return self.queues
+
+
 def registry_target(conn, worker_id: str = "w1") -> int | None:
     return conn.execute("SELECT concurrency_target FROM jobqueue.workers WHERE id = %s", (worker_id,)).fetchone()[0]
 
@@ -32,7 +47,6 @@ def registry_target(conn, worker_id: str = "w1") -> int | None:
 def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns(conn, dsn):
     settings = test_settings(dsn, queues=("q",), concurrency=10, concurrency_min=2)
     conn.execute("SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x", "queue": "q"}] * 250),))
-    resized: list[int] = []
 
     async def main():
         pool = db.async_pool(dsn, min_size=1, max_size=2)
@@ -42,25 +56,24 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
                 for worker_id in ("w1", "w2"):  # two live workers serve q: 250 / 2 = 125 per worker
                     await db.run(c, worker_store.register(worker_id=worker_id, host="h", pid=1, queues=["q"],
                                                           concurrency=10, concurrency_min=2, concurrency_target=2))
-            clock, busy = Clock(), [0]
-            stats = WorkerStats(pool, "w1", 10, occupancy=lambda: busy[0], clock=clock)
+            clock, slots = Clock(), Slots(2, ["q"])
+            stats = WorkerStats(pool, "w1", slots, clock=clock)
             scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
-                                stale_seconds=settings.metrics.worker_stale_seconds, queues=lambda: ["q"], stats=stats,
-                                resize=resized.append, clock=clock)
+                                stale_seconds=settings.metrics.worker_stale_seconds, queues=slots, stats=stats, slots=slots, clock=clock)
             assert (scaler.target, stats.concurrency) == (2, 2)
             clock.now += 5
             assert await scaler.step() == 4
-            assert (resized, stats.concurrency, registry_target(conn)) == ([4], 4, 4)
+            assert (slots.resized, stats.concurrency, registry_target(conn)) == ([4], 4, 4)
             clock.now += 10
             assert await scaler.step() == 4  # up cooldown (30 s)
             clock.now += 20
             assert await scaler.step() == 6
             conn.execute("DELETE FROM jobqueue.jobs WHERE id IN (SELECT id FROM jobqueue.jobs LIMIT 100)")
-            busy[0] = 6  # 150 / 2 = 75 per worker, but every slot busy: still up
+            slots.running = 6  # 150 / 2 = 75 per worker, but every slot busy: still up
             clock.now += 30
             assert await scaler.step() == 8
             conn.execute("DELETE FROM jobqueue.jobs")
-            busy[0] = 0
+            slots.running = 0
             clock.now += 100
             assert await scaler.step() == 8  # idle and empty, but within 5 min of the last change
             clock.now += 200
@@ -74,7 +87,7 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
             clock.now += 300
             with pytest.raises(DatabaseUnavailable):
                 await scaler.step()
-            assert scaler.target == 6 and resized[-1] == 6
+            assert scaler.target == 6 and slots.resized[-1] == 6
             await dead.close()
             scaler._pool = pool
             assert await scaler.step() == 4 and registry_target(conn) == 4
@@ -93,10 +106,10 @@ def test_only_claimable_queues_count(conn, dsn):
         pool = db.async_pool(dsn, min_size=1, max_size=2)
         await pool.open()
         try:
-            stats = WorkerStats(pool, "w1", 10, occupancy=lambda: 0, clock=Clock())
+            slots = Slots(2, [])
+            stats = WorkerStats(pool, "w1", slots, clock=Clock())
             scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
-                                stale_seconds=settings.metrics.worker_stale_seconds, queues=lambda: [], stats=stats,
-                                resize=lambda n: None, clock=Clock())
+                                stale_seconds=settings.metrics.worker_stale_seconds, queues=slots, stats=stats, slots=slots, clock=Clock())
             assert await scaler.step() == 2
         finally:
             await pool.close()

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from jobqueue.client import AsyncClient, Client
-from jobqueue.models import JobOutcome, JobState, QueueSettings
+from jobqueue.model.jobs import JobOutcome, JobState
+from jobqueue.model.queues import QueueSettings
 from tests.support.factories import count_jobs, finish_job, make_job
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from jobqueue import Client, JobQueue, Retry
-from jobqueue.models import JobState
+from jobqueue.model.jobs import JobState
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerThread, test_settings
 

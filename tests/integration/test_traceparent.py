@@ -78,7 +78,7 @@ def test_with_tracing_on_an_invalid_traceparent_is_refused_too_not_replaced(dsn,
     span's own is stored: an invalid one must still be refused, not silently swapped for a new trace."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from jobqueue import tracing
+    from jobqueue.observability import tracing
 
     with Client(dsn) as client:
         client.tracing = tracing.Tracing(TracerProvider())

@@ -15,7 +15,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from jobqueue import Client
-from jobqueue.models import CancelOutcome, JobState
+from jobqueue.model.jobs import CancelOutcome, JobState
 from tests.support import apps
 from tests.support.factories import job_row, make_job, states
 from tests.support.waiting import wait_until
@@ -166,7 +166,7 @@ def test_a_result_the_database_refuses_dead_letters_its_job_once(dsn, conn, capl
     """Should the server refuse one outcome of a batch, the others are written one by one, and the
     refused result becomes a dead letter carrying the server's reason — at once, instead of the job
     coming back after its lease to fail the same way (a 300 MB result ran 4 times before)."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.worker.acks import AckBuffer
     from jobqueue.worker.executor import COMPLETED, Outcome
 
@@ -196,7 +196,7 @@ def test_a_result_the_database_refuses_dead_letters_its_job_once(dsn, conn, capl
 
 
 def _claimed_jobs(conn, ids: list) -> list:
-    from jobqueue.models import Job
+    from jobqueue.model.jobs import Job
 
     rows = conn.execute("SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, "
                         "cancel_requested, created_at FROM jobqueue.jobs WHERE id = ANY(%s)", (ids,)).fetchall()
@@ -280,7 +280,7 @@ def test_cancel_in_every_state(dsn, conn):
 
 def test_late_ack_after_reclaim_is_refused(dsn, conn):
     """Worker A's lease expired and the job went to worker B: A's completion must not count."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
 
     job_id = make_job(conn, job_type="record")
@@ -312,7 +312,7 @@ def test_late_ack_after_reclaim_is_refused(dsn, conn):
 def test_a_late_success_completes_its_job_while_no_newer_attempt_has_started(dsn, conn):
     """A's lease ran out and the sweeper put the job back, but nobody has claimed it again: A's
     success, arriving late, completes it (the job does not run a second time)."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
 
     job_id = make_job(conn, job_type="record")
@@ -335,7 +335,7 @@ def test_a_late_success_after_a_dead_letter_or_a_newer_attempt_writes_nothing(ds
     """Results belong to the attempt that finished the job: a late success for a job another
     worker now holds, or that the sweeper dead-lettered on its last attempt, changes nothing and
     stores no result; the dead letter keeps its own final error."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
 
     held_again = make_job(conn, job_type="record")
@@ -461,7 +461,7 @@ def test_worker_recovers_when_its_connections_are_dropped(dsn, conn):
                         WHERE datname = current_database() AND pid <> pg_backend_pid()""")
         second = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait(lambda: all_in(conn, [second], "completed"), timeout=15)
-        assert worker.worker.processed == 2
+        assert worker.worker.status.processed == 2
 
 
 def test_poll_only_mode_works_without_listen(dsn, conn):
@@ -498,7 +498,7 @@ def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
                                   (json.dumps({"dsn": dsn}),)).fetchone()[0]
         with WorkerThread(apps.queue, test_settings(dsn, concurrency=1)) as worker:
             wait_until(lambda: all_in(observer, [job_id], "completed"), timeout=15)
-            assert worker.worker.processed == 1
+            assert worker.worker.status.processed == 1
         row = job_row(observer, job_id)
         assert row["attempts"] == 1
         assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
@@ -509,7 +509,7 @@ def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
 def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, conn):
     """A reclaimed the job after its lease and claimed it again: its heartbeat extends only the
     attempt it holds, and the stale attempt's outcome cannot finish the job."""
-    from jobqueue import db
+    from jobqueue.db import gateway as db
     from jobqueue.store import jobs as job_store
 
     job_id = make_job(conn, job_type="record")
@@ -556,7 +556,7 @@ def test_a_busy_poll_only_worker_stops_claiming_a_paused_queue_within_a_second(d
 def test_a_pause_whose_notification_came_to_nothing_is_seen_at_the_next_periodic_read(dsn, conn, monkeypatch):
     """In LISTEN mode the paused set was re-read only on a jobqueue_control NOTIFY: a read that
     failed then (the database busy for a moment) kept the old set until the next change."""
-    from jobqueue.errors import DatabaseUnavailable
+    from jobqueue.model.errors import DatabaseUnavailable
     from jobqueue.store import queues as queue_store
 
     read = queue_store.paused_among
@@ -574,7 +574,7 @@ def test_a_pause_whose_notification_came_to_nothing_is_seen_at_the_next_periodic
         with Client(dsn) as client:
             client.pause_queue("default")
         wait_until(lambda: failing["left"] == 0, timeout=5, message="the notification's read")
-        wait_until(lambda: worker.worker._paused == {"default"}, timeout=3, message="the periodic read")
+        wait_until(lambda: worker.worker.paused.names == {"default"}, timeout=3, message="the periodic read")
         job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         time.sleep(0.5)
         assert job_row(conn, job_id)["state"] == "pending"

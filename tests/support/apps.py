@@ -7,7 +7,7 @@ import threading
 import time
 
 from jobqueue import Backoff, JobQueue, PermanentError, Retry
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 
 queue = JobQueue("tests")
 

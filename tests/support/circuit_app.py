@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from jobqueue import Backoff, CircuitOpen, JobQueue
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 
 queue = JobQueue("circuit-tests")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from jobqueue import JobQueue
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 
 queue = JobQueue("crypt-tests")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from jobqueue.models import Priority
+from jobqueue.model.jobs import Priority
 
 _COLUMNS = ("queue", "job_type", "payload", "priority", "state", "attempts", "max_attempts", "run_at",
             "idempotency_key", "locked_by", "locked_until", "finished_at", "producer_id")

@@ -16,7 +16,7 @@ import time
 import psycopg
 
 from jobqueue import JobQueue
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 
 queue = JobQueue("limit-tests")
 

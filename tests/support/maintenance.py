@@ -8,7 +8,7 @@ from typing import AsyncIterator
 
 import psycopg
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from jobqueue import migrate
+from jobqueue.store import migrate
 from tests.harness.devdb import LocalCluster, free_port
 
 

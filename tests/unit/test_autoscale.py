@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobqueue.autoscale import DOWN, HOLD, UP, Rule, Scaler, depth_per_worker
 from jobqueue.config import Settings, concurrency_range
+from jobqueue.model.autoscale import DOWN, HOLD, UP, Rule, Scaler, depth_per_worker
 
 
 class Clock:

@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 import pytest
 
 from jobqueue.app import JobQueue
-from jobqueue.errors import CircuitOpen, JobTimeout, ValidationError
-from jobqueue.models import Job
+from jobqueue.model.errors import CircuitOpen, JobTimeout, ValidationError
+from jobqueue.model.jobs import Job
 from jobqueue.store.circuits import Blocking
-from jobqueue.worker.circuits import Breakers
+from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.executor import DEAD, RETRY, SNOOZED, execute
 from jobqueue.worker.threads import HandlerThreads

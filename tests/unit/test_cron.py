@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from jobqueue.cron import CronSchedule
-from jobqueue.errors import ValidationError
 from jobqueue.maintenance.scheduler import plan_fires
+from jobqueue.model.cron import CronSchedule
+from jobqueue.model.errors import ValidationError
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from jobqueue.autoscale import Rule
-from jobqueue.metrics import Snapshot, desired_workers, render
+from jobqueue.model.autoscale import Rule
+from jobqueue.observability.metrics import Snapshot, desired_workers
+from jobqueue.observability.prometheus import render
 from jobqueue.store.metrics import QueueCounts, WorkerRow
 from tests.support.prometheus import parse, value
 

@@ -1,6 +1,6 @@
 """Time values that can never be stored are refused where they are written (issue 17, §3): a task's
 timeout, a backoff, Retry(after=), a circuit's window and every seconds setting follow the one rule
-of jobqueue.durations — finite, not negative (above 0 where 0 means nothing), at most 3650 days,
+of jobqueue.model.durations — finite, not negative (above 0 where 0 means nothing), at most 3650 days,
 the enqueue's bound. inf and nan are not JSON (a task timeout of inf made every claim fail), and a
 huge finite span is a time after year 9999 that no later read of the row survives."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from jobqueue import Backoff, JobQueue, Retry
 from jobqueue.config import _DURATIONS, _OTHER_FLOATS, _RETENTION_DAYS, Settings
-from jobqueue.durations import LONGEST_SECONDS, duration_problem
-from jobqueue.errors import ValidationError
+from jobqueue.model.durations import LONGEST_SECONDS, duration_problem
+from jobqueue.model.errors import ValidationError
 
 NEVER = (math.inf, -math.inf, math.nan, 3e11, LONGEST_SECONDS + 1, 10**400)
 

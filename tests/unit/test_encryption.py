@@ -16,11 +16,32 @@ from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
 
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
-from jobqueue.encryption import (MARKER, MAX_PATHS, MAX_VALUES, REDACTED, Binding, Rebinder, Sealer, holds_envelope,
-                                 new_job_id, open_payload, open_result, redact, rewrap, seal_fields, seal_result)
-from jobqueue.errors import (EncryptionError, EncryptionKeyMissing, EncryptionMismatch, EncryptionUnavailable,
-                             EncryptionUnbound, ValidationError)
-from jobqueue.keyring import KeyRing, new_key_line
+from jobqueue.crypto.envelopes import (
+    MARKER,
+    MAX_PATHS,
+    MAX_VALUES,
+    REDACTED,
+    Binding,
+    Rebinder,
+    Sealer,
+    holds_envelope,
+    new_job_id,
+    open_payload,
+    open_result,
+    redact,
+    rewrap,
+    seal_fields,
+    seal_result,
+)
+from jobqueue.crypto.keyring import KeyRing, new_key_line
+from jobqueue.model.errors import (
+    EncryptionError,
+    EncryptionKeyMissing,
+    EncryptionMismatch,
+    EncryptionUnavailable,
+    EncryptionUnbound,
+    ValidationError,
+)
 
 
 def ring(*ids: str) -> KeyRing:

@@ -1,6 +1,6 @@
-"""Notifications are hints: the helpers that keep a flood of them cheap (jobqueue.notifier), the
+"""Notifications are hints: the helpers that keep a flood of them cheap (jobqueue.events.notifier), the
 strict decoding of job-event payloads and the rule that decides which claimed events a job's row
-bears out (jobqueue.job_events)."""
+bears out (jobqueue.events.hub)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from jobqueue.job_events import confirms, decode
-from jobqueue.notifier import Coalescer, LogLimit, Throttled
+from jobqueue.events.hub import confirms, decode
+from jobqueue.events.notifier import Coalescer, LogLimit, Throttled
 from jobqueue.store.events import EventRow
 
 

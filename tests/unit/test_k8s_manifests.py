@@ -12,7 +12,8 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
 from jobqueue.cli import build_parser
-from jobqueue.metrics import Snapshot, render
+from jobqueue.observability.metrics import Snapshot
+from jobqueue.observability.prometheus import render
 from jobqueue.store.metrics import QueueCounts
 from tests.support.manifests import MANIFESTS, documents, validate
 

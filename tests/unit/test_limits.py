@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import pytest
 
 from jobqueue.app import JobQueue
-from jobqueue.errors import ValidationError
-from jobqueue.limits import Allowance, LimitSpec, format_rate, parse_rate
-from jobqueue.models import Job
-from jobqueue.worker.limits import RECHECK, LimitPlan
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import Job
+from jobqueue.model.limits import Allowance, LimitSpec, format_rate, parse_rate
+from jobqueue.worker.limit_plan import RECHECK, LimitPlan
 
 
 @pytest.mark.parametrize("text, parsed", [("10/s", (10, 1.0)), ("100/m", (100, 60.0)), ("5/2s", (5, 2.0)),

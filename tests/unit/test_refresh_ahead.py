@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from jobqueue.refresh_ahead import RefreshAheadCache
+from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 
 
 class Source:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from jobqueue.models import Job
+from jobqueue.model.jobs import Job
 from jobqueue.worker import executor
 from jobqueue.worker.executor import COMPLETED, DEAD, SIZE_PROBE_ITEMS, _completed, _oversized_string
 

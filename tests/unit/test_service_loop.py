@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from jobqueue.errors import PermissionDenied
 from jobqueue.maintenance.base import Service
+from jobqueue.model.errors import PermissionDenied
 
 
 class Refused(Service):

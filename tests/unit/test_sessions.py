@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue import db
 from jobqueue.config import DbSettings, Settings
+from jobqueue.db import gateway as db
 
 
 def test_timeouts_go_into_startup_options_before_the_dsns_own(monkeypatch):

@@ -16,12 +16,12 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response
 
 from jobqueue.api.auth import AnyRequest, admin_only
-from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.controllers.jobs import list_page
+from jobqueue.api.errors import error_response, error_responses
 from jobqueue.api.schemas import Count, JobList, RetryResult
 from jobqueue.api.services import ServicesDep
-from jobqueue.errors import JobNotFound
-from jobqueue.models import DeleteOutcome, RetryOutcome
+from jobqueue.model.errors import JobNotFound
+from jobqueue.model.jobs import DeleteOutcome, RetryOutcome
 
 
 class AdminController(Controller):

@@ -13,7 +13,7 @@ from litestar.params import FromPath
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.circuits import Circuit
+from jobqueue.model.circuits import Circuit
 
 
 class CircuitList(msgspec.Struct):

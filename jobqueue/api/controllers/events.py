@@ -9,7 +9,7 @@ reader fell too far behind; ``stream.revoked`` ends a stream whose key was revok
 often as keys are cached, at least every second).
 
 What a stream receives is what the database bears out, never what a notification says: any login
-may NOTIFY ``jobqueue_events``, so the hub (`jobqueue.job_events.EventHub`) reads each named job
+may NOTIFY ``jobqueue_events``, so the hub (`jobqueue.events.hub.EventHub`) reads each named job
 back and streams an event only when the job's row agrees, under the row's queue and producer.
 
 Each key may hold at most ``JOBQUEUE_API_MAX_STREAMS_PER_KEY`` streams per API process (default
@@ -29,9 +29,9 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from jobqueue.api.auth import Principal
 from jobqueue.api.errors import error_responses
-from jobqueue.job_events import EventHub, JobEvent, Subscription
 from jobqueue.api.services import ServicesDep
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.events.hub import EventHub, JobEvent, Subscription
+from jobqueue.model.errors import DatabaseUnavailable
 
 KEEPALIVE_SECONDS = 15.0
 

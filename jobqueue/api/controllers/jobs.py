@@ -1,6 +1,6 @@
 """``/jobs``: submit (one or a batch), status, result, cancel, and the newest-first listing.
 
-Encrypted payload fields and results (`jobqueue.encryption`) read back as ``"[encrypted]"``: the API
+Encrypted payload fields and results (`jobqueue.crypto.envelopes`) read back as ``"[encrypted]"``: the API
 never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another producer's job is a 404, as if it
 did not exist); an admin key sees all. Submissions pass backpressure first, then go through
 `AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Iterable, Sequence
 
-from litestar import Controller, Request, get, post
+from litestar import Controller, get, post
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.response import Response
@@ -19,16 +19,25 @@ from litestar.response import Response
 from jobqueue.api.auth import AnyRequest, Principal
 from jobqueue.api.backpressure import Backpressure
 from jobqueue.api.errors import NotAllowed, error_response, error_responses
-from jobqueue.api.schemas import (BatchSubmission, CancelResult, JobDetail, JobList, JobListItem, JobResult,
-                                  JobSubmission, SubmittedBatch, SubmittedJob, JobLinks)
 from jobqueue.api.request_checks import MAX_JSON_DEPTH, json_depth_exceeds
+from jobqueue.api.schemas import (
+    BatchSubmission,
+    CancelResult,
+    JobDetail,
+    JobLinks,
+    JobList,
+    JobListItem,
+    JobResult,
+    JobSubmission,
+    SubmittedBatch,
+    SubmittedJob,
+)
 from jobqueue.api.services import ServicesDep, services_of
 from jobqueue.client import ValidatedJob
-from jobqueue.encryption import redact
-from jobqueue.errors import DatabaseUnavailable, JobNotFound, ValidationError
-from jobqueue.models import CancelOutcome, JobInfo, JobOutcome, JobState
-from jobqueue.tracing import check_traceparent
-
+from jobqueue.crypto.envelopes import redact
+from jobqueue.model.errors import DatabaseUnavailable, JobNotFound, ValidationError
+from jobqueue.model.jobs import CancelOutcome, JobInfo, JobOutcome, JobState
+from jobqueue.observability.tracing import check_traceparent
 
 _CANCEL_REFUSED = {
     CancelOutcome.COMPLETED: "the job already completed",

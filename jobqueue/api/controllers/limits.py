@@ -14,7 +14,7 @@ from litestar.params import FromPath, JSONBody
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.limits import Limit
+from jobqueue.model.limits import Limit
 
 
 class LimitList(msgspec.Struct):

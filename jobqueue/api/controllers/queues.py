@@ -6,7 +6,7 @@ queues only (it submits there, and their depth, limits and pause decide its subm
 producer key without one is refused (403) — every queue it could name is potentially another
 producer's, and the listing is every producer's queues, as /metrics, which is locked the same way.
 
-The listing is the cached metrics snapshot (`jobqueue.metrics.Collector`, the one /metrics and the
+The listing is the cached metrics snapshot (`jobqueue.observability.metrics.Collector`, the one /metrics and the
 dashboard share), never a count per request: any number of callers cost one bounded collection
 per ``JOBQUEUE_METRICS_TTL`` (2 s) per API process, and the answer says when it was measured and
 how long it may be served.

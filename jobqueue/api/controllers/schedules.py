@@ -19,8 +19,8 @@ from msgspec import Meta
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.models import Priority
-from jobqueue.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, Schedule
+from jobqueue.model.jobs import Priority
+from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, Schedule
 
 
 class ScheduleDefinition(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -10,7 +10,7 @@ from litestar import Controller, get
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.store.workers import WorkerInfo
+from jobqueue.model.workers import WorkerInfo
 
 
 class WorkerList(msgspec.Struct):

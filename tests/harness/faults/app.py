@@ -26,11 +26,11 @@ import threading
 import time
 import uuid
 
-from jobqueue import db
 from jobqueue.app import JobQueue
 from jobqueue.config import Settings
-from jobqueue.errors import DatabaseUnavailable
-from jobqueue.models import Job
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.model.jobs import Job
 from tests.harness.faults import store as faults_store
 
 queue = JobQueue("faults")

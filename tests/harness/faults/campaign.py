@@ -27,7 +27,6 @@ from tests.harness.faults.report import Row, exit_status, render
 from tests.harness.faults.scenarios import SCENARIOS, Config, run_scenario
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Config()
     parser.formatter_class = argparse.RawDescriptionHelpFormatter

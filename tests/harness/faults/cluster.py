@@ -18,10 +18,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from jobqueue import db, migrate
-from tests.harness.devdb import LocalCluster
-from jobqueue.errors import DatabaseUnavailable
 from jobqueue.bench import store as bench_store
+from jobqueue.db import gateway as db
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.store import migrate
+from tests.harness.devdb import LocalCluster
 from tests.harness.faults import store as faults_store
 
 TEMPLATE = "jobqueue_faults_template"

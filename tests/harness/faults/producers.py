@@ -22,7 +22,7 @@ from typing import Iterable, Protocol
 
 from jobqueue.bench.http import Connection
 from jobqueue.client import AsyncClient
-from jobqueue.errors import DatabaseUnavailable
+from jobqueue.model.errors import DatabaseUnavailable
 
 #: A failure that takes longer than this is not the "clean error within seconds" a producer is owed.
 ERROR_LIMIT = 10.0

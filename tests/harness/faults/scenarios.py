@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from jobqueue.client import AsyncClient
+from jobqueue.model.errors import ValidationError
 from tests.harness.devdb import free_port
-from jobqueue.errors import ValidationError
+from tests.harness.faults import store as faults_store
 from tests.harness.faults.app import HUGE_RESULT_CHARS, JSONB_STRING_MAX, POISON_ATTEMPTS
 from tests.harness.faults.cluster import FaultCluster, Monitor, now
 from tests.harness.faults.fleet import STOP_MARGIN, ApiProcess, WorkerFleet
 from tests.harness.faults.producers import PythonSubmitter, RestSubmitter, Tally, produce, seed
 from tests.harness.faults.report import Fault, Row, Run, judge, latest
-from tests.harness.faults import store as faults_store
 
 
 @dataclass(frozen=True)

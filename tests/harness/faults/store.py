@@ -2,7 +2,7 @@
 read-outs a scenario is judged by.
 
 The SQL lives here, not in sql/queries/, because only the harness runs it: the wheel carries
-sql/queries/ to every installation, and every jobqueue process loads all of it (`jobqueue.db.FileCall`).
+sql/queries/ to every installation, and every jobqueue process loads all of it (`jobqueue.db.gateway.FileCall`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from jobqueue.db import FileCall, column, no_result, scalar
+from jobqueue.db.gateway import FileCall, column, no_result, scalar
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ import psycopg
 from jobqueue.api.backpressure import Backpressure, TokenBucket
 from jobqueue.api.store_access import ApiStore
 from jobqueue.client import AsyncClient
-from jobqueue.quotas import WaitingCounts
+from jobqueue.model.quotas import WaitingCounts
 from tests.integration.api.conftest import api_settings
 from tests.support.factories import count_jobs
 from tests.support.waiting import wait_until
@@ -244,7 +244,7 @@ def test_the_depth_refresher_survives_an_unexpected_error(dsn, conn, caplog):
 def test_a_refresher_refused_for_want_of_a_grant_says_so_once_and_recovers(dsn, conn, caplog):
     """An API logged in under the wrong role logged a two-part traceback every second; now one line
     that names the grant it needs, and none again while the refusals go on."""
-    from jobqueue.errors import PermissionDenied
+    from jobqueue.model.errors import PermissionDenied
 
     fill(conn, "steady", 2)
     with caplog.at_level("DEBUG", logger="jobqueue.api.backpressure"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from jobqueue import db
+from jobqueue.db import gateway as db
 from jobqueue.store import circuits as circuit_store
 from tests.support import circuit_app
 from tests.support.factories import job_row, make_job

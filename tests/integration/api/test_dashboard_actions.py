@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from jobqueue.client import Client
-from jobqueue.errors import ValidationError
-from jobqueue.models import DeleteOutcome, JobState
+from jobqueue.model.errors import ValidationError
+from jobqueue.model.jobs import DeleteOutcome, JobState
 from tests.support.factories import count_jobs, job_row, make_job
 from tests.support.waiting import wait_until
 

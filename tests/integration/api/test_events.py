@@ -13,9 +13,9 @@ import httpx
 import psycopg
 
 from jobqueue.api.controllers.events import event_stream
-from jobqueue.job_events import MAX_BACKLOG, EventHub, StoreRegistrar, decode
 from jobqueue.client import AsyncClient, Client
-from jobqueue.sql import query
+from jobqueue.db.queries import query
+from jobqueue.events.hub import MAX_BACKLOG, EventHub, StoreRegistrar, decode
 from tests.support import apps
 from tests.support.factories import claim_params
 from tests.support.waiting import wait_until

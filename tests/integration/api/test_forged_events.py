@@ -14,7 +14,7 @@ import time
 import uuid
 
 from jobqueue.client import AsyncClient
-from jobqueue.job_events import CONFIRM_GAP, EventHub, StoreRegistrar
+from jobqueue.events.hub import CONFIRM_GAP, EventHub, StoreRegistrar
 from tests.integration.api.test_events import EventReader
 from tests.support import apps
 from tests.support.factories import finish_job, make_job

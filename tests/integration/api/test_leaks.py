@@ -13,7 +13,7 @@ import uuid
 import psycopg
 import pytest
 
-from jobqueue.sql import queries
+from jobqueue.db.queries import queries
 from tests.support.factories import make_job
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 
-
 def test_a_query_parameter_given_twice_is_refused_not_silently_the_last(http):
     for path in ("/jobs?queue=a&queue=b", "/jobs?limit=5&limit=500", "/events?queue=a&queue=b"):
         response = http("alice").get(path)

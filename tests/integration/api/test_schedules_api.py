@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tests.support import apps
 from tests.support.maintenance import insert_schedule
 from tests.support.workers import WorkerThread, test_settings
-from tests.support import apps
 
 NIGHTLY = {"name": "nightly", "cron": "30 2 * * *", "job_type": "report", "timezone": "Europe/Berlin",
            "payload": {"kind": "daily"}, "priority": "high", "misfire_policy": "fire_all", "misfire_limit": 5}

@@ -7,7 +7,6 @@ least 1,000 generated requests). Over real HTTP against the real server."""
 
 from __future__ import annotations
 
-
 import httpx
 import pytest
 import schemathesis

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from jobqueue.client import Client
-from jobqueue.errors import ValidationError
+from jobqueue.model.errors import ValidationError
 from tests.support.factories import count_jobs, finish_job, job_row
 from tests.support.waiting import wait_until
 

@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue.clock import ManualClock
 from jobqueue.config import MaintenanceSettings
-from jobqueue.maintenance.historian import Historian
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Notifier
+from jobqueue.maintenance.historian import Historian, HistorianOptions
 from jobqueue.maintenance.runner import Maintenance
-from jobqueue.notifier import Notifier
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import history as history_store
-from jobqueue import db
 from tests.support.factories import make_job
 from tests.support.maintenance import pools
 from tests.support.settings import settings_of
@@ -34,7 +34,7 @@ def counted(conn, *, processed: int, failed: int) -> None:
 def sample(dsn: str, at: datetime, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
-            return await Historian(pool, clock=ManualClock(at), **options).run_once()
+            return (await Historian(pool, HistorianOptions(**options), clock=ManualClock(at)).run_once()).dropped
     return asyncio.run(main())
 
 
@@ -108,9 +108,9 @@ def test_a_day_is_kept(dsn, conn):
 
 def test_options_are_checked_and_the_runner_runs_it_unless_turned_off(dsn):
     with pytest.raises(ValueError, match="history interval"):
-        Historian(None, interval=0)
+        HistorianOptions(interval=0)
     with pytest.raises(ValueError, match="two minutes"):
-        Historian(None, keep=60)
+        HistorianOptions(keep=60)
     with pytest.raises(ValueError, match="JOBQUEUE_HISTORY_INTERVAL: must be 0 to"):
         MaintenanceSettings(history_interval=-1)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from jobqueue.maintenance.leader import Elector
-from jobqueue.notifier import Notifier
+from jobqueue.events.notifier import Notifier
+from jobqueue.maintenance.elector import Elector
 from tests.support.maintenance import pools
 
 

@@ -7,8 +7,8 @@ import asyncio
 import time
 from datetime import timedelta
 
+from jobqueue.events.notifier import Notifier
 from jobqueue.maintenance.runner import Maintenance
-from jobqueue.notifier import Notifier
 from tests.support.maintenance import fired_ticks, insert_schedule
 from tests.support.workers import test_settings
 

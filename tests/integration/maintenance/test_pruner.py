@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from jobqueue.clock import ManualClock
-from jobqueue.maintenance.pruner import DAY, Pruner
+from jobqueue.db.queries import queries
+from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import retention as retention_store
-from jobqueue.sql import queries
 from tests.support.factories import make_job
 from tests.support.maintenance import insert_schedule, pools
 
@@ -25,7 +24,7 @@ NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 def prune(dsn: str, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
-            return await Pruner(pool, clock=ManualClock(NOW), **options).run_once()
+            return (await Pruner(pool, PrunerOptions(**options), clock=ManualClock(NOW)).run_once()).jobs
     return asyncio.run(main())
 
 

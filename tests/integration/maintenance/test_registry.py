@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 
-from jobqueue import Client, db
-from jobqueue.clock import ManualClock, SystemClock
-from jobqueue.maintenance.reaper import Reaper
+from jobqueue import Client
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.reaper import Reaper, ReaperOptions
+from jobqueue.runtime.clock import ManualClock, SystemClock
 from jobqueue.store import workers as worker_store
 from tests.support import apps
 from tests.support.maintenance import pools
@@ -29,7 +30,7 @@ def registry(conn) -> dict[str, dict]:
 def reap(dsn: str, now: datetime, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
-            return await Reaper(pool, clock=ManualClock(now), **options).run_once()
+            return (await Reaper(pool, ReaperOptions(**options), clock=ManualClock(now)).run_once()).count
     return asyncio.run(main())
 
 
@@ -130,7 +131,7 @@ def test_a_maintenance_host_whose_clock_runs_ahead_marks_no_live_worker_lost(dsn
 
     async def main() -> int:
         async with pools(dsn) as (pool,):
-            return await Reaper(pool, clock=_HostAhead(60)).run_once()
+            return (await Reaper(pool, clock=_HostAhead(60)).run_once()).count
 
     asyncio.run(main())
     assert {k: v["status"] for k, v in registry(conn).items()} == {"live": "running", "dead": "lost"}

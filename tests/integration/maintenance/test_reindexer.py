@@ -10,10 +10,10 @@ import asyncio
 import psycopg
 import pytest
 
-from jobqueue import db
 from jobqueue.config import DbSettings, Settings
-from jobqueue.errors import DatabaseBusy
-from jobqueue.maintenance.reindexer import Reindexer
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.reindexer import Reindexer, ReindexerOptions
+from jobqueue.model.errors import DatabaseBusy
 from jobqueue.store import reindex as reindex_store
 from tests.support.settings import settings_of
 from tests.support.waiting import wait_until
@@ -25,8 +25,8 @@ SMALL = {"min_waste_mb": 0.5}
 def run(dsn: str, runs: int = 1, **options) -> list[int]:
     """``runs`` runs of one Reindexer (what each returned)."""
     async def main() -> list[int]:
-        reindexer = Reindexer(db.Session(dsn, "test-reindexer"), **{**SMALL, **options})
-        return [await reindexer.run_once() for _ in range(runs)]
+        reindexer = Reindexer(db.Session(dsn, "test-reindexer"), ReindexerOptions(**{**SMALL, **options}))
+        return [(await reindexer.run_once()).count for _ in range(runs)]
     return asyncio.run(main())
 
 
@@ -96,9 +96,10 @@ def test_bloated_indexes_shrink_one_per_run_and_a_bulk_load_is_not_bloat(dsn, co
     assert {"jobs_pkey", "jobs_claim_idx"} <= set(big)
 
     async def first_run() -> tuple[int, float, float]:
-        reindexer = Reindexer(db.Session(dsn, "test-reindexer"), **SMALL, **judged)
+        reindexer = Reindexer(db.Session(dsn, "test-reindexer"), ReindexerOptions(**SMALL, **judged))
         done = await reindexer.run_once()
-        return done, reindexer.next_delay(), reindexer.follow_up
+        assert done.rebuilt in big, done
+        return done.count, reindexer.next_delay(), reindexer.follow_up
 
     done, delay, follow_up = asyncio.run(first_run())
     assert done == 1
@@ -166,7 +167,7 @@ def test_a_failed_rebuild_is_cleaned_up_on_the_next_run_and_a_rebuild_waits_past
     holder.execute("INSERT INTO jobqueue.jobs (job_type, queue) VALUES ('x', 'q')")
 
     async def waits() -> int:
-        reindexer = Reindexer(db.Session.of(settings, "test-reindexer"), **SMALL)
+        reindexer = Reindexer(db.Session.of(settings, "test-reindexer"), ReindexerOptions(**SMALL))
         rebuilding = asyncio.create_task(reindexer.run_once())
         await asyncio.to_thread(wait_until, lambda: conn.execute(
             "SELECT 1 FROM pg_stat_activity WHERE application_name = 'test-reindexer' AND wait_event_type = 'Lock'"
@@ -174,7 +175,7 @@ def test_a_failed_rebuild_is_cleaned_up_on_the_next_run_and_a_rebuild_waits_past
             timeout=10, message="a rebuild waiting past its timeouts")
         assert not rebuilding.done()
         holder.commit()
-        return await asyncio.wait_for(rebuilding, 30)
+        return (await asyncio.wait_for(rebuilding, 30)).count
 
     try:
         assert asyncio.run(waits()) == 1
@@ -191,12 +192,12 @@ def test_only_the_job_table_indexes_and_their_leftovers_can_be_touched():
     with pytest.raises(ValueError):
         reindex_store.drop_leftover("schedules_pkey_ccnew")
     with pytest.raises(ValueError):
-        Reindexer(db.Session("postgresql://", "x"), factor=0.5)
+        ReindexerOptions(factor=0.5)
 
 
 def test_the_vacuumer_and_reindexer_are_leader_services_unless_turned_off(dsn):
+    from jobqueue.events.notifier import Notifier
     from jobqueue.maintenance.runner import Maintenance
-    from jobqueue.notifier import Notifier
 
     def names(**overrides) -> list[str]:
         settings = settings_of(dsn=dsn, **overrides)

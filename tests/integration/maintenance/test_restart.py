@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
+from jobqueue.events.notifier import Notifier
 from jobqueue.maintenance.runner import Maintenance
-from jobqueue.notifier import Notifier
 from tests.support.workers import test_settings
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from jobqueue.clock import ManualClock, SystemClock
-from jobqueue.cron import CronSchedule
-from jobqueue.maintenance.scheduler import Scheduler
+from jobqueue.maintenance.scheduler import Fired, Scheduler, SchedulerOptions
+from jobqueue.model.cron import CronSchedule
+from jobqueue.runtime.clock import ManualClock, SystemClock
 from tests.support.maintenance import fired_ticks, insert_schedule, pools
 
 UTC = timezone.utc
@@ -58,9 +58,9 @@ def test_a_tick_that_already_has_a_fire_row_creates_no_second_job(dsn, conn):
     async def fire_twice() -> None:
         async with pools(dsn) as (pool,):
             scheduler = Scheduler(pool, fired_by="s", clock=clock)
-            assert await scheduler.run_once() == 1
+            assert await scheduler.run_once() == Fired(due=1, jobs=1)
             conn.execute("UPDATE jobqueue.schedules SET next_fire_at = %s", (START.replace(hour=6),))
-            assert await scheduler.run_once() == 0
+            assert (await scheduler.run_once()).jobs == 0  # due again, but its tick has its job
 
     asyncio.run(fire_twice())
     assert fired_ticks(conn, "daily") == [START.replace(hour=6)]
@@ -78,7 +78,7 @@ def test_misfire_policies_after_an_outage(dsn, conn, policy, limit, ticks_fired)
 
     async def catch_up() -> None:
         async with pools(dsn) as (pool,):
-            await Scheduler(pool, fired_by="s", clock=clock, misfire_grace=60).run_once()
+            await Scheduler(pool, SchedulerOptions(misfire_grace=60), fired_by="s", clock=clock).run_once()
 
     asyncio.run(catch_up())
     assert fired_ticks(conn, "minutely") == [START + timedelta(minutes=m) for m in ticks_fired]
@@ -92,7 +92,7 @@ def test_a_failover_shorter_than_the_grace_loses_no_tick_even_with_skip(dsn, con
 
     async def take_over() -> None:
         async with pools(dsn) as (pool,):
-            await Scheduler(pool, fired_by="successor", clock=clock, misfire_grace=60).run_once()
+            await Scheduler(pool, SchedulerOptions(misfire_grace=60), fired_by="successor", clock=clock).run_once()
 
     asyncio.run(take_over())
     assert fired_ticks(conn, "every-5s") == [START + timedelta(seconds=s) for s in (0, 5, 10, 15)]
@@ -151,7 +151,7 @@ def test_a_fire_is_late_by_milliseconds_not_a_poll_period(dsn, conn):
 
     async def run_for_a_few_ticks() -> None:
         async with pools(dsn) as (pool,):
-            scheduler = Scheduler(pool, fired_by="s", clock=SystemClock(), interval=60)
+            scheduler = Scheduler(pool, SchedulerOptions(interval=60), fired_by="s", clock=SystemClock())
             task = asyncio.create_task(scheduler.run(lambda: True))
             for _ in range(200):
                 await asyncio.sleep(0.05)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import select
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import psycopg
 import pytest
 
 from jobqueue import AsyncClient, Client, JobQueue, ValidationError
-from jobqueue.errors import Conflict, ScheduleNotFound
+from jobqueue.model.errors import Conflict, ScheduleNotFound
 from tests.support.maintenance import insert_schedule
 from tests.support.workers import WorkerThread, test_settings
 

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobqueue import db
-from jobqueue.clock import ManualClock
-from jobqueue.errors import DatabaseUnavailable
-from jobqueue.maintenance.sweeper import Sweeper
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.sweeper import Sweeper, SweeperOptions, Swept
+from jobqueue.model.errors import DatabaseUnavailable
+from jobqueue.runtime.clock import ManualClock
 from jobqueue.store import jobs as job_store
 from tests.support.factories import job_row, make_job
 
@@ -53,28 +53,28 @@ async def _with_sweeper(dsn: str, scenario) -> None:
     await pool.open(wait=True)
     clock = ManualClock(datetime.now(timezone.utc))
     try:
-        await scenario(Sweeper(pool, interval=1.0, lease_seconds=GRACE, clock=clock), clock)
+        await scenario(Sweeper(pool, SweeperOptions(interval=1.0, lease_seconds=GRACE), clock=clock), clock)
     finally:
         await pool.close()
 
 
 def test_after_a_restart_live_workers_renew_first_and_a_silent_ones_jobs_come_back_one_lease_later(own_cluster):
     async def scenario(sweeper: Sweeper, clock: ManualClock) -> None:
-        assert await sweeper.run_once() == 0  # knows the server now; nothing expired yet
+        assert await sweeper.run_once() == Swept()  # knows the server now; nothing expired yet
         own_cluster.cluster.stop(mode="immediate")
         own_cluster.cluster.start()
         live, dead = _expired_jobs(own_cluster)
 
-        assert await sweeper.run_once() == 0  # the restart is seen: expired leases wait
+        assert await sweeper.run_once() == Swept()  # the restart is seen: expired leases wait
         assert sweeper.holding_until == clock.now() + timedelta(seconds=GRACE)
         assert _states(own_cluster, live, dead) == ["processing", "processing"]
 
         _renew(own_cluster, live)  # the live worker's heartbeat gets through meanwhile
         clock.advance(GRACE - 1)
-        assert await sweeper.run_once() == 0 and _states(own_cluster, live, dead) == ["processing", "processing"]
+        assert await sweeper.run_once() == Swept() and _states(own_cluster, live, dead) == ["processing", "processing"]
 
         clock.advance(1)  # one lease after the database came back: the silent worker's job returns
-        assert await sweeper.run_once() == 1
+        assert await sweeper.run_once() == Swept(reclaimed=1)
         assert _states(own_cluster, live, dead) == ["processing", "pending"]
 
     asyncio.run(_with_sweeper(own_cluster, scenario))
@@ -85,7 +85,7 @@ def test_a_sweep_that_could_not_reach_the_database_holds_expired_leases_once_it_
         live, dead = _expired_jobs(own_cluster)
         with psycopg.connect(own_cluster, autocommit=True) as conn:  # no outage yet: reclaimed at once
             conn.execute("UPDATE jobqueue.jobs SET locked_until = now() + interval '1 hour' WHERE id = %s", (live,))
-        assert await sweeper.run_once() == 1 and _states(own_cluster, live, dead) == ["processing", "pending"]
+        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live, dead) == ["processing", "pending"]
 
         own_cluster.cluster.stop(mode="fast")
         with pytest.raises(DatabaseUnavailable):
@@ -94,8 +94,8 @@ def test_a_sweep_that_could_not_reach_the_database_holds_expired_leases_once_it_
         with psycopg.connect(own_cluster, autocommit=True) as conn:  # its lease ran out during the outage
             conn.execute("UPDATE jobqueue.jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (live,))
 
-        assert await sweeper.run_once() == 0 and _states(own_cluster, live) == ["processing"]
+        assert await sweeper.run_once() == Swept() and _states(own_cluster, live) == ["processing"]
         clock.advance(GRACE)
-        assert await sweeper.run_once() == 1 and _states(own_cluster, live) == ["pending"]  # nobody renewed it
+        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live) == ["pending"]  # nobody renewed it
 
     asyncio.run(_with_sweeper(own_cluster, scenario))

@@ -7,8 +7,8 @@ import asyncio
 
 import psycopg
 
-from jobqueue import db
-from jobqueue.maintenance.vacuumer import Vacuumer
+from jobqueue.db import gateway as db
+from jobqueue.maintenance.vacuumer import Vacuumer, VacuumerOptions
 from tests.support.maintenance import pools
 from tests.support.waiting import wait_until
 
@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 def vacuum(dsn: str, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
-            return await Vacuumer(pool, db.Session(dsn, "test-vacuumer"), **options).run_once()
+            return (await Vacuumer(pool, db.Session(dsn, "test-vacuumer"), VacuumerOptions(**options)).run_once()).count
     return asyncio.run(main())
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue import metrics
+from jobqueue.observability import metrics, prometheus
 from jobqueue.store.metrics import DeadCount, QueueCounts, TypeTotals, WorkerRow
 
 RULES_DIR = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
@@ -49,7 +49,7 @@ def test_rules_name_only_metrics_that_metrics_serves():
         measured_at=now, submitted=1, queues=[QueueCounts("q", 2, 1, 0, 0, 0, 1.0)], dead=[DeadCount("q", "t", 1)],
         totals=[TypeTotals("q", "t", 1, 0, 1.0, (1,))],
         workers=[WorkerRow("w", "h", 1, ("q",), 1, "running", 0, 0, 0.5, 1.0, now, now, 0, True)], collect_seconds=0.0)
-    served = {line.split("{")[0].split(" ")[0] for line in metrics.render(snapshot).splitlines()
+    served = {line.split("{")[0].split(" ")[0] for line in prometheus.render(snapshot).splitlines()
               if line and not line.startswith("#")}
     rules = (RULES_DIR / "alerts.yml").read_text()
     used = set(re.findall(r"\bjobqueue_[a-z_]+", rules))

@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobqueue import tracing
-from jobqueue.metrics import CONTENT_TYPE
+from jobqueue.observability import tracing
+from jobqueue.observability.prometheus import CONTENT_TYPE
 from tests.integration.api.conftest import ApiServer, api_settings
 from tests.support.apps import queue as test_app
 from tests.support.factories import job_row, make_job

@@ -4,14 +4,13 @@ counter, worker totals; rendered in Prometheus' text format."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime, timedelta, timezone
 
 import psycopg
-import pytest
 
-from jobqueue import db, metrics
-from jobqueue.sql import queries
+from jobqueue.db import gateway as db
+from jobqueue.db.queries import queries
+from jobqueue.observability import metrics, prometheus
 from jobqueue.store import metrics as metrics_store
 from tests.support.factories import make_job
 from tests.support.prometheus import parse, total, value
@@ -56,7 +55,7 @@ def test_job_counts_per_queue_and_priority(conn, dsn):
     assert {(d.queue, d.job_type, d.dead) for d in snapshot.dead} == {("mail", "send", 2), ("other", "x", 1)}
     assert snapshot.submitted == 13
 
-    samples = parse(metrics.render(snapshot))
+    samples = parse(prometheus.render(snapshot))
     assert value(samples, "jobqueue_queue_depth", queue="mail", priority="high") == 4
     assert value(samples, "jobqueue_queue_depth", queue="mail", priority="critical") == 0
     assert value(samples, "jobqueue_jobs_scheduled", queue="mail", priority="low") == 2
@@ -85,7 +84,7 @@ def test_submitted_counter_follows_the_sequence(conn, dsn):
 def test_label_values_are_escaped():
     snapshot = metrics.Snapshot(measured_at=datetime.now(timezone.utc), submitted=0, queues=[], dead=[
         metrics_store.DeadCount('we"ird\\queue\n', "t", 1)], totals=[], workers=[], collect_seconds=0.0)
-    samples = parse(metrics.render(snapshot))
+    samples = parse(prometheus.render(snapshot))
     assert value(samples, "jobqueue_jobs_in_dlq", queue='we"ird\\queue\n', job_type="t") == 1
 
 

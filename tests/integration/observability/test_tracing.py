@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobqueue import Client, tracing
+from jobqueue import Client
+from jobqueue.observability import tracing
 from jobqueue.worker.spans import traced
 from tests.support.factories import job_row
 from tests.support.waiting import wait_until
@@ -165,7 +166,7 @@ def test_spans_opened_by_handlers_nest_under_the_execution_span(conn, dsn):
 
 def test_otlp_is_the_standard_exporter_name():
     """In a fresh interpreter (a provider is installed once per process)."""
-    code = ("from jobqueue import tracing; t = tracing.from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'});"
+    code = ("from jobqueue.observability import tracing; t = tracing.from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'});"
             "print(*[type(p.span_exporter).__name__ for p in t.provider._active_span_processor._span_processors])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.stdout.split() == ["OTLPSpanExporter"], result.stderr

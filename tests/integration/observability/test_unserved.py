@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 
-from jobqueue import Client, db, metrics
+from jobqueue import Client
 from jobqueue.api.schemas import QueueList
-from jobqueue.sql import queries
+from jobqueue.db import gateway as db
+from jobqueue.db.queries import queries
+from jobqueue.model.queues import Unserved
+from jobqueue.observability import metrics, prometheus
 from jobqueue.store import queues as queue_store
-from jobqueue.store.queues import Unserved
 from tests.support.factories import make_job
 from tests.support.prometheus import parse, value
 
@@ -48,7 +50,7 @@ def test_runnable_jobs_of_types_no_live_worker_of_their_queue_serves_are_counted
         found = client.unserved_jobs()
     assert found == [Unserved("default", "gone", 1), Unserved("default", "greet", 4), Unserved("mail", "report", 4)]
     snapshot = _collect(dsn)
-    figures = parse(metrics.render(snapshot))
+    figures = parse(prometheus.render(snapshot))
     assert value(figures, "jobqueue_jobs_unserved", queue="default") == 5
     assert value(figures, "jobqueue_jobs_unserved", queue="mail") == 4
     listed = {q.queue: q for q in QueueList.of(snapshot, 2.0).queues}
@@ -91,7 +93,7 @@ def test_unserved_jobs_of_queues_folded_into_other_are_counted_there(dsn, conn):
         for _ in range(n + 1):
             make_job(conn, job_type="nobody", queue=f"q{n}")
     snapshot = _collect(dsn, max_queues=2)
-    figures = parse(metrics.render(snapshot))
+    figures = parse(prometheus.render(snapshot))
     assert {queue: value(figures, "jobqueue_jobs_unserved", queue=queue) for queue in ("q4", "q3", metrics.OTHER)} \
         == {"q4": 5, "q3": 4, metrics.OTHER: 6}
     assert value(figures, "jobqueue_jobs_unserved", queue="q0") is None

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from types import SimpleNamespace
 
-from jobqueue import db, metrics
+from jobqueue.db import gateway as db
+from jobqueue.model.jobs import Job
+from jobqueue.observability import metrics, prometheus
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import workers as worker_store
 from jobqueue.worker.executor import COMPLETED, DEAD, RETRY, Outcome
 from jobqueue.worker.stats import WorkerStats
-from jobqueue.models import Job
 from tests.support.apps import queue as test_app
 from tests.support.prometheus import parse, total, value
 from tests.support.waiting import wait_until
@@ -22,7 +24,7 @@ def _samples(dsn: str) -> dict:
     async def main():
         conn = await db.connect(dsn)
         try:
-            return parse(metrics.render(await metrics.collect(conn, cap=1000, stale_seconds=30)))
+            return parse(prometheus.render(await metrics.collect(conn, cap=1000, stale_seconds=30)))
         finally:
             await conn.close()
     return asyncio.run(main())
@@ -79,8 +81,8 @@ def test_flush_adds_deltas_and_utilization_and_retire_keeps_totals(conn, dsn):
                 for worker_id in ("w1", "w2"):
                     await db.run(c, worker_store.register(worker_id=worker_id, host="h", pid=1, queues=["q"],
                                                           concurrency=4))
-            clock, busy = _Clock(), [2]
-            stats = WorkerStats(pool, "w1", 4, occupancy=lambda: busy[0], clock=clock)
+            clock, occupancy = _Clock(), SimpleNamespace(running=2, slots=4)
+            stats = WorkerStats(pool, "w1", occupancy, clock=clock)
             for kind, ms in ((COMPLETED, 0.5), (COMPLETED, 7), (RETRY, 70), (DEAD, 90000)):
                 stats.record(_outcome(kind, ms))
             for _ in range(10):  # half of the 4 slots busy for 10 s
@@ -89,10 +91,10 @@ def test_flush_adds_deltas_and_utilization_and_retire_keeps_totals(conn, dsn):
             await stats.flush()
             assert abs(stats.utilization - 0.5) < 1e-9
             stats.record(_outcome(COMPLETED, 3))
-            busy[0] = 4
+            occupancy.running = 4
             clock.now += 2
             await stats.flush()
-            other = WorkerStats(pool, "w2", 4, occupancy=lambda: 0, clock=clock)
+            other = WorkerStats(pool, "w2", SimpleNamespace(running=0, slots=4), clock=clock)
             other.record(_outcome(COMPLETED, 1))
             await other.flush()
             await stats.close()  # folds w1 into '(retired)'
@@ -124,8 +126,8 @@ def test_stale_rows_of_crashed_workers_are_folded(conn, dsn):
 
 
 def test_counts_survive_a_failed_flush(conn, dsn):
+    from jobqueue.model.errors import DatabaseUnavailable
     from tests.harness.devdb import free_port
-    from jobqueue.errors import DatabaseUnavailable
 
     async def main():
         dead_pool = db.async_pool(f"postgresql://nobody@127.0.0.1:{free_port()}/none", min_size=0, max_size=1,
@@ -134,7 +136,7 @@ def test_counts_survive_a_failed_flush(conn, dsn):
         await dead_pool.open()
         await pool.open()
         try:
-            stats = WorkerStats(dead_pool, "w", 2, occupancy=lambda: 0)
+            stats = WorkerStats(dead_pool, "w", SimpleNamespace(running=0, slots=2))
             stats.record(_outcome(COMPLETED, 1))
             try:
                 await stats.flush()

@@ -1,0 +1,227 @@
+"""Jobs: priorities, states, a job as producers see it and as a handler receives it, and the views
+of jobs the REST API and admin tools list."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+
+class Priority(enum.IntEnum):
+    CRITICAL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: "Priority | str | int") -> "Priority":
+        """Accept the names producers type ('high'), the enum, or the stored 0-3 level."""
+        from jobqueue.model.errors import ValidationError
+
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+            return cls(value)
+        raise ValidationError("priority", f"must be one of critical, high, normal, low (got {value!r})")
+
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    attempt: int
+    error_type: str
+    message: str
+    traceback: str | None
+    worker_id: str | None
+    failed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job as `client.get()` reports it: row, stored result and every attempt's error."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: Priority
+    state: JobState
+    attempts: int
+    max_attempts: int
+    payload: Any
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    idempotency_key: str | None
+    producer_id: str | None
+    traceparent: str | None
+    cancel_requested: bool
+    locked_by: str | None
+    locked_until: datetime | None
+    result: Any = None
+    final_error: Any = None
+    duration_ms: float | None = None
+    errors: list[AttemptError] = field(default_factory=list)
+    #: the deadline of each attempt set at enqueue (None: the task's timeout, else the worker's)
+    timeout: timedelta | None = None
+    #: dead-lettered as expired if still waiting then (None: never)
+    expires_at: datetime | None = None
+    deadline_at: datetime | None = None  # when the running attempt must be finished
+    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+
+    @property
+    def last_error(self) -> AttemptError | None:
+        return self.errors[-1] if self.errors else None
+
+
+class CancelOutcome(str, enum.Enum):
+    """What `cancel()` did. Only CANCELLED and CANCEL_REQUESTED changed anything."""
+
+    CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+    ALREADY_CANCELLED = "cancelled_already"
+    COMPLETED = "completed"
+    DEAD_LETTER = "dead_letter"
+    NOT_FOUND = "not_found"
+
+    @property
+    def changed(self) -> bool:
+        return self in (CancelOutcome.CANCELLED, CancelOutcome.CANCEL_REQUESTED)
+
+
+class Job:
+    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
+
+    `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
+    and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
+    `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
+    worker fails the attempt as a `JobTimeout` when it runs out.
+    """
+
+    __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
+                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key", "key", "producer_id")
+
+    def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
+                 attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
+                 created_at: datetime, timeout: float | None = None, order_key: tuple | None = None,
+                 producer_id: str | None = None) -> None:
+        self.id = id
+        self.queue = queue
+        self.job_type = job_type
+        self.payload = payload
+        self.priority = priority
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.traceparent = traceparent
+        self.cancel_requested = cancel_requested
+        self.created_at = created_at
+        self.timeout = timeout
+        self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
+        self.producer_id = producer_id  # who submitted it: its encrypted fields are bound to it
+        #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
+        self.key: tuple[uuid.UUID, int] = (id, attempt)
+
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    def raise_if_cancelled(self) -> None:
+        from jobqueue.model.errors import JobCancelled
+
+        if self.cancel_requested:
+            raise JobCancelled(f"job {self.id} was cancelled")
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id}, type={self.job_type!r}, queue={self.queue!r}, attempt={self.attempt}/{self.max_attempts})"
+
+
+# --- REST API and admin views ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """One row of a job listing (newest first), with the last attempt's error if any."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    priority: Priority
+    state: JobState
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    producer_id: str | None
+    seq: int
+    last_error_type: str | None = None
+    last_error: str | None = None
+    dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a keyset-paginated listing; pass ``next_cursor`` back for the next (older) page."""
+
+    jobs: list[JobSummary]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """A job's state and, once completed, its result (what a repeated submission is answered)."""
+
+    state: JobState
+    result: Any = None
+
+
+class DeleteOutcome(str, enum.Enum):
+    """What an admin delete of one job did. Only DELETED changed anything: a job that has started
+    (ran an attempt, runs now, or finished) is kept, with its history — cancel it instead."""
+
+    DELETED = "deleted"
+    STARTED = "started"
+    NOT_FOUND = "not_found"
+
+
+class RetryOutcome(str, enum.Enum):
+    """What an admin retry of one job did. Only RETRIED changed anything."""
+
+    RETRIED = "retried"
+    NOT_DEAD = "not_dead"
+    KEY_TAKEN = "idempotency_key_taken"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputMinute:
+    """One minute of the history: rates per second since the sample of the minute before."""
+
+    minute: datetime
+    measured_at: datetime
+    submitted_per_s: float
+    completed_per_s: float
+    failed_per_s: float

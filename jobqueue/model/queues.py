@@ -1,0 +1,54 @@
+"""Queues as admins configure and operators watch them: settings, counts per priority, unserved jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from jobqueue.model.jobs import Priority
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """One row of ``jobqueue.queue_settings``: paused flag, backpressure limits (None: the API's
+    defaults), what enqueue applies when a call gives none — ``job_ttl`` (expiry after run_at;
+    None: jobs never expire) and ``idempotency_window`` (None: 24 hours) — and ``shed_low_retries``."""
+
+    queue: str
+    paused: bool = False
+    soft_limit: int | None = None
+    hard_limit: int | None = None
+    job_ttl: timedelta | None = None
+    idempotency_window: timedelta | None = None
+    shed_low_retries: bool = False  # load shedding: low retries dead-lettered (shed) above the soft limit
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityStats:
+    """Counts of one queue and priority level (the `jobqueue.queue_stats` view)."""
+
+    priority: Priority
+    pending: int
+    scheduled: int
+    processing: int
+    failed: int
+    dead: int
+    oldest_age_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    settings: QueueSettings
+    levels: list[PriorityStats]
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Runnable jobs of one queue and job type that no live worker of the queue has a handler for:
+    no worker claims them, so they wait, no attempt used (`/queues`, /metrics, the dashboard, and
+    `jobqueue jobs list` show them)."""
+
+    queue: str
+    job_type: str
+    runnable: int  # counted up to the cap per priority level

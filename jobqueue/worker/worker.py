@@ -1,0 +1,455 @@
+"""The claim loop: one `Worker` per process claims jobs in batches and runs them concurrently.
+
+How a worker spends its time:
+- It claims no more jobs than it has free slots (`slots` minus running; `slots` is the concurrency,
+  or with --concurrency MIN:MAX the target `worker.slot_scaler.SlotScaler` sets), in one statement
+  (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
+- Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
+  `AckBuffer`; the slot is free as soon as the handler returns.
+- It never claims from a paused queue (`PausedQueues`, kept fresh by the ``jobqueue_control``
+  NOTIFY and a timer).
+- It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
+  ``jobqueue_circuits`` NOTIFY); when a breaker's probe is due it claims that one job first, and it
+  reports each breaker job's outcome to the breaker before the job's ack.
+- It never starts more jobs than a global limit allows (`jobqueue.limits`, per job type or queue,
+  across all workers): while one applies to its queues, each claim goes through the limits
+  (`LimitWatch.active`, kept fresh by the ``jobqueue_limits`` NOTIFY; `Claimer.claim_limited`),
+  and it looks again when a spent limit may have room (``Claimer.recheck_in``) or an ack of one of
+  its limited jobs is written.
+- With nothing to claim it sleeps until a NOTIFY for one of its queues, the earliest future
+  `run_at` among them, a limit's or a breaker's recheck, a retry it scheduled, or the poll
+  interval (the fallback when LISTEN is unavailable): `IdleWait` says why each.
+- Notifications are hints (any login may send any of them), coalesced and throttled so that a
+  flood of forged ones costs next to nothing (`WorkerNotifications`).
+- `request_stop()` (SIGTERM): stop claiming, let running jobs finish within the grace period,
+  release the rest back to `pending` at once, flush acks, mark the registry row stopped.
+
+What it guards against:
+- Each attempt is tracked as (job id, attempt): a job reclaimed from this worker and claimed by it
+  again is two attempts, in the running table, the heartbeat and the acks alike.
+- It stops claiming while more finished outcomes than ``max_unacked``, or more than
+  ``max_unacked_bytes`` of their results and errors, wait to be written (acks failing must not pile
+  finished jobs up in memory, all to be run again after a crash).
+- A claim that fails in an unknown way (the connection dropped, maybe after the commit) is
+  reconciled before the next one: attempts the database says it holds but it never saw are
+  released without counting the attempt. As the lost statement may commit later still (through
+  PgBouncer), the reconcile is repeated every heartbeat interval while it could be running (the
+  statement timeout). A reconcile never overlaps a claim and the start of its jobs (``_claiming``),
+  and keeps every attempt the worker holds, wherever it is on its way to the acks (`HeldAttempts`).
+  Any other claim error is logged and retried with backoff; only a missing schema ends the worker.
+- Sync handlers past their deadline keep their thread; an async handler still running past its
+  deadline and half the lease's grace swallowed its cancellation and is treated the same (its slot
+  freed, its attempt failed as a timeout, counted stuck). When `HandlerThreads.starving`, the
+  worker stops claiming and stops with `restart_requested` set, so its process is started afresh.
+
+Its parts depend on narrow views, never on the worker: what it holds (`HeldAttempts`: the heartbeat,
+a reconcile, the cancel hints), what it shows (`WorkerStatus`: the registry beat, `WorkerStats`,
+the metrics endpoint, the `SlotScaler`), one wake-up event (set by notifications, breakers, limits
+and acks; `IdleWait` sleeps on it); the claimer is its source of jobs, the `AckBuffer` the sink of
+their outcomes, and an ack written tells the claimer which limit slots came free (`Claimer.acked`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from datetime import datetime, timezone
+
+from jobqueue.app import JobQueue, TaskDef
+from jobqueue.config import AutoscaleSettings, BackpressureSettings, DbSettings, MetricsSettings, WorkerSettings
+from jobqueue.crypto.keyring import KeyRing
+from jobqueue.db import gateway as db
+from jobqueue.events.notifier import Notifier
+from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
+from jobqueue.model.jobs import Job
+from jobqueue.observability import tracing
+from jobqueue.runtime.background import watch
+from jobqueue.store import jobs as job_store
+from jobqueue.store import schedules as schedule_store
+from jobqueue.store import workers as worker_store
+from jobqueue.store.jobs import Attempt, Deadlines
+from jobqueue.worker.acks import AckBuffer
+from jobqueue.worker.attempts import HeldAttempts
+from jobqueue.worker.breakers import Breakers
+from jobqueue.worker.cancel_hints import CancelHints
+from jobqueue.worker.claimer import Claimer
+from jobqueue.worker.deadlines import DeadlineWatch
+from jobqueue.worker.executor import RETRY, Outcome, attempt_timeout, execute, overdue_outcome
+from jobqueue.worker.heartbeat import Heartbeat, beat_interval
+from jobqueue.worker.idle_wait import IdleWait
+from jobqueue.worker.limit_watch import LimitWatch
+from jobqueue.worker.metrics_server import MetricsServer
+from jobqueue.worker.notifications import WorkerNotifications
+from jobqueue.worker.paused import PausedQueues
+from jobqueue.worker.ports import JobSource, OutcomeSink
+from jobqueue.worker.slot_scaler import SlotScaler
+from jobqueue.worker.spans import traced
+from jobqueue.worker.stats import WorkerStats
+from jobqueue.worker.status import WorkerStatus
+from jobqueue.worker.threads import HandlerThreads
+
+ACK_DRAIN_SECONDS = 5.0
+
+log = logging.getLogger("jobqueue.worker")
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+#: Seconds a claim whose reply was lost may still commit, when no statement timeout bounds it.
+LATE_COMMIT_WINDOW = 300.0
+
+
+class Worker:
+    def __init__(self, app: JobQueue, settings: WorkerSettings, database: DbSettings, metrics: MetricsSettings, *,
+                 autoscale: AutoscaleSettings, backpressure: BackpressureSettings, keys: KeyRing | None,
+                 worker_id: str | None = None, notifier: Notifier) -> None:
+        """The sections it reads: its own, the connections', the figures' (its counters, which
+        workers are alive), the slot scaler's, the depth limits its retries are shed by (where a
+        queue sets none), and the key ring."""
+        app.check_keys(keys)  # a task that encrypts, and no keys: refuse to start
+        self.app = app
+        self.settings = settings
+        self.database = database
+        self.keys = keys
+        self.worker_id = worker_id or new_worker_id()
+        self.queues = list(settings.queues)
+        self.concurrency = settings.concurrency
+        self.pool = db.async_pool(database.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
+                                  settings=database)
+        self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
+        #: set by whatever may mean there is work: the idle claim loop wakes (`IdleWait`)
+        self._wake = asyncio.Event()
+        self.acks: OutcomeSink = AckBuffer(
+            self.pool, self.worker_id, batch_size=settings.ack_batch_size, flush_interval=settings.ack_flush_interval,
+            on_flushed=self._acked, backpressure=backpressure)
+        self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
+        interval = beat_interval(settings.lease_seconds)  # the heartbeat's: the shared state's fallback re-reads too
+        self.limits = LimitWatch(self.pool, app, self.queues, interval=interval, on_read=self._wake.set)
+        self.breakers = Breakers(self.pool, app, interval=interval, retry_probe_after=settings.poll_interval,
+                                 on_unblocked=self._wake.set)
+        self.attempts = HeldAttempts(self.breakers, self.acks)
+        self.running = self.attempts.running  # attempt → (job, task): the jobs in the slots
+        # slots: what the claim loop fills (an autoscaling worker starts at its minimum)
+        self.status = WorkerStatus(concurrency=self.concurrency, running=self.running, threads=self.threads,
+                                   slots=settings.concurrency_min if settings.autoscaling else settings.concurrency)
+        self.heartbeat = Heartbeat(self.pool, self.worker_id, settings.lease_seconds, attempts=self.attempts,
+                                   status=self.status)
+        # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
+        # handler that swallowed its cancellation is written before the sweeper's would be.
+        self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
+        self.claimer: JobSource = Claimer(self.pool, self.worker_id, settings, Deadlines(
+            timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
+            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
+            served=list(app.tasks))
+        self.paused = PausedQueues(self.pool, self.queues, interval=interval, listen=database.listen,
+                                   connected=notifier.connected, on_resumed=self._wake.set)
+        self.idle = IdleWait(self.pool, self._wake, poll_interval=settings.poll_interval, listen=database.listen,
+                             connected=notifier.connected, paused=self.paused, claimer=self.claimer,
+                             breakers=self.breakers, limits=self.limits, acks=self.acks)
+        self.stats = WorkerStats(self.pool, self.worker_id, self.status, interval=metrics.stats_interval)
+        self.scaler = SlotScaler(self.pool, self.worker_id, settings, autoscale,
+                                 stale_seconds=metrics.worker_stale_seconds, queues=self.paused, stats=self.stats,
+                                 slots=self.status) if settings.autoscaling else None
+        self.tracing = tracing.from_env(service_name="jobqueue-worker")
+        #: set when stuck handlers would starve this worker: its process should be started afresh
+        self.restart_requested = False
+        self._claim_uncertain = False  # the last claim failed in a way that may have committed
+        self._late_commits_until = 0.0  # a lost claim may commit until then: reconcile every heartbeat interval
+        self._claiming = asyncio.Lock()  # a claim and the start of its jobs, or a reconcile: never both at once
+        self._finishing = self.attempts.finishing  # out of the running set, not in the acks yet
+        self._slot_freed = self.status.slot_freed
+        self._released: set[Attempt] = set()
+        self._abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
+        self._overdue_acks: set[asyncio.Task] = set()
+        self.started = asyncio.Event()
+        self.notifications = WorkerNotifications(notifier, wake=self._wake, paused=self.paused, breakers=self.breakers,
+                                                 limits=self.limits, cancel_hints=CancelHints(self.pool, self.attempts))
+
+    # --- control --------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop claiming; running jobs get the shutdown grace period to finish. A stop asked for
+        (SIGTERM) wins over a restart the worker was about to make of itself."""
+        self.restart_requested = False
+        self._stop()
+
+    def request_restart(self) -> None:
+        """Stop as `request_stop` does, then have the process started afresh."""
+        self._stop()
+        self.restart_requested = True
+
+    def _stop(self) -> None:
+        self.status.stopping.set()
+        self._wake.set()
+        self._slot_freed.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.status.stopping.is_set()
+
+    def _acked(self, batch: list[Outcome], accepted: set[uuid.UUID]) -> None:
+        """An ack batch was written (``accepted``: the outcomes the database took)."""
+        if self.claimer.acked([outcome.job.key for outcome in batch]):
+            self._wake.set()  # a limit's slot is free again: claim, if there is room
+        if len(accepted) == len(batch):  # every outcome written (the usual case): nothing to log
+            return
+        for outcome in batch:
+            if outcome.job.id not in accepted:
+                log.info("job %s attempt %d: outcome refused (a newer attempt started, or the job was finished "
+                         "otherwise)", *outcome.job.key)
+
+    # --- main loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.pool.open(wait=True, timeout=30)
+        jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
+                (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
+                (self.limits.run(), "limits"), (self.paused.run(), "paused"),
+                (self._reconcile_late_claims(), "reconcile")]
+        if self.scaler is not None:
+            jobs.append((self.scaler.run(), "autoscale"))
+        if self.settings.metrics_port:
+            server = MetricsServer(self.stats, self.status, port=self.settings.metrics_port)
+            jobs.append((server.run(), "metrics-server"))
+        background = [watch(asyncio.create_task(job, name=name), self.request_stop) for job, name in jobs]
+        try:
+            await self._register()
+            await self.paused.refresh()
+            await self.breakers.refresh()
+            await self.limits.refresh()
+            if self.database.listen:
+                await self._wait_for_listen()
+            else:
+                log.info("poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval)
+            self.started.set()
+            log.info("worker %s started: queues=%s concurrency=%s", self.worker_id, self.queues,
+                     f"{self.settings.concurrency_min}:{self.concurrency}" if self.scaler else self.concurrency)
+            await self._claim_loop()
+            await self._shutdown()
+        finally:
+            for task in background:
+                task.cancel()
+            self.notifications.close()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self.pool.close()
+
+    async def _wait_for_listen(self) -> None:
+        """LISTEN speeds pick-up up but is never required: without it the worker polls."""
+        try:
+            await asyncio.wait_for(self.notifier.connected.wait(), timeout=10)
+        except asyncio.TimeoutError:
+            log.warning("LISTEN connection not up after 10 s; polling every %.1fs until it is",
+                        self.settings.poll_interval)
+
+    async def _register(self) -> None:
+        async with db.connection(self.pool) as conn:
+            await db.run(conn, worker_store.register(
+                worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+                queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
+                concurrency_min=self.settings.concurrency_min or None,
+                concurrency_target=self.status.slots if self.scaler else None,
+                job_types=list(self.app.tasks), app=self.app.name))
+            if self.app.tasks:
+                await db.run(conn, worker_store.sync_task_defaults(
+                    self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
+                await self.breakers.declare(conn, self.app.name)
+            await self.limits.declare(conn, self.app.name)
+            if self.app.schedules:  # @queue.periodic: create or redefine their rows
+                await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
+                                                       now=datetime.now(timezone.utc)))
+
+    async def _claim_loop(self) -> None:
+        backoff = 0.1
+        while not self.stopping:
+            # An outcome being reported to its breaker still holds its slot: the report may open the
+            # breaker, and the next claim must know before it picks another job of its types.
+            free = self.status.slots - len(self.running) - len(self.breakers.reporting)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            if self._acks_full():
+                await self._wait_for_acks()
+                continue
+            self._wake.clear()
+            try:
+                async with self._claiming:
+                    if self._claim_uncertain:
+                        await self.claimer.reconcile(self.attempts.held)
+                        self._claim_uncertain = False
+                    jobs = await self.breakers.probe(self.paused.claimable(), free, self.claimer.claim_probe)
+                    if len(jobs) < free:
+                        jobs += await self.claimer.claim(self.paused.claimable(), free - len(jobs),
+                                                         self.breakers.blocked)
+                    for job in jobs:
+                        self._start(job)
+                backoff = 0.1
+            except NotMigrated:
+                raise  # a bad configuration: restarting cannot help, the operator must migrate
+            except Exception as exc:  # an outage, a statement the server refused, a lost reply
+                self._claim_uncertain = True
+                self._late_commits_until = time.monotonic() + (self.database.statement_timeout or LATE_COMMIT_WINDOW)
+                if isinstance(exc, DatabaseUnavailable):
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+                else:
+                    log.exception("claim failed; retrying in %.1fs", backoff)
+                await self.idle.sleep(backoff)
+                backoff = min(backoff * 2, self.settings.poll_interval)
+                continue
+            if len(jobs) < free:
+                await self.idle.wait()
+
+    async def _reconcile_late_claims(self) -> None:
+        """A claim whose reply was lost may commit after the reconcile that followed it (through
+        PgBouncer, the statement runs on while the client's connection is gone): for as long as it
+        could still be running (the statement timeout), reconcile again every heartbeat interval,
+        so that its rows go back uncounted before their lease (three intervals) runs out."""
+        while True:
+            await asyncio.sleep(self.heartbeat.interval)
+            if time.monotonic() >= self._late_commits_until:
+                continue
+            try:
+                async with self._claiming:
+                    await self.claimer.reconcile(self.attempts.held)
+            except (DatabaseUnavailable, NotMigrated) as exc:
+                log.warning("reconciling after a lost claim reply failed (%s); trying again", exc)
+            except Exception:
+                log.exception("reconciling after a lost claim reply failed; trying again")
+
+    async def _wait_for_acks(self) -> None:
+        """Too many finished outcomes are not written yet: claim again once some are. A fast
+        drain touches the bound now and then (finished jobs pile up while an ack statement is in
+        flight), which is the bound doing its job; only a wait of seconds means the acks fail."""
+        waiting_since = time.monotonic()
+        warned = False
+        while self._acks_full() and not self.stopping:
+            self.acks.flushed.clear()
+            try:
+                await asyncio.wait_for(self.acks.flushed.wait(), timeout=1.0)
+            except asyncio.TimeoutError:
+                pass
+            if not warned and time.monotonic() - waiting_since > 2.0:
+                log.warning("%d finished jobs (%d bytes of results and errors) wait for their acks to be written; "
+                            "not claiming until they are", self.acks.backlog, self.acks.backlog_bytes)
+                warned = True
+
+    def _acks_full(self) -> bool:
+        """Too many outcomes, or too many bytes of them, wait to be written (max_unacked, _bytes)."""
+        return (self.acks.backlog >= self.settings.unacked_bound
+                or self.acks.backlog_bytes >= self.settings.max_unacked_bytes)
+
+    def _start(self, job: Job) -> None:
+        handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
+        task = asyncio.create_task(self._run_job(job, handler))
+        self.deadline_watch.watch(task, attempt_timeout(job, handler))
+        self.running[job.key] = (job, task)
+
+    async def _run_job(self, job: Job, task: TaskDef | None) -> None:
+        # Taken now: a task still pending when its loop closes is finished by the garbage collector,
+        # outside any loop, where asyncio.current_task() raises (and fails whatever runs then).
+        this_task = asyncio.current_task()
+        try:
+            outcome = await traced(self.tracing, job, execute(
+                job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
+                keys=self.keys))
+        except asyncio.CancelledError:
+            return  # released at shutdown: the job went back to pending, nothing to ack
+        except Exception as exc:  # defensive: execute() classifies handler errors itself
+            log.exception("job %s: executor failed", job.id)
+            outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
+                              error_type=type(exc).__qualname__, message=str(exc))
+        finally:
+            self.running.pop(job.key, None)
+            self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
+            self._slot_freed.set()
+            overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
+            self._abandoned.discard(job.key)
+        if job.key in self._released or overdue:
+            return
+        self._finishing.add(job.key)
+        await self._finish(job, task, outcome)
+
+    def _overdue(self, running: asyncio.Task) -> None:
+        """An async handler still runs past its deadline and the grace: it swallowed its
+        cancellation. Treated like a sync handler's stuck thread: its slot is free, its attempt
+        fails as a JobTimeout now (not when the sweeper finds its lease run out), it is cancelled
+        once more and counted stuck until it returns, and a worker whose stuck handlers reach the
+        bound restarts."""
+        attempt = next((key for key, (_, task) in self.running.items() if task is running), None)
+        if attempt is None:
+            return
+        job, _ = self.running.pop(attempt)
+        self._abandoned.add(attempt)
+        self._slot_freed.set()
+        running.cancel()
+        self.threads.mark_stuck(running)
+        log.error("job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
+                  "attempt fails as a timeout and the handler counts as stuck", *attempt)
+        task = self.app.tasks.get(job.job_type)
+        self._finishing.add(attempt)
+        ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
+        self._overdue_acks.add(ack)
+        ack.add_done_callback(self._overdue_acks.discard)
+
+    async def _finish(self, job: Job, task: TaskDef | None, outcome: Outcome) -> None:
+        """Report the outcome to the breakers, count it, hand it to the acks; the attempt is in
+        ``_finishing`` until then (still held: heartbeats renew it, a reconcile keeps it)."""
+        try:
+            await self.breakers.report(job, task, outcome)
+        except BaseException:
+            self._finishing.discard(job.key)
+            raise
+        finally:
+            self._slot_freed.set()  # a report held the slot (see _claim_loop)
+        # The registry's counts mean what /metrics' do (WorkerStats).
+        self.status.count(outcome)
+        if outcome.kind == RETRY:
+            self.idle.retry_scheduled(outcome.retry_in)
+        self.stats.record(outcome)
+        self.acks.add(outcome)
+        self._finishing.discard(job.key)
+        if self.threads.starving and not self.restart_requested:
+            log.error("%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
+                      "(limit %d): this worker stops claiming and restarts its process to get them back",
+                      self.threads.stuck, self.threads.max_stuck)
+            self.request_restart()
+
+    # --- shutdown -------------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        grace = self.settings.shutdown_grace
+        if self.running:
+            log.info("stopping: waiting up to %.1fs for %d running jobs", grace, len(self.running))
+            tasks = [task for _, task in self.running.values()]
+            await asyncio.wait(tasks, timeout=grace)
+        leftover = list(self.running.items())
+        if leftover:
+            attempts = [attempt for attempt, _ in leftover]
+            self._released.update(attempts)
+            for _, (_, task) in leftover:
+                task.cancel()
+            try:
+                async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
+                    released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=attempts))
+                log.info("released %s unfinished jobs back to the queue", released)
+            except DatabaseUnavailable as exc:
+                log.warning("could not release jobs (%s); the sweeper will reclaim them when their lease ends", exc)
+        # Buffered acks flush in milliseconds when the database is there; when it is not, a few
+        # seconds of retries is all the stop can afford on top of the grace period it already spent.
+        if not await self.acks.drain(timeout=ACK_DRAIN_SECONDS):
+            log.warning("some acks were not written; those jobs will be retried after their lease")
+        await self.stats.close()
+        if self.tracing is not None:
+            self.tracing.force_flush()
+        try:
+            async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
+                await db.run(conn, worker_store.deregister(worker_id=self.worker_id))
+        except DatabaseUnavailable:
+            pass
