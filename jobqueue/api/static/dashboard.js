@@ -468,10 +468,13 @@
     if (!append) state[kind].cursor = null;
     try {
       // A page examines a bounded stretch of jobs, so a rare filter gives short pages with a
-      // cursor: fetch on (a few more pages at most) until this one is full or the list ends.
+      // cursor: fetch on (a few more pages at most) until this one is full or the list ends,
+      // each fetch asking only for what the page still lacks (a short page then a full one made
+      // a page of 90 rows, and "more" appended as many).
       const jobs = [];
       for (let fetched = 0; fetched < MAX_FETCHES_PER_PAGE; fetched++) {
-        const page = await api("GET", ROUTES[LISTS[kind].route] + query(listParams(kind)));
+        const params = { ...listParams(kind), limit: PAGE - jobs.length };
+        const page = await api("GET", ROUTES[LISTS[kind].route] + query(params));
         jobs.push(...(page.jobs || []));
         state[kind].cursor = page.next_cursor || null;
         if (!state[kind].cursor || jobs.length >= PAGE) break;
