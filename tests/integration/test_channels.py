@@ -222,30 +222,36 @@ def test_one_login_holds_a_bounded_number_of_listener_registrations(login_as, co
     assert len(_listeners(conn)) == 64
 
 
+def _register_while_open(open_tx: psycopg.Connection, other: psycopg.Connection, listener_id: str) -> str:
+    """Registers ``listener_id`` on ``other`` while ``open_tx`` holds an uncommitted registration,
+    committing that one a second later; "registered" or "refused"."""
+    outcome: list[str] = []
+
+    def register() -> None:
+        try:
+            other.execute("SELECT jobqueue.register_event_listener(%s, 30)", (listener_id,))
+            outcome.append("registered")
+        except psycopg.errors.InvalidParameterValue:
+            outcome.append("refused")
+
+    racer = threading.Thread(target=register)
+    racer.start()
+    racer.join(1.0)
+    open_tx.commit()
+    racer.join(10)
+    return outcome[0] if outcome else "no answer"
+
+
 def test_two_registrations_at_once_cannot_pass_the_bound_together(login_as, conn):  # noqa: F811
     """Each registration counted the login's committed rows, so two at once both saw 63 and both
     inserted: 65. A login's registrations now queue on one lock, and the second sees the first."""
     login = login_as("producer", producer="p")
-    outcome: dict[str, str] = {}
     with psycopg.connect(login, autocommit=True) as a, psycopg.connect(login) as open_tx, \
             psycopg.connect(login, autocommit=True) as c:
         for i in range(63):
             a.execute("SELECT jobqueue.register_event_listener(%s, 30)", (f"l{i}",))
         open_tx.execute("SELECT jobqueue.register_event_listener('the-64th', 30)")  # not committed yet
-
-        def register_another() -> None:
-            try:
-                c.execute("SELECT jobqueue.register_event_listener('the-65th', 30)")
-                outcome["the-65th"] = "registered"
-            except psycopg.errors.InvalidParameterValue:
-                outcome["the-65th"] = "refused"
-
-        racer = threading.Thread(target=register_another)
-        racer.start()
-        racer.join(1.0)
-        open_tx.commit()
-        racer.join(10)
-    assert outcome == {"the-65th": "refused"}
+        assert _register_while_open(open_tx, c, "the-65th") == "refused"
     assert len(_listeners(conn)) == 64
 
 
@@ -253,24 +259,10 @@ def test_a_login_that_waited_on_another_logins_registration_of_its_id_is_told(lo
     """The second login's insert waited on the first's uncommitted row, then updated nothing and
     returned as if registered: its listener would have stopped getting events at the other's
     expiry without a word."""
-    outcome: dict[str, str] = {}
     with psycopg.connect(login_as("producer", producer="a")) as first, \
             psycopg.connect(login_as("producer", producer="b"), autocommit=True) as second:
         first.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
-
-        def register_same_id() -> None:
-            try:
-                second.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
-                outcome["second"] = "registered"
-            except psycopg.errors.InvalidParameterValue:
-                outcome["second"] = "refused"
-
-        racer = threading.Thread(target=register_same_id)
-        racer.start()
-        racer.join(1.0)
-        first.commit()
-        racer.join(10)
-    assert outcome == {"second": "refused"}
+        assert _register_while_open(first, second, "api-1") == "refused"
 
 
 def test_a_login_cannot_take_over_or_remove_another_logins_registration(login_as, conn):  # noqa: F811
