@@ -84,9 +84,15 @@ class JobQueue:
         self.circuits: dict[str, CircuitSpec] = {}
         self.queue_limits: dict[str, LimitSpec] = {}
 
-    def circuit(self, name: str, *, threshold: int = DEFAULT_THRESHOLD, window: float = DEFAULT_WINDOW,
-                reset_after: float = DEFAULT_RESET_AFTER,
-                trip_on: type[BaseException] | tuple[type[BaseException], ...] = (Exception,)) -> CircuitSpec:
+    def circuit(
+        self,
+        name: str,
+        *,
+        threshold: int = DEFAULT_THRESHOLD,
+        window: float = DEFAULT_WINDOW,
+        reset_after: float = DEFAULT_RESET_AFTER,
+        trip_on: type[BaseException] | tuple[type[BaseException], ...] = (Exception,),
+    ) -> CircuitSpec:
         """Declare a circuit breaker that tasks name with ``@queue.task(..., circuit=name)``.
 
         ``threshold`` counted failures within ``window`` seconds open it: no worker claims its
@@ -114,11 +120,19 @@ class JobQueue:
         """Every limit the app declares: its tasks' and its queues'."""
         return [t.limit for t in self.tasks.values() if t.limit is not None] + list(self.queue_limits.values())
 
-    def task(self, name: str | None = None, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-             backoff: Backoff | None = None, timeout: float | None = None,
-             circuit: str | None = None, encrypted: list[str] | tuple[str, ...] | None = None,
-             encrypt_result: bool = False, concurrency: int | None = None,
-             rate: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+        circuit: str | None = None,
+        encrypted: list[str] | tuple[str, ...] | None = None,
+        encrypt_result: bool = False,
+        concurrency: int | None = None,
+        rate: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
 
         ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
@@ -138,8 +152,10 @@ class JobQueue:
         if timeout is not None and (problem := duration_problem(timeout)):
             raise ValidationError("timeout", problem)  # it becomes every claim's JSON and the job's deadline
         if circuit is not None and circuit not in self.circuits:
-            raise ValueError(f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
-                             "the tasks that use it")
+            raise ValueError(
+                f"circuit {circuit!r} is not declared: call queue.circuit({circuit!r}, ...) before "
+                "the tasks that use it"
+            )
         breaker = self.circuits[circuit] if circuit is not None else None
         fields = check_paths(encrypted, "encrypted")
         limited = concurrency is not None or rate is not None
@@ -153,19 +169,36 @@ class JobQueue:
             if task_name in self.tasks:
                 raise ValueError(f"task {task_name!r} is registered twice")
             self.tasks[task_name] = TaskDef(
-                name=task_name, handler=handler, max_attempts=max_attempts,
-                backoff=backoff or Backoff(), timeout=timeout, is_async=inspect.iscoroutinefunction(handler),
-                circuit=breaker, encrypted=fields, encrypt_result=encrypt_result,
+                name=task_name,
+                handler=handler,
+                max_attempts=max_attempts,
+                backoff=backoff or Backoff(),
+                timeout=timeout,
+                is_async=inspect.iscoroutinefunction(handler),
+                circuit=breaker,
+                encrypted=fields,
+                encrypt_result=encrypt_result,
                 limit=LimitSpec.build("job_type", task_name, concurrency=concurrency, rate=rate) if limited else None,
             )
             return handler
 
         return register
 
-    def periodic(self, cron: str, *, name: str | None = None, job_type: str | None = None, timezone: str = "UTC",
-                 payload: Any = None, priority: str = Priority.NORMAL.label, queue: str = "default", max_attempts: int | None = None,
-                 misfire_policy: str = DEFAULT_MISFIRE_POLICY, misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
-                 enabled: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def periodic(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        job_type: str | None = None,
+        timezone: str = "UTC",
+        payload: Any = None,
+        priority: str = Priority.NORMAL.label,
+        queue: str = "default",
+        max_attempts: int | None = None,
+        misfire_policy: str = DEFAULT_MISFIRE_POLICY,
+        misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
+        enabled: bool = True,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Run the decorated handler on a cron schedule (croniter syntax, 5 or 6 fields, in ``timezone``).
 
         The handler becomes a task named ``job_type`` (default: the function's name) unless it is
@@ -183,9 +216,18 @@ class JobQueue:
                 raise ValueError(f"{handler.__name__} is task {registered!r}, not {job_type!r}")
             task_name = registered or job_type or handler.__name__
             spec = ScheduleSpec.build(
-                name or task_name, cron, task_name, timezone=timezone, payload=payload, priority=priority,
-                queue=queue, max_attempts=max_attempts, misfire_policy=misfire_policy,
-                misfire_limit=misfire_limit, enabled=enabled)
+                name or task_name,
+                cron,
+                task_name,
+                timezone=timezone,
+                payload=payload,
+                priority=priority,
+                queue=queue,
+                max_attempts=max_attempts,
+                misfire_policy=misfire_policy,
+                misfire_limit=misfire_limit,
+                enabled=enabled,
+            )
             if spec.name in self.schedules:
                 raise ValueError(f"schedule {spec.name!r} is declared twice (give each one a name=)")
             if registered is None:
@@ -207,9 +249,11 @@ class JobQueue:
         (not a dead-lettered job per run)."""
         needing = [name for name, task in self.tasks.items() if task.encrypted or task.encrypt_result]
         if needing and keys is None:
-            raise ValueError(f"tasks {', '.join(needing)} use encryption (encrypted= or encrypt_result=) but no "
-                             "encryption keys are configured: set JOBQUEUE_ENCRYPTION_KEYS or "
-                             "JOBQUEUE_ENCRYPTION_KEYS_FILE (`jobqueue keys generate` makes a key)")
+            raise ValueError(
+                f"tasks {', '.join(needing)} use encryption (encrypted= or encrypt_result=) but no "
+                "encryption keys are configured: set JOBQUEUE_ENCRYPTION_KEYS or "
+                "JOBQUEUE_ENCRYPTION_KEYS_FILE (`jobqueue keys generate` makes a key)"
+            )
 
     def circuit_by_type(self) -> dict[str, str | None]:
         """Each task's breaker (None: it has none), as workers write it at start."""

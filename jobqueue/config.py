@@ -61,42 +61,64 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 #: `inf`, `nan` or 1e300 from the environment is one clear line at start-up (exit 2 from the CLI),
 #: not a wedged worker.
 _DURATIONS: dict[str, dict[str, tuple[str, bool]]] = {
-    "db": {"statement_timeout": ("JOBQUEUE_STATEMENT_TIMEOUT", True),
-           "lock_timeout": ("JOBQUEUE_LOCK_TIMEOUT", True),
-           "idle_in_transaction_timeout": ("JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT", True)},
-    "worker": {"lease_seconds": ("JOBQUEUE_LEASE_SECONDS (--lease)", False),
-               "poll_interval": ("JOBQUEUE_POLL_INTERVAL (--poll-interval)", False),
-               "shutdown_grace": ("JOBQUEUE_SHUTDOWN_GRACE (--shutdown-grace)", True),
-               "ack_flush_interval": ("JOBQUEUE_ACK_FLUSH_MS (in seconds here)", True),
-               "processing_ttl": ("JOBQUEUE_PROCESSING_TTL", False)},
-    "autoscale": {"interval": ("JOBQUEUE_AUTOSCALE_INTERVAL", False),
-                  "up_cooldown": ("JOBQUEUE_AUTOSCALE_UP_COOLDOWN", True),
-                  "down_cooldown": ("JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN", True)},
-    "maintenance": {"sweep_interval": ("JOBQUEUE_SWEEP_INTERVAL", False),
-                    "leader_ttl": ("JOBQUEUE_LEADER_TTL", False),
-                    "misfire_grace": ("JOBQUEUE_MISFIRE_GRACE", True),
-                    "prune_interval": ("JOBQUEUE_PRUNE_INTERVAL", False),
-                    "history_interval": ("JOBQUEUE_HISTORY_INTERVAL", True),
-                    "reindex_interval": ("JOBQUEUE_REINDEX_INTERVAL", True),
-                    "vacuum_interval": ("JOBQUEUE_VACUUM_INTERVAL", True),
-                    "max_xact_age": ("JOBQUEUE_MAINTENANCE_XACT_AGE", True)},
-    "backpressure": {"depth_refresh": ("JOBQUEUE_API_DEPTH_REFRESH", False),
-                     "depth_max_age": ("JOBQUEUE_API_DEPTH_MAX_AGE", False)},
-    "api": {"db_timeout": ("JOBQUEUE_API_DB_TIMEOUT", False),
-            "submit_stall": ("JOBQUEUE_API_SUBMIT_STALL", False),
-            "key_cache_seconds": ("JOBQUEUE_API_KEY_CACHE_SECONDS", True),
-            "read_after_write": ("JOBQUEUE_READ_AFTER_WRITE_SECONDS", True)},
-    "metrics": {"stats_interval": ("JOBQUEUE_STATS_INTERVAL", False),
-                "ttl": ("JOBQUEUE_METRICS_TTL", True),
-                "worker_stale_seconds": ("JOBQUEUE_WORKER_STALE_SECONDS", False)},
+    "db": {
+        "statement_timeout": ("JOBQUEUE_STATEMENT_TIMEOUT", True),
+        "lock_timeout": ("JOBQUEUE_LOCK_TIMEOUT", True),
+        "idle_in_transaction_timeout": ("JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT", True),
+    },
+    "worker": {
+        "lease_seconds": ("JOBQUEUE_LEASE_SECONDS (--lease)", False),
+        "poll_interval": ("JOBQUEUE_POLL_INTERVAL (--poll-interval)", False),
+        "shutdown_grace": ("JOBQUEUE_SHUTDOWN_GRACE (--shutdown-grace)", True),
+        "ack_flush_interval": ("JOBQUEUE_ACK_FLUSH_MS (in seconds here)", True),
+        "processing_ttl": ("JOBQUEUE_PROCESSING_TTL", False),
+    },
+    "autoscale": {
+        "interval": ("JOBQUEUE_AUTOSCALE_INTERVAL", False),
+        "up_cooldown": ("JOBQUEUE_AUTOSCALE_UP_COOLDOWN", True),
+        "down_cooldown": ("JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN", True),
+    },
+    "maintenance": {
+        "sweep_interval": ("JOBQUEUE_SWEEP_INTERVAL", False),
+        "leader_ttl": ("JOBQUEUE_LEADER_TTL", False),
+        "misfire_grace": ("JOBQUEUE_MISFIRE_GRACE", True),
+        "prune_interval": ("JOBQUEUE_PRUNE_INTERVAL", False),
+        "history_interval": ("JOBQUEUE_HISTORY_INTERVAL", True),
+        "reindex_interval": ("JOBQUEUE_REINDEX_INTERVAL", True),
+        "vacuum_interval": ("JOBQUEUE_VACUUM_INTERVAL", True),
+        "max_xact_age": ("JOBQUEUE_MAINTENANCE_XACT_AGE", True),
+    },
+    "backpressure": {
+        "depth_refresh": ("JOBQUEUE_API_DEPTH_REFRESH", False),
+        "depth_max_age": ("JOBQUEUE_API_DEPTH_MAX_AGE", False),
+    },
+    "api": {
+        "db_timeout": ("JOBQUEUE_API_DB_TIMEOUT", False),
+        "submit_stall": ("JOBQUEUE_API_SUBMIT_STALL", False),
+        "key_cache_seconds": ("JOBQUEUE_API_KEY_CACHE_SECONDS", True),
+        "read_after_write": ("JOBQUEUE_READ_AFTER_WRITE_SECONDS", True),
+    },
+    "metrics": {
+        "stats_interval": ("JOBQUEUE_STATS_INTERVAL", False),
+        "ttl": ("JOBQUEUE_METRICS_TTL", True),
+        "worker_stale_seconds": ("JOBQUEUE_WORKER_STALE_SECONDS", False),
+    },
 }
-_RETENTION_DAYS = {"maintenance": {"retention_completed_days": "JOBQUEUE_RETENTION_COMPLETED_DAYS",
-                                   "retention_cancelled_days": "JOBQUEUE_RETENTION_CANCELLED_DAYS",
-                                   "retention_dead_letter_days": "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS"}}
+_RETENTION_DAYS = {
+    "maintenance": {
+        "retention_completed_days": "JOBQUEUE_RETENTION_COMPLETED_DAYS",
+        "retention_cancelled_days": "JOBQUEUE_RETENTION_CANCELLED_DAYS",
+        "retention_dead_letter_days": "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",
+    }
+}
 #: Settings that are numbers but not durations: finite, and their own range (checked in their section).
-_OTHER_FLOATS = {"api": {"rate_limit": "JOBQUEUE_API_RATE_LIMIT"},
-                 "maintenance": {"reindex_factor": "JOBQUEUE_REINDEX_FACTOR",
-                                 "reindex_min_waste_mb": "JOBQUEUE_REINDEX_MIN_WASTE_MB"}}
+_OTHER_FLOATS = {
+    "api": {"rate_limit": "JOBQUEUE_API_RATE_LIMIT"},
+    "maintenance": {
+        "reindex_factor": "JOBQUEUE_REINDEX_FACTOR",
+        "reindex_min_waste_mb": "JOBQUEUE_REINDEX_MIN_WASTE_MB",
+    },
+}
 
 
 def _check_spans(section: object, name: str) -> None:
@@ -140,14 +162,13 @@ def concurrency_range(raw: str, name: str = "concurrency") -> tuple[int, int]:
 def parse_weights(raw: str) -> tuple[int, int, int, int]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(
-            f"priority weights must be four positive integers for critical,high,normal,low (got {raw!r})"
-        )
+        raise ValueError(f"priority weights must be four positive integers for critical,high,normal,low (got {raw!r})")
     return tuple(int(p) for p in parts)  # type: ignore[return-value]
 
 
-def _numbers(env: Mapping[str, str], defaults: object, prefix: str, ints: Mapping[str, str],
-             floats: Mapping[str, str]) -> dict:
+def _numbers(
+    env: Mapping[str, str], defaults: object, prefix: str, ints: Mapping[str, str], floats: Mapping[str, str]
+) -> dict:
     """The integer and number fields of a section, by field name, from ``prefix`` + their variable."""
     values: dict = {name: _int(env, prefix + var, getattr(defaults, name)) for name, var in ints.items()}
     values.update({name: _float(env, prefix + var, getattr(defaults, name)) for name, var in floats.items()})
@@ -187,8 +208,10 @@ class DbSettings(_Section):
             if dsn is not None:
                 _check_dsn(name, dsn)
         if self.pgbouncer and self.listen and not self.direct_dsn:
-            raise ValueError("LISTEN does not work through PgBouncer in transaction mode: with JOBQUEUE_PGBOUNCER=1 "
-                             "set JOBQUEUE_DIRECT_DSN (a connection that bypasses it) or JOBQUEUE_LISTEN=0")
+            raise ValueError(
+                "LISTEN does not work through PgBouncer in transaction mode: with JOBQUEUE_PGBOUNCER=1 "
+                "set JOBQUEUE_DIRECT_DSN (a connection that bypasses it) or JOBQUEUE_LISTEN=0"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "DbSettings":
@@ -204,8 +227,9 @@ class DbSettings(_Section):
             pool_max_size=_int(env, "JOBQUEUE_POOL_SIZE", defaults.pool_max_size),
             statement_timeout=_float(env, "JOBQUEUE_STATEMENT_TIMEOUT", defaults.statement_timeout),
             lock_timeout=_float(env, "JOBQUEUE_LOCK_TIMEOUT", defaults.lock_timeout),
-            idle_in_transaction_timeout=_float(env, "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT",
-                                               defaults.idle_in_transaction_timeout),
+            idle_in_transaction_timeout=_float(
+                env, "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT", defaults.idle_in_transaction_timeout
+            ),
         )
 
 
@@ -217,7 +241,8 @@ class WorkerSettings(_Section):
 
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 10  # slots per worker process; with autoscaling, the most it scales to
-    # --concurrency MIN:MAX (jobqueue.model.autoscale, knobs in AutoscaleSettings): the fewest slots (0: a fixed concurrency)
+    # --concurrency MIN:MAX (jobqueue.model.autoscale, knobs in AutoscaleSettings): the fewest slots (0: a fixed
+    # concurrency)
     concurrency_min: int = 0
     processes: int = 1
     lease_seconds: float = 30.0
@@ -228,7 +253,9 @@ class WorkerSettings(_Section):
     ack_flush_interval: float = 0.005
     ack_batch_size: int = 200
     processing_ttl: float = 900.0  # an attempt's deadline when neither the job nor its task sets a timeout
-    max_unacked: int = 0  # finished-but-unwritten outcomes before the worker stops claiming (0: 2 x max(concurrency, ack batch))
+    max_unacked: int = (
+        0  # finished-but-unwritten outcomes before the worker stops claiming (0: 2 x max(concurrency, ack batch))
+    )
     max_unacked_bytes: int = 256 * 1024 * 1024  # ... and their results and errors, in bytes
     max_stuck_handlers: int = 0  # handlers past their deadline still running before a restart (0: concurrency)
     max_result_bytes: int = 64 * 1024 * 1024  # a larger handler result dead-letters instead of reaching PostgreSQL
@@ -251,8 +278,10 @@ class WorkerSettings(_Section):
             if problem := name_problem(queue):
                 raise ValueError(f"queue {queue[:40]!r}{'…' if len(queue) > 40 else ''}: {problem}")
         if self.metrics_port and not 0 < self.metrics_port <= 65536 - self.processes:
-            raise ValueError(f"the worker metrics port must be from 1 to {65536 - self.processes} (one port per "
-                             f"process from it; got {self.metrics_port})")
+            raise ValueError(
+                f"the worker metrics port must be from 1 to {65536 - self.processes} (one port per "
+                f"process from it; got {self.metrics_port})"
+            )
         if self.max_unacked < 0 or self.max_stuck_handlers < 0 or self.max_result_bytes < 1:
             raise ValueError("max unacked and max stuck handlers must not be negative, max result bytes positive")
         if self.max_unacked_bytes < 1:
@@ -263,8 +292,9 @@ class WorkerSettings(_Section):
         defaults = cls()
         queues = tuple(q.strip() for q in env.get("JOBQUEUE_QUEUES", "default").split(",") if q.strip())
         weights_raw = env.get("JOBQUEUE_PRIORITY_WEIGHTS")
-        concurrency_min, concurrency = concurrency_range(env.get("JOBQUEUE_CONCURRENCY") or str(defaults.concurrency),
-                                                         "JOBQUEUE_CONCURRENCY")
+        concurrency_min, concurrency = concurrency_range(
+            env.get("JOBQUEUE_CONCURRENCY") or str(defaults.concurrency), "JOBQUEUE_CONCURRENCY"
+        )
         return cls(
             queues=queues or defaults.queues,
             concurrency=concurrency,
@@ -320,10 +350,15 @@ class AutoscaleSettings(_Section):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AutoscaleSettings":
-        return cls(**_numbers(env, cls(), "JOBQUEUE_AUTOSCALE_",
-                              ints={"step": "STEP", "min_workers": "MIN_WORKERS", "max_workers": "MAX_WORKERS"},
-                              floats={"interval": "INTERVAL", "up_cooldown": "UP_COOLDOWN",
-                                      "down_cooldown": "DOWN_COOLDOWN"}))
+        return cls(
+            **_numbers(
+                env,
+                cls(),
+                "JOBQUEUE_AUTOSCALE_",
+                ints={"step": "STEP", "min_workers": "MIN_WORKERS", "max_workers": "MAX_WORKERS"},
+                floats={"interval": "INTERVAL", "up_cooldown": "UP_COOLDOWN", "down_cooldown": "DOWN_COOLDOWN"},
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +377,9 @@ class MaintenanceSettings(_Section):
     reindex_min_waste_mb: float = 10.0  # ... and at least this much bigger
     vacuum_interval: float = 60.0  # seconds between the vacuumer's checks of the job table; 0: off
     vacuum_min_dead: int = 50_000  # dead row versions that make the job table due a VACUUM (and 20 % of live rows)
-    max_xact_age: float = 10.0  # JOBQUEUE_MAINTENANCE_XACT_AGE: an older open transaction holds the vacuumer and reindexer back
+    max_xact_age: float = (
+        10.0  # JOBQUEUE_MAINTENANCE_XACT_AGE: an older open transaction holds the vacuumer and reindexer back
+    )
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
@@ -350,19 +387,36 @@ class MaintenanceSettings(_Section):
     def __post_init__(self) -> None:
         _check_spans(self, "maintenance")
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
-            raise ValueError("the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
-                             "dead rows not negative")
+            raise ValueError(
+                "the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
+                "dead rows not negative"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "MaintenanceSettings":
-        return cls(**_numbers(env, cls(), "JOBQUEUE_", ints={"vacuum_min_dead": "VACUUM_MIN_DEAD"}, floats={
-            "sweep_interval": "SWEEP_INTERVAL", "leader_ttl": "LEADER_TTL", "misfire_grace": "MISFIRE_GRACE",
-            "prune_interval": "PRUNE_INTERVAL", "history_interval": "HISTORY_INTERVAL",
-            "reindex_interval": "REINDEX_INTERVAL", "reindex_factor": "REINDEX_FACTOR",
-            "reindex_min_waste_mb": "REINDEX_MIN_WASTE_MB", "vacuum_interval": "VACUUM_INTERVAL",
-            "max_xact_age": "MAINTENANCE_XACT_AGE", "retention_completed_days": "RETENTION_COMPLETED_DAYS",
-            "retention_cancelled_days": "RETENTION_CANCELLED_DAYS",
-            "retention_dead_letter_days": "RETENTION_DEAD_LETTER_DAYS"}))
+        return cls(
+            **_numbers(
+                env,
+                cls(),
+                "JOBQUEUE_",
+                ints={"vacuum_min_dead": "VACUUM_MIN_DEAD"},
+                floats={
+                    "sweep_interval": "SWEEP_INTERVAL",
+                    "leader_ttl": "LEADER_TTL",
+                    "misfire_grace": "MISFIRE_GRACE",
+                    "prune_interval": "PRUNE_INTERVAL",
+                    "history_interval": "HISTORY_INTERVAL",
+                    "reindex_interval": "REINDEX_INTERVAL",
+                    "reindex_factor": "REINDEX_FACTOR",
+                    "reindex_min_waste_mb": "REINDEX_MIN_WASTE_MB",
+                    "vacuum_interval": "VACUUM_INTERVAL",
+                    "max_xact_age": "MAINTENANCE_XACT_AGE",
+                    "retention_completed_days": "RETENTION_COMPLETED_DAYS",
+                    "retention_cancelled_days": "RETENTION_CANCELLED_DAYS",
+                    "retention_dead_letter_days": "RETENTION_DEAD_LETTER_DAYS",
+                },
+            )
+        )
 
 
 #: One message for both queue-count settings, which used to be checked together.
@@ -398,10 +452,21 @@ class BackpressureSettings(_Section):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "BackpressureSettings":
-        return cls(**_numbers(env, cls(), "JOBQUEUE_API_", ints={
-            "soft_limit": "SOFT_LIMIT", "hard_limit": "HARD_LIMIT", "total_soft_limit": "TOTAL_SOFT_LIMIT",
-            "total_hard_limit": "TOTAL_HARD_LIMIT", "max_queues": "MAX_QUEUES"},
-            floats={"depth_refresh": "DEPTH_REFRESH", "depth_max_age": "DEPTH_MAX_AGE"}))
+        return cls(
+            **_numbers(
+                env,
+                cls(),
+                "JOBQUEUE_API_",
+                ints={
+                    "soft_limit": "SOFT_LIMIT",
+                    "hard_limit": "HARD_LIMIT",
+                    "total_soft_limit": "TOTAL_SOFT_LIMIT",
+                    "total_hard_limit": "TOTAL_HARD_LIMIT",
+                    "max_queues": "MAX_QUEUES",
+                },
+                floats={"depth_refresh": "DEPTH_REFRESH", "depth_max_age": "DEPTH_MAX_AGE"},
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,19 +503,37 @@ class ApiSettings(_Section):
         if self.max_batch < 1 or self.rate_limit <= 0 or self.rate_burst < 1:
             raise ValueError("API batch size, rate limit and burst must be positive")
         if self.max_batch > MAX_BATCH_JOBS:
-            raise ValueError(f"JOBQUEUE_API_MAX_BATCH must be at most {MAX_BATCH_JOBS}, the most jobs one "
-                             f"enqueue_many() takes (got {self.max_batch})")
+            raise ValueError(
+                f"JOBQUEUE_API_MAX_BATCH must be at most {MAX_BATCH_JOBS}, the most jobs one "
+                f"enqueue_many() takes (got {self.max_batch})"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ApiSettings":
         defaults = cls()
-        values = _numbers(env, defaults, "JOBQUEUE_API_", ints={
-            "port": "PORT", "workers": "WORKERS", "pool_size": "POOL_SIZE", "connect_timeout": "CONNECT_TIMEOUT",
-            "retry_after": "RETRY_AFTER", "rate_burst": "RATE_BURST", "max_batch": "MAX_BATCH",
-            "max_streams_per_key": "MAX_STREAMS_PER_KEY", "submit_lanes": "SUBMIT_LANES",
-            "max_body_bytes": "MAX_BODY_BYTES"},
-            floats={"db_timeout": "DB_TIMEOUT", "rate_limit": "RATE_LIMIT", "submit_stall": "SUBMIT_STALL",
-                    "key_cache_seconds": "KEY_CACHE_SECONDS"})
+        values = _numbers(
+            env,
+            defaults,
+            "JOBQUEUE_API_",
+            ints={
+                "port": "PORT",
+                "workers": "WORKERS",
+                "pool_size": "POOL_SIZE",
+                "connect_timeout": "CONNECT_TIMEOUT",
+                "retry_after": "RETRY_AFTER",
+                "rate_burst": "RATE_BURST",
+                "max_batch": "MAX_BATCH",
+                "max_streams_per_key": "MAX_STREAMS_PER_KEY",
+                "submit_lanes": "SUBMIT_LANES",
+                "max_body_bytes": "MAX_BODY_BYTES",
+            },
+            floats={
+                "db_timeout": "DB_TIMEOUT",
+                "rate_limit": "RATE_LIMIT",
+                "submit_stall": "SUBMIT_STALL",
+                "key_cache_seconds": "KEY_CACHE_SECONDS",
+            },
+        )
         return cls(
             **values,
             host=env.get("JOBQUEUE_API_HOST") or defaults.host,
@@ -521,10 +604,16 @@ class Settings(_Section):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
-        return cls(db=DbSettings.from_env(env), worker=WorkerSettings.from_env(env),
-                   autoscale=AutoscaleSettings.from_env(env), maintenance=MaintenanceSettings.from_env(env),
-                   backpressure=BackpressureSettings.from_env(env), api=ApiSettings.from_env(env),
-                   metrics=MetricsSettings.from_env(env), encryption=EncryptionSettings.from_env(env))
+        return cls(
+            db=DbSettings.from_env(env),
+            worker=WorkerSettings.from_env(env),
+            autoscale=AutoscaleSettings.from_env(env),
+            maintenance=MaintenanceSettings.from_env(env),
+            backpressure=BackpressureSettings.from_env(env),
+            api=ApiSettings.from_env(env),
+            metrics=MetricsSettings.from_env(env),
+            encryption=EncryptionSettings.from_env(env),
+        )
 
 
 def _check_dsn(name: str, dsn: str) -> None:

@@ -50,10 +50,13 @@ def load_app(path: str) -> JobQueue:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name != module_name and not module_name.startswith(exc.name + "."):
             # the app was found; something it imports was not
-            raise ValueError(f"--app {path}: importing {module_name!r} failed: no module named {exc.name!r} "
-                             "(is it installed in this environment?)") from None
-        raise ValueError(f"--app {path}: no module named {exc.name!r} (run from the folder that holds it, "
-                         "or put it on PYTHONPATH)") from None
+            raise ValueError(
+                f"--app {path}: importing {module_name!r} failed: no module named {exc.name!r} "
+                "(is it installed in this environment?)"
+            ) from None
+        raise ValueError(
+            f"--app {path}: no module named {exc.name!r} (run from the folder that holds it, or put it on PYTHONPATH)"
+        ) from None
     except SyntaxError as exc:
         raise ValueError(f"--app {path}: {exc.filename}, line {exc.lineno}: {exc.msg}") from None
     try:
@@ -88,7 +91,9 @@ def _check_listenable(port: int) -> None:
         try:
             probe.bind((METRICS_HOST, port))
         except OSError as exc:
-            raise ValueError(f"--metrics-port: cannot listen on {METRICS_HOST}:{port} ({exc.strerror or exc})") from None
+            raise ValueError(
+                f"--metrics-port: cannot listen on {METRICS_HOST}:{port} ({exc.strerror or exc})"
+            ) from None
 
 
 class WorkerProcess:
@@ -98,11 +103,20 @@ class WorkerProcess:
         worker_id = new_worker_id()
         # One LISTEN connection, named like the worker's pool (JOBQUEUE_DIRECT_DSN when given: never a pooler).
         self.notifier = Notifier(db.Session.of(settings.db, db.worker_name(worker_id), direct=True).conninfo())
-        self.worker = Worker(app, settings.worker, settings.db, settings.metrics, autoscale=settings.autoscale,
-                             backpressure=settings.backpressure, keys=settings.encryption.keys,
-                             worker_id=worker_id, notifier=self.notifier)
-        self.maintenance = (Maintenance.of(settings, self.notifier, self.worker.worker_id)
-                            if settings.worker.run_maintenance else None)
+        self.worker = Worker(
+            app,
+            settings.worker,
+            settings.db,
+            settings.metrics,
+            autoscale=settings.autoscale,
+            backpressure=settings.backpressure,
+            keys=settings.encryption.keys,
+            worker_id=worker_id,
+            notifier=self.notifier,
+        )
+        self.maintenance = (
+            Maintenance.of(settings, self.notifier, self.worker.worker_id) if settings.worker.run_maintenance else None
+        )
 
     def request_stop(self) -> None:
         self.worker.request_stop()
@@ -112,8 +126,9 @@ class WorkerProcess:
         if self.worker.database.listen:
             background.append(watch(asyncio.create_task(self.notifier.run(), name="notifier"), self.request_stop))
         if self.maintenance is not None:
-            background.append(watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop,
-                                    fatal=_FATAL))
+            background.append(
+                watch(asyncio.create_task(self.maintenance.run(), name="maintenance"), self.request_stop, fatal=_FATAL)
+            )
         try:
             await self.worker.run()
         finally:
@@ -234,8 +249,13 @@ def supervise(app_path: str, settings: Settings) -> int:
             now = time.monotonic()
             restarts = [at for at in restarts if now - at < CRASH_LOOP_WINDOW] + [now]
             if len(restarts) > CRASH_LOOP_RESTARTS:  # a bad DSN or schema: restarting cannot help
-                log.error("worker processes exited %d times within %.0f s (last: %s with %s); giving up",
-                          len(restarts), CRASH_LOOP_WINDOW, child.pid, child.exitcode)
+                log.error(
+                    "worker processes exited %d times within %.0f s (last: %s with %s); giving up",
+                    len(restarts),
+                    CRASH_LOOP_WINDOW,
+                    child.pid,
+                    child.exitcode,
+                )
                 forward(signal.SIGTERM, None)
                 for other in children:
                     other.join()

@@ -4,10 +4,9 @@ There is no alembic.ini at the top level (the layout keeps the root small); `job
 builds the Alembic Config in code and hands the DSN over through `config.attributes`.
 """
 
+import psycopg
 from alembic import context
 from sqlalchemy import create_engine, pool
-
-import psycopg
 
 from jobqueue.store.migrate import VERSION_TABLE
 
@@ -24,16 +23,10 @@ def run_migrations_online() -> None:
     dsn = context.config.attributes["dsn"]
     connect_timeout = context.config.attributes["connect_timeout"]
     engine = create_engine(
-        "postgresql+psycopg://",
-        creator=lambda: _connect(dsn, connect_timeout),
-        poolclass=pool.NullPool,
+        "postgresql+psycopg://", creator=lambda: _connect(dsn, connect_timeout), poolclass=pool.NullPool
     )
     with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            version_table=VERSION_TABLE,
-            transaction_per_migration=True,
-        )
+        context.configure(connection=connection, version_table=VERSION_TABLE, transaction_per_migration=True)
         with context.begin_transaction():
             context.run_migrations()
 

@@ -3,7 +3,8 @@
 The API adds nothing the database does not know: every handler calls `jobqueue.client.AsyncClient`
 (the same client Python producers use), so validation, defaults and idempotency are identical on
 every path; what only the API reads (key lookups, queue depths, /readyz, /metrics) runs on that
-client's pooled connections (`jobqueue.api.store_access`). Shared, per-process state lives in one `Services` object (client pool, API-key cache,
+client's pooled connections (`jobqueue.api.store_access`). Shared, per-process state lives in one `Services` object
+(client pool, API-key cache,
 queue-depth cache, rate limiters, event hub), opened and closed with the app's lifespan and handed
 to handlers as the ``services`` dependency.
 
@@ -142,13 +143,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             title="jobqueue",
             version="1.0.0",
             description="Submit, inspect and cancel background jobs; dead-letter administration; "
-                        "live job events. Authenticate with `Authorization: Bearer <API key>` "
-                        "(`jobqueue apikey create`).",
+            "live job events. Authenticate with `Authorization: Bearer <API key>` "
+            "(`jobqueue apikey create`).",
             path="/schema",
             render_plugins=[openapi_ui.render_plugin()],
-            components=Components(security_schemes={
-                "apiKey": SecurityScheme(type="http", scheme="bearer", description="an API key"),
-            }),
+            components=Components(
+                security_schemes={"apiKey": SecurityScheme(type="http", scheme="bearer", description="an API key")}
+            ),
             security=[{"apiKey": []}],
         ),
         state=State({"services": services}),

@@ -35,7 +35,9 @@ class KeyCache:
     once for concurrent requests (`jobqueue.runtime.refresh_ahead`); bounded (least recently used keys
     leave first); unknown keys are never cached."""
 
-    def __init__(self, lookup: Callable[[str], Awaitable[ApiKey | None]], ttl: float, max_entries: int = 10_000) -> None:
+    def __init__(
+        self, lookup: Callable[[str], Awaitable[ApiKey | None]], ttl: float, max_entries: int = 10_000
+    ) -> None:
         self._cache: RefreshAheadCache[str, ApiKey] = RefreshAheadCache(lookup, ttl, max_entries=max_entries)
 
     async def principal(self, token: str) -> ApiKey | None:
@@ -49,7 +51,8 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
         if scheme.lower() != "bearer" or not token:
             raise NotAuthorizedException(
                 "send an API key as 'Authorization: Bearer <key>' (create one with `jobqueue apikey create`)",
-                headers={"WWW-Authenticate": "Bearer"})
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         services: Services = connection.app.state["services"]
         principal = await services.keys.principal(token)
         if principal is None:

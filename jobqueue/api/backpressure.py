@@ -22,7 +22,8 @@ scheduled for later, or waiting for a retry — since every one of them is store
   ``Retry-After`` the time until enough tokens return. With ``jobqueue api --workers N`` each
   process holds 1/N of the rate and of the burst, so a producer spreading its connections over
   every process gets the configured limit in all, never N times it (one whose requests all land on
-  one process gets 1/N: the limit errs on the safe side, and needs no shared state per request); with ``JOBQUEUE_API_SHED_LOW=1`` ``low``
+  one process gets 1/N: the limit errs on the safe side, and needs no shared state per request); with
+  ``JOBQUEUE_API_SHED_LOW=1`` ``low``
   jobs are refused outright (503).
 - At the hard limit (default 100,000) every submission to the queue gets 503 with
   ``Retry-After``; nothing is written.
@@ -61,8 +62,14 @@ log = logging.getLogger("jobqueue.api.backpressure")
 def api_limits(settings: BackpressureSettings, queue_settings: Mapping[str, QueueSettings]) -> Limits:
     """The quotas this API admits against: its ``JOBQUEUE_API_*`` depth limits, overridden per queue by
     ``queue_settings``."""
-    return Limits(settings.soft_limit, settings.hard_limit, settings.total_soft_limit,
-                  settings.total_hard_limit, settings.max_queues, queue_settings)
+    return Limits(
+        settings.soft_limit,
+        settings.hard_limit,
+        settings.total_soft_limit,
+        settings.total_hard_limit,
+        settings.max_queues,
+        queue_settings,
+    )
 
 
 class Overloaded(Exception):
@@ -106,8 +113,15 @@ class Demand:
 
 
 class Backpressure:
-    def __init__(self, store: ApiStore, settings: ApiSettings, depth_limits: BackpressureSettings, *,
-                 stale_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: ApiStore,
+        settings: ApiSettings,
+        depth_limits: BackpressureSettings,
+        *,
+        stale_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``settings``: the API's own (retry hint, shedding, rate limits, its processes);
         ``depth_limits`` and how often they are counted; ``stale_seconds``: a silent worker serves no queue."""
         self.store = store
@@ -129,8 +143,9 @@ class Backpressure:
     @classmethod
     def of(cls, store: ApiStore, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> "Backpressure":
         """The sections and the value it reads, taken from ``settings``."""
-        return cls(store, settings.api, settings.backpressure, stale_seconds=settings.metrics.worker_stale_seconds,
-                   clock=clock)
+        return cls(
+            store, settings.api, settings.backpressure, stale_seconds=settings.metrics.worker_stale_seconds, clock=clock
+        )
 
     def limits(self, queue: str) -> tuple[int, int]:
         return self.quota.of(queue)
@@ -150,8 +165,7 @@ class Backpressure:
         started = self._recount.started()
         self._committed_meanwhile = []
         try:
-            counts = await self.store.waiting_counts(cap=self.quota.cap(),
-                                                     stale_seconds=self.stale_seconds)
+            counts = await self.store.waiting_counts(cap=self.quota.cap(), stale_seconds=self.stale_seconds)
         finally:
             meanwhile, self._committed_meanwhile = self._committed_meanwhile, None
         self.depths, self.served = dict(counts.depths), counts.served
@@ -165,8 +179,9 @@ class Backpressure:
         """Could any queue have reached its soft limit, or one queue too many been made, since the
         last count? ``submitted`` is the job sequence now: every queue grew by at most the jobs
         submitted since then."""
-        return self._recount.needed(submitted, lambda growth: self.quota.within_reach(
-            self.depths, len(self.undeclared), growth, hard=False))
+        return self._recount.needed(
+            submitted, lambda growth: self.quota.within_reach(self.depths, len(self.undeclared), growth, hard=False)
+        )
 
     async def run(self) -> None:
         """Refresh until cancelled; while the database is away, keep the last known depths."""
@@ -179,8 +194,11 @@ class Backpressure:
                 log.debug("queue depth refresh failed: %s", exc)
             except PermissionDenied as exc:  # the wrong role: said once, not a traceback every refresh
                 if not refused:
-                    log.error("queue depth refresh refused (%s); is the API's login granted jobqueue_api? "
-                              "(`jobqueue roles grant --role api LOGIN`)", exc)
+                    log.error(
+                        "queue depth refresh refused (%s); is the API's login granted jobqueue_api? "
+                        "(`jobqueue roles grant --role api LOGIN`)",
+                        exc,
+                    )
                 refused = True
             except Exception:  # anything else too: a dead refresher would leave depths only growing
                 log.exception("queue depth refresh failed; retrying")
@@ -203,24 +221,44 @@ class Backpressure:
         jobs = sum(demand.jobs for demand in demands)
         total_soft, total_hard = self.total_limits()
         if self.total + jobs > total_hard:
-            raise Overloaded(503, TOTAL_FULL, f"the queues hold {self.total} waiting jobs in all (limit "
-                             f"{total_hard} across queues); nothing was written", retry_after)
+            raise Overloaded(
+                503,
+                TOTAL_FULL,
+                f"the queues hold {self.total} waiting jobs in all (limit "
+                f"{total_hard} across queues); nothing was written",
+                retry_after,
+            )
         self._admit_new_queues(demands, retry_after)
         for demand in demands:
             soft, hard = self.limits(demand.queue)
             depth = self.depths.get(demand.queue, 0)
             if depth + demand.jobs > hard:
-                raise Overloaded(503, QUEUE_FULL, f"queue {demand.queue!r} is at its hard limit "
-                                 f"({depth} waiting jobs, limit {hard}); nothing was written", retry_after)
+                raise Overloaded(
+                    503,
+                    QUEUE_FULL,
+                    f"queue {demand.queue!r} is at its hard limit "
+                    f"({depth} waiting jobs, limit {hard}); nothing was written",
+                    retry_after,
+                )
             if depth + demand.jobs > soft:
                 if demand.low and self.settings.shed_low:
-                    raise Overloaded(503, "shed", f"queue {demand.queue!r} is above its soft limit ({soft}): "
-                                     "low-priority jobs are shed; nothing was written", retry_after)
+                    raise Overloaded(
+                        503,
+                        "shed",
+                        f"queue {demand.queue!r} is above its soft limit ({soft}): "
+                        "low-priority jobs are shed; nothing was written",
+                        retry_after,
+                    )
                 throttled += demand.jobs
         if self.total + jobs > total_soft:  # every job of the request, whichever queue it names
             if self.settings.shed_low and any(demand.low for demand in demands):
-                raise Overloaded(503, "shed", f"the queues are above their total soft limit ({total_soft}): "
-                                 "low-priority jobs are shed; nothing was written", retry_after)
+                raise Overloaded(
+                    503,
+                    "shed",
+                    f"the queues are above their total soft limit ({total_soft}): "
+                    "low-priority jobs are shed; nothing was written",
+                    retry_after,
+                )
             throttled = jobs
             why = f"the queues together are above their total soft limit ({total_soft})"
         else:
@@ -230,21 +268,32 @@ class Backpressure:
             if bucket is None:
                 share = max(self.settings.workers, 1)  # this process's part of the producer's limit
                 bucket = self._buckets[producer_id] = TokenBucket(
-                    self.settings.rate_limit / share, max(1, -(-self.settings.rate_burst // share)),
-                    self._clock)
+                    self.settings.rate_limit / share, max(1, -(-self.settings.rate_burst // share)), self._clock
+                )
             wait = bucket.take(throttled)
             if wait > 0:
-                raise Overloaded(429, "rate_limited", f"{why}: producers are rate "
-                                 f"limited to {self.settings.rate_limit:g} jobs/s; nothing was written", wait)
+                raise Overloaded(
+                    429,
+                    "rate_limited",
+                    f"{why}: producers are rate limited to {self.settings.rate_limit:g} jobs/s; nothing was written",
+                    wait,
+                )
 
     def _admit_new_queues(self, demands: list[Demand], retry_after: float) -> None:
         """Refuse the request if the new queues it names would be more than ``max_queues``
         undeclared ones (new: no job of it waits, no live worker serves it, no admin configured it)."""
-        new = [d.queue for d in demands if not self.depths.get(d.queue) and not self.quota.declared(d.queue, self.served)]
+        new = [
+            d.queue for d in demands if not self.depths.get(d.queue) and not self.quota.declared(d.queue, self.served)
+        ]
         if new and len(self.undeclared) + len(new) > self.quota.max_queues:
-            raise Overloaded(503, TOO_MANY_QUEUES, f"{len(self.undeclared)} queues that no worker serves and no admin "
-                             f"configured hold jobs already (at most {self.quota.max_queues}): {new[0]!r} would be a "
-                             "new one; nothing was written", retry_after)
+            raise Overloaded(
+                503,
+                TOO_MANY_QUEUES,
+                f"{len(self.undeclared)} queues that no worker serves and no admin "
+                f"configured hold jobs already (at most {self.quota.max_queues}): {new[0]!r} would be a "
+                "new one; nothing was written",
+                retry_after,
+            )
 
     def reserve(self, producer_id: str, demands: list[Demand]) -> None:
         """`admit`, and count the jobs at once: requests waiting for the database together must not
@@ -304,8 +353,12 @@ class StreamQuota:
         """Count a new stream of ``key_id`` (`Overloaded` 429 past the limit); returns its release."""
         held = self._open.get(key_id, 0)
         if held >= self.limit:
-            raise Overloaded(429, "too_many_streams", f"this API key already holds {held} event streams here "
-                             f"(at most {self.limit}): close one first", retry_after=STREAM_RETRY_AFTER)
+            raise Overloaded(
+                429,
+                "too_many_streams",
+                f"this API key already holds {held} event streams here (at most {self.limit}): close one first",
+                retry_after=STREAM_RETRY_AFTER,
+            )
         self._open[key_id] = held + 1
         released = False
 
@@ -318,4 +371,5 @@ class StreamQuota:
                     self._open[key_id] = left
                 else:
                     del self._open[key_id]
+
         return release

@@ -70,9 +70,11 @@ class Cursors:
     async def _cipher(self) -> AESGCM:
         cipher = await self._ciphers.get(SECRET_NAME)
         if cipher is None:
-            raise NotMigrated(f"jobqueue.api_secrets has no {SECRET_NAME!r} row (migration 0023 makes it): "
-                              f"INSERT INTO jobqueue.api_secrets (name, secret) VALUES ('{SECRET_NAME}', "
-                              "sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea))")
+            raise NotMigrated(
+                f"jobqueue.api_secrets has no {SECRET_NAME!r} row (migration 0023 makes it): "
+                f"INSERT INTO jobqueue.api_secrets (name, secret) VALUES ('{SECRET_NAME}', "
+                "sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea))"
+            )
         return cipher
 
     async def seal(self, cursor: str | None, user: Principal) -> str | None:

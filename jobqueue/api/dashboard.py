@@ -71,18 +71,28 @@ def _asset(name: str) -> str:
 def _page() -> str:
     """The page with the routes as a JSON data block the script reads (not an inline script: the
     page's policy, `jobqueue.api.security`, runs files of this origin only)."""
-    routes = ('<script type="application/json" id="jobqueue-routes">'
-              + json.dumps(ROUTES).replace("<", "\\u003c") + "</script>\n")
-    return _asset("dashboard.html").replace('<script src="/dashboard/static/dashboard.js">',
-                                            routes + '<script src="/dashboard/static/dashboard.js">')
+    routes = (
+        '<script type="application/json" id="jobqueue-routes">'
+        + json.dumps(ROUTES).replace("<", "\\u003c")
+        + "</script>\n"
+    )
+    return _asset("dashboard.html").replace(
+        '<script src="/dashboard/static/dashboard.js">', routes + '<script src="/dashboard/static/dashboard.js">'
+    )
 
 
 class DashboardController(Controller):
     path = "/dashboard"
     tags = ["observability"]
 
-    @get("/", exclude_from_auth=True, security=[], media_type="text/html",
-         summary="The live dashboard (a web page)", include_in_schema=False)
+    @get(
+        "/",
+        exclude_from_auth=True,
+        security=[],
+        media_type="text/html",
+        summary="The live dashboard (a web page)",
+        include_in_schema=False,
+    )
     async def page(self) -> Response[str]:
         return Response(_page(), media_type="text/html", headers=_NO_STORE)
 
@@ -92,30 +102,70 @@ class DashboardController(Controller):
             raise NotFoundException(f"no dashboard file {name!r}")
         return Response(_asset(name), media_type=_ASSETS[name], headers={"Cache-Control": "max-age=60"})
 
-    @get("/overview", exclude_from_auth=True, guards=[metrics_reader],
-         summary="The dashboard's figures (JSON); an admin key or the metrics token", responses=error_responses(403, 503))
+    @get(
+        "/overview",
+        exclude_from_auth=True,
+        guards=[metrics_reader],
+        summary="The dashboard's figures (JSON); an admin key or the metrics token",
+        responses=error_responses(403, 503),
+    )
     async def overview(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[dict[str, Any]]:
         snapshot = await collector(request, services).snapshot()
         return Response(metrics.overview(snapshot), headers=_NO_STORE)
 
-    @get("/running", exclude_from_auth=True, guards=[metrics_reader],
-         summary="What each worker runs now: its count and its oldest processing jobs; an admin key or the metrics token",
-         responses=error_responses(403, 503))
+    @get(
+        "/running",
+        exclude_from_auth=True,
+        guards=[metrics_reader],
+        summary=(
+            "What each worker runs now: its count and its oldest processing jobs; an admin key or the metrics token"
+        ),
+        responses=error_responses(403, 503),
+    )
     async def running(self, services: ServicesDep) -> Response[dict[str, Any]]:
         found = await services.reads.read(None, lambda client: client.running_jobs(per_worker=RUNNING_PER_WORKER))
-        workers = {worker_id: {"running": count, "jobs": [
-            {"id": str(job.id), "queue": job.queue, "job_type": job.job_type, "attempt": job.attempt,
-             "started_at": job.started_at.isoformat() if job.started_at else None} for job in jobs]}
-            for worker_id, (count, jobs) in found.items()}
+        workers = {
+            worker_id: {
+                "running": count,
+                "jobs": [
+                    {
+                        "id": str(job.id),
+                        "queue": job.queue,
+                        "job_type": job.job_type,
+                        "attempt": job.attempt,
+                        "started_at": job.started_at.isoformat() if job.started_at else None,
+                    }
+                    for job in jobs
+                ],
+            }
+            for worker_id, (count, jobs) in found.items()
+        }
         return Response({"workers": workers, "per_worker": RUNNING_PER_WORKER}, headers=_NO_STORE)
 
-    @get("/history", exclude_from_auth=True, guards=[metrics_reader],
-         summary="Throughput per minute (rates per second) over the last minutes, as the maintenance leader "
-                 "sampled it; an admin key or the metrics token", responses=error_responses(403, 422, 503))
-    async def history(self, services: ServicesDep,
-                      minutes: Annotated[int, QueryParameter(ge=1, le=1440)] = 60) -> Response[dict[str, Any]]:
+    @get(
+        "/history",
+        exclude_from_auth=True,
+        guards=[metrics_reader],
+        summary="Throughput per minute (rates per second) over the last minutes, as the maintenance leader "
+        "sampled it; an admin key or the metrics token",
+        responses=error_responses(403, 422, 503),
+    )
+    async def history(
+        self, services: ServicesDep, minutes: Annotated[int, QueryParameter(ge=1, le=1440)] = 60
+    ) -> Response[dict[str, Any]]:
         rows = await services.reads.read(None, lambda client: client.throughput_history(minutes=minutes))
-        return Response({"minutes": [
-            {"minute": r.minute.isoformat(), "measured_at": r.measured_at.isoformat(),
-             "submitted_per_s": round(r.submitted_per_s, 3), "completed_per_s": round(r.completed_per_s, 3),
-             "failed_per_s": round(r.failed_per_s, 3)} for r in rows]}, headers=_NO_STORE)
+        return Response(
+            {
+                "minutes": [
+                    {
+                        "minute": r.minute.isoformat(),
+                        "measured_at": r.measured_at.isoformat(),
+                        "submitted_per_s": round(r.submitted_per_s, 3),
+                        "completed_per_s": round(r.completed_per_s, 3),
+                        "failed_per_s": round(r.failed_per_s, 3),
+                    }
+                    for r in rows
+                ]
+            },
+            headers=_NO_STORE,
+        )

@@ -10,7 +10,8 @@
   (``JOBQUEUE_LISTEN=0``, PgBouncer) → 503 ``events_unavailable``;
 - the database role lacking a privilege → 403 ``permission_denied`` (an operator must GRANT it);
 - backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding, too many
-  queues), with ``Retry-After`` — the API's own, or the database's gate (`QueueFull`); a body over ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
+  queues), with ``Retry-After`` — the API's own, or the database's gate (`QueueFull`); a body over
+  ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
 """
 
 from __future__ import annotations
@@ -46,14 +47,32 @@ from jobqueue.model.errors import (
 
 log = logging.getLogger("jobqueue.api")
 
-_STATUS_NAMES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
-                 422: "invalid", 429: "rate_limited", 500: "internal", 503: "unavailable"}
+_STATUS_NAMES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "rate_limited",
+    500: "internal",
+    503: "unavailable",
+}
 
 
-def error_response(status: int, message: str, *, error: str | None = None, field: str | None = None,
-                   retry_after: float | None = None, headers: dict[str, str] | None = None,
-                   state: str | None = None) -> Response[Any]:
+def error_response(
+    status: int,
+    message: str,
+    *,
+    error: str | None = None,
+    field: str | None = None,
+    retry_after: float | None = None,
+    headers: dict[str, str] | None = None,
+    state: str | None = None,
+) -> Response[Any]:
     """An `ErrorBody` response; typed ``Any`` so a handler declaring its success body (which
     Litestar documents as the 200 schema) can return it too."""
     headers = dict(headers or {})
@@ -64,10 +83,12 @@ def error_response(status: int, message: str, *, error: str | None = None, field
 
 
 _DESCRIPTIONS = {
-    401: "no, unknown or revoked API key", 403: "needs an admin API key, or the database refused the API's role",
+    401: "no, unknown or revoked API key",
+    403: "needs an admin API key, or the database refused the API's role",
     404: "no such job (or not yours), schedule or circuit breaker",
     409: "the job's state does not allow it (submissions: idempotency_mismatch, the key's job differs)",
-    413: "request body too large", 422: "invalid input; `field` names it",
+    413: "request body too large",
+    422: "invalid input; `field` names it",
     429: "rate limited above the queue's soft limit; see Retry-After",
     503: "database unavailable, not migrated, or queue at its hard limit; see Retry-After",
 }
@@ -78,8 +99,10 @@ def error_responses(*codes: int) -> dict[int, ResponseSpec]:
     by the database: whatever may answer 503 reaches it, and its role may lack a privilege)."""
     if 503 in codes and 403 not in codes:
         codes = (403, *codes)
-    return {code: ResponseSpec(data_container=ErrorBody, description=_DESCRIPTIONS[code], generate_examples=False)
-            for code in sorted(codes)}
+    return {
+        code: ResponseSpec(data_container=ErrorBody, description=_DESCRIPTIONS[code], generate_examples=False)
+        for code in sorted(codes)
+    }
 
 
 def _services_retry_after(request: Request) -> int:
@@ -120,7 +143,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
         message = "is not a field of this request" if named.group(1) == "unknown" else "is required"
     elif at and at.group(1):
         field = at.group(1)
-        message = message[:at.start()]
+        message = message[: at.start()]
     return error_response(422, message, field=field)
 
 
@@ -138,8 +161,13 @@ def _mismatch(_request: Request, exc: IdempotencyMismatch) -> Response:
 
 def _unavailable(request: Request, exc: DatabaseUnavailable) -> Response:
     log.warning("503: %s", exc)
-    return error_response(503, "the database is unavailable; retry later (with the same idempotency key: the connection may have dropped after a commit, and the repeat returns that job)",
-                          error="database_unavailable", retry_after=_services_retry_after(request))
+    return error_response(
+        503,
+        "the database is unavailable; retry later (with the same idempotency key: the connection may have dropped"
+        " after a commit, and the repeat returns that job)",
+        error="database_unavailable",
+        retry_after=_services_retry_after(request),
+    )
 
 
 def _queue_full(request: Request, exc: QueueFull) -> Response:
@@ -150,8 +178,9 @@ def _queue_full(request: Request, exc: QueueFull) -> Response:
 
 def _permission_denied(_request: Request, exc: PermissionDenied) -> Response:
     log.error("403: %s", exc)  # a missing GRANT: an operator has to act
-    return error_response(403, f"{exc}; nothing was done (the API's database role needs a GRANT)",
-                          error="permission_denied")
+    return error_response(
+        403, f"{exc}; nothing was done (the API's database role needs a GRANT)", error="permission_denied"
+    )
 
 
 def _events_unavailable(request: Request, exc: EventsUnavailable) -> Response:

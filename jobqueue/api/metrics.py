@@ -33,9 +33,12 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
         async def collect(client: AsyncClient) -> metrics.Snapshot:
             """What /metrics and the dashboard show, read on one pooled connection (`metrics.collect`)."""
             async with client.connection() as conn:
-                return await metrics.collect(conn, cap=settings.count_cap,
-                                             stale_seconds=settings.worker_stale_seconds,
-                                             max_queues=settings.max_queues)
+                return await metrics.collect(
+                    conn,
+                    cap=settings.count_cap,
+                    stale_seconds=settings.worker_stale_seconds,
+                    max_queues=settings.max_queues,
+                )
 
         async def source() -> metrics.Snapshot:
             return await services.reads.read(None, collect)
@@ -47,12 +50,19 @@ def collector(request: Request[Any, Any, Any], services: Services) -> metrics.Co
 class MetricsController(Controller):
     tags = ["observability"]
 
-    @get("/metrics", exclude_from_auth=True, guards=[metrics_reader], media_type=_MEDIA_TYPE,
-         summary="Prometheus metrics: queues, dead letters, workers (text format 0.0.4); an admin key or "
-                 "the metrics token", responses=error_responses(403, 503))
+    @get(
+        "/metrics",
+        exclude_from_auth=True,
+        guards=[metrics_reader],
+        media_type=_MEDIA_TYPE,
+        summary="Prometheus metrics: queues, dead letters, workers (text format 0.0.4); an admin key or "
+        "the metrics token",
+        responses=error_responses(403, 503),
+    )
     async def scrape(self, request: Request[Any, Any, Any], services: ServicesDep) -> Response[str]:
         snapshot = await collector(request, services).snapshot()
         settings = services.settings.autoscale
-        text = prometheus.render(snapshot, rule=Rule(step=settings.step),
-                              worker_bounds=(settings.min_workers, settings.max_workers))
+        text = prometheus.render(
+            snapshot, rule=Rule(step=settings.step), worker_bounds=(settings.min_workers, settings.max_workers)
+        )
         return Response(text, media_type=_MEDIA_TYPE)

@@ -43,13 +43,15 @@ class OfflineSwagger(SwaggerRenderPlugin):
 
     def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
         title = html.escape(str(openapi_schema["info"]["title"]))
-        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n'
-                '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-                f'{self.favicon}\n<link rel="stylesheet" href="{self.css_url}">\n'
-                f'<link rel="stylesheet" href="{ASSETS}/index.css">\n</head>\n<body>\n'
-                '<div id="swagger-container"></div>\n'
-                f'<script src="{self.js_url}"></script>\n<script src="{self.standalone_preset_js_url}"></script>\n'
-                f'<script src="{START}"></script>\n</body>\n</html>\n').encode()
+        return (
+            f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f'{self.favicon}\n<link rel="stylesheet" href="{self.css_url}">\n'
+            f'<link rel="stylesheet" href="{ASSETS}/index.css">\n</head>\n<body>\n'
+            '<div id="swagger-container"></div>\n'
+            f'<script src="{self.js_url}"></script>\n<script src="{self.standalone_preset_js_url}"></script>\n'
+            f'<script src="{START}"></script>\n</body>\n</html>\n'
+        ).encode()
 
 
 @functools.cache
@@ -63,14 +65,24 @@ async def start_script() -> Response[str]:
 
 
 def render_plugin() -> SwaggerRenderPlugin:
-    return OfflineSwagger(js_url=f"{ASSETS}/swagger-ui-bundle.js", css_url=f"{ASSETS}/swagger-ui.css",
-                               standalone_preset_js_url=f"{ASSETS}/swagger-ui-standalone-preset.js",
-                               favicon=f"<link rel='icon' type='image/png' href='{ASSETS}/favicon-32x32.png'>",
-                               path=["/", "/swagger"])
+    return OfflineSwagger(
+        js_url=f"{ASSETS}/swagger-ui-bundle.js",
+        css_url=f"{ASSETS}/swagger-ui.css",
+        standalone_preset_js_url=f"{ASSETS}/swagger-ui-standalone-preset.js",
+        favicon=f"<link rel='icon' type='image/png' href='{ASSETS}/favicon-32x32.png'>",
+        path=["/", "/swagger"],
+    )
 
 
 def routes() -> list:
     """The page's files: Swagger UI's (from swagger-ui-py) and its start-up script."""
-    return [create_static_files_router(path=ASSETS, directories=[_static_directory()], name="openapi-assets",
-                                       opt={"exclude_from_auth": True}, include_in_schema=False),
-            start_script]
+    return [
+        create_static_files_router(
+            path=ASSETS,
+            directories=[_static_directory()],
+            name="openapi-assets",
+            opt={"exclude_from_auth": True},
+            include_in_schema=False,
+        ),
+        start_script,
+    ]

@@ -43,7 +43,8 @@ def route_encoded_names(scope: Scope) -> None:
     pieces = _KEPT.split(scope["raw_path"])  # text, escape, text, escape, …, text
     scope["path"] = "".join(
         unquote_to_bytes(piece).decode("utf-8", "replace") if index % 2 == 0 else _ESCAPES[piece]
-        for index, piece in enumerate(pieces))
+        for index, piece in enumerate(pieces)
+    )
 
 
 def decode_names(scope: Scope) -> None:
@@ -53,4 +54,5 @@ def decode_names(scope: Scope) -> None:
     params = scope.get("path_params") or {}
     scope["path_params"] = {
         name: _UNESCAPE.sub(lambda found: _CHARACTERS[found.group(1)], value) if isinstance(value, str) else value
-        for name, value in params.items()}
+        for name, value in params.items()
+    }

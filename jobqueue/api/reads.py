@@ -35,8 +35,14 @@ RETRY_REPLICA_AFTER = 5.0
 
 
 class ReadRouter:
-    def __init__(self, primary: AsyncClient, replica: AsyncClient | None, *, after_write: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        primary: AsyncClient,
+        replica: AsyncClient | None,
+        *,
+        after_write: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.primary = primary
         self.replica = replica
         self.after_write = after_write
@@ -70,8 +76,7 @@ class ReadRouter:
         try:
             return await call(client)
         except DatabaseUnavailable as exc:
-            log.warning("read replica unavailable (%s); reading from the primary for %.0f s", exc,
-                        RETRY_REPLICA_AFTER)
+            log.warning("read replica unavailable (%s); reading from the primary for %.0f s", exc, RETRY_REPLICA_AFTER)
             self._replica_down_until = self._clock() + RETRY_REPLICA_AFTER
         except JobNotFound:
             pass  # not replayed yet, or really absent: the primary decides

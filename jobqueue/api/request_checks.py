@@ -69,8 +69,10 @@ async def metrics_reader(connection: ASGIConnection[Any, Any, Any, Any], _handle
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        raise NotAuthorizedException("send an admin API key or the metrics token as 'Authorization: Bearer <token>'",
-                                     headers={"WWW-Authenticate": "Bearer"})
+        raise NotAuthorizedException(
+            "send an admin API key or the metrics token as 'Authorization: Bearer <token>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     if settings.token and hmac.compare_digest(token.encode(), settings.token.encode()):
         return
     principal = await services.keys.principal(token)

@@ -37,33 +37,81 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
     payload: Annotated[Any, Meta(description="any JSON value (default {})")] = None
     priority: Annotated[str | int, Meta(description="critical, high, normal (default) or low")] = "normal"
     queue: Annotated[str, Meta(description="1 to 255 characters, not blank (default: default)")] = "default"
-    run_at: Annotated[datetime | None, Meta(description=(
-        "timezone-aware start time (not with delay_seconds); one in the past means now"))] = None
+    run_at: Annotated[
+        datetime | None,
+        Meta(description=("timezone-aware start time (not with delay_seconds); one in the past means now")),
+    ] = None
     delay_seconds: Annotated[float, Meta(le=TEN_YEARS, description="start after this many seconds")] | None = None
     max_attempts: Annotated[int, Meta(le=INT32, description="tries in all (default: the task's, else 4)")] | None = None
-    idempotency_key: Annotated[str | None, Meta(
-        description="within its window, submitting this key again returns the job first submitted with it "
-                    "(200), whatever that job's state; at most 255 characters")] = None
-    idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
-        "how long the key is held after submission (or after run_at when later); default: the queue's, "
-        "else 24 h"))] | None = None
-    idempotency_mismatch: Annotated[str | None, Meta(description=(
-        "return (default): a repeat of the key gets the original job even if job_type, queue or payload "
-        "differ; reject: such a repeat is 409 idempotency_mismatch"))] = None
-    timeout_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
-        "deadline of each attempt (default: the task's timeout, else the worker's processing TTL)"))] | None = None
-    expires_at: Annotated[datetime | None, Meta(description=(
-        "timezone-aware; a job still waiting then is dead-lettered as expired (not with "
-        "expire_after_seconds; default: the queue's job TTL after run_at, else never)"))] = None
-    expire_after_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
-        "expires this many seconds after its run_at"))] | None = None
-    encrypt: Annotated[list[str] | None, Meta(description=(
-        "dotted payload fields to encrypt before the job is stored (e.g. [\"card.number\", \"ssn\"]), at most "
-        "100; the task's own encrypted fields are encrypted too. Encrypted values read back as \"[encrypted]\""))] = None
+    idempotency_key: Annotated[
+        str | None,
+        Meta(
+            description="within its window, submitting this key again returns the job first submitted with it "
+            "(200), whatever that job's state; at most 255 characters"
+        ),
+    ] = None
+    idempotency_window_seconds: (
+        Annotated[
+            float,
+            Meta(
+                le=TEN_YEARS,
+                description=(
+                    "how long the key is held after submission (or after run_at when later); default: the queue's, "
+                    "else 24 h"
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    idempotency_mismatch: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "return (default): a repeat of the key gets the original job even if job_type, queue or payload "
+                "differ; reject: such a repeat is 409 idempotency_mismatch"
+            )
+        ),
+    ] = None
+    timeout_seconds: (
+        Annotated[
+            float,
+            Meta(
+                le=TEN_YEARS,
+                description=(
+                    "deadline of each attempt (default: the task's timeout, else the worker's processing TTL)"
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    expires_at: Annotated[
+        datetime | None,
+        Meta(
+            description=(
+                "timezone-aware; a job still waiting then is dead-lettered as expired (not with "
+                "expire_after_seconds; default: the queue's job TTL after run_at, else never)"
+            )
+        ),
+    ] = None
+    expire_after_seconds: (
+        Annotated[float, Meta(le=TEN_YEARS, description=("expires this many seconds after its run_at"))] | None
+    ) = None
+    encrypt: Annotated[
+        list[str] | None,
+        Meta(
+            description=(
+                'dotted payload fields to encrypt before the job is stored (e.g. ["card.number", "ssn"]), at most '
+                '100; the task\'s own encrypted fields are encrypted too. Encrypted values read back as "[encrypted]"'
+            )
+        ),
+    ] = None
 
     def enqueue_fields(self, *, producer_id: str, traceparent: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {
-            "job_type": self.job_type, "payload": self.payload, "priority": self.priority, "queue": self.queue,
+            "job_type": self.job_type,
+            "payload": self.payload,
+            "priority": self.priority,
+            "queue": self.queue,
             "producer_id": producer_id,
         }
         if traceparent is not None:
@@ -76,10 +124,18 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
 
 
 #: `JobSubmission`'s optional fields and the enqueue field each one is.
-_OPTIONS = (("run_at", "run_at"), ("delay_seconds", "delay"), ("max_attempts", "max_attempts"),
-            ("idempotency_key", "idempotency_key"), ("timeout_seconds", "timeout"), ("expires_at", "expires_at"),
-            ("expire_after_seconds", "expire_after"), ("idempotency_window_seconds", "idempotency_window"),
-            ("idempotency_mismatch", "idempotency_mismatch"), ("encrypt", "encrypt"))
+_OPTIONS = (
+    ("run_at", "run_at"),
+    ("delay_seconds", "delay"),
+    ("max_attempts", "max_attempts"),
+    ("idempotency_key", "idempotency_key"),
+    ("timeout_seconds", "timeout"),
+    ("expires_at", "expires_at"),
+    ("expire_after_seconds", "expire_after"),
+    ("idempotency_window_seconds", "idempotency_window"),
+    ("idempotency_mismatch", "idempotency_mismatch"),
+    ("encrypt", "encrypt"),
+)
 
 
 class BatchSubmission(msgspec.Struct, forbid_unknown_fields=True):
@@ -151,18 +207,42 @@ class JobDetail(msgspec.Struct):
     def of(cls, info: JobInfo, *, tracebacks: bool = True) -> "JobDetail":
         """``tracebacks``: whether the reader may see the handlers' tracebacks (admins); producers
         get each error's type and message, not the code paths of the workers that ran them."""
-        errors = [AttemptErrorOut(e.attempt, e.error_type, e.message, e.traceback if tracebacks else None,
-                                  e.worker_id, e.failed_at)
-                  for e in info.errors]
+        errors = [
+            AttemptErrorOut(
+                e.attempt, e.error_type, e.message, e.traceback if tracebacks else None, e.worker_id, e.failed_at
+            )
+            for e in info.errors
+        ]
         final_error = info.final_error
         if not tracebacks and isinstance(final_error, dict) and "traceback" in final_error:
             final_error = {**final_error, "traceback": None}
-        return cls(info.id, info.queue, info.job_type, info.priority.label, info.state.value, info.attempts,
-                   info.max_attempts, redact(info.payload), info.run_at, info.created_at, info.updated_at,
-                   info.started_at, info.finished_at, info.idempotency_key, info.producer_id,
-                   info.cancel_requested, redact(info.result), errors[-1] if errors else None, final_error,
-                   info.duration_ms, errors, JobLinks.of(info.id), seconds(info.timeout), info.expires_at,
-                   info.dead_reason)
+        return cls(
+            info.id,
+            info.queue,
+            info.job_type,
+            info.priority.label,
+            info.state.value,
+            info.attempts,
+            info.max_attempts,
+            redact(info.payload),
+            info.run_at,
+            info.created_at,
+            info.updated_at,
+            info.started_at,
+            info.finished_at,
+            info.idempotency_key,
+            info.producer_id,
+            info.cancel_requested,
+            redact(info.result),
+            errors[-1] if errors else None,
+            final_error,
+            info.duration_ms,
+            errors,
+            JobLinks.of(info.id),
+            seconds(info.timeout),
+            info.expires_at,
+            info.dead_reason,
+        )
 
 
 class JobResult(msgspec.Struct):
@@ -193,9 +273,24 @@ class JobListItem(msgspec.Struct):
 
     @classmethod
     def of(cls, job: JobSummary) -> "JobListItem":
-        return cls(job.id, job.queue, job.job_type, job.priority.label, job.state.value, job.attempts,
-                   job.max_attempts, job.run_at, job.created_at, job.updated_at, job.finished_at,
-                   job.producer_id, job.last_error_type, job.last_error, job.dead_reason, JobLinks.of(job.id))
+        return cls(
+            job.id,
+            job.queue,
+            job.job_type,
+            job.priority.label,
+            job.state.value,
+            job.attempts,
+            job.max_attempts,
+            job.run_at,
+            job.created_at,
+            job.updated_at,
+            job.finished_at,
+            job.producer_id,
+            job.last_error_type,
+            job.last_error,
+            job.dead_reason,
+            JobLinks.of(job.id),
+        )
 
 
 class JobList(msgspec.Struct):
@@ -238,14 +333,32 @@ class QueueOut(msgspec.Struct):
     unserved_job_types: dict[str, int] = {}
 
     @classmethod
-    def of(cls, name: str, settings: QueueSettings, levels: list[PriorityLevel], dead: int,
-           unserved: dict[str, int] | None = None) -> "QueueOut":
-        return cls(name, settings.paused, settings.soft_limit, settings.hard_limit,
-                   seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries,
-                   sum(s.depth for s in levels), sum(s.scheduled for s in levels), sum(s.retrying for s in levels),
-                   sum(s.processing for s in levels), dead,
-                   max((s.oldest_age_seconds for s in levels), default=0.0), levels,
-                   sum((unserved or {}).values()), unserved or {})
+    def of(
+        cls,
+        name: str,
+        settings: QueueSettings,
+        levels: list[PriorityLevel],
+        dead: int,
+        unserved: dict[str, int] | None = None,
+    ) -> "QueueOut":
+        return cls(
+            name,
+            settings.paused,
+            settings.soft_limit,
+            settings.hard_limit,
+            seconds(settings.job_ttl),
+            seconds(settings.idempotency_window),
+            settings.shed_low_retries,
+            sum(s.depth for s in levels),
+            sum(s.scheduled for s in levels),
+            sum(s.retrying for s in levels),
+            sum(s.processing for s in levels),
+            dead,
+            max((s.oldest_age_seconds for s in levels), default=0.0),
+            levels,
+            sum((unserved or {}).values()),
+            unserved or {},
+        )
 
 
 class OtherQueues(msgspec.Struct):
@@ -285,8 +398,16 @@ class QueueList(msgspec.Struct):
         for q in snapshot.queues:
             figures = levels.setdefault(q.queue, [])
             if q.runnable or q.scheduled or q.retrying or q.processing:
-                figures.append(PriorityLevel(Priority(q.priority).label, q.runnable, q.scheduled, q.retrying,
-                                             q.processing, round(q.oldest_age_seconds, 3)))
+                figures.append(
+                    PriorityLevel(
+                        Priority(q.priority).label,
+                        q.runnable,
+                        q.scheduled,
+                        q.retrying,
+                        q.processing,
+                        round(q.oldest_age_seconds, 3),
+                    )
+                )
         dead: dict[str, int] = {}
         for d in snapshot.dead:
             dead[d.queue] = dead.get(d.queue, 0) + d.dead
@@ -294,13 +415,22 @@ class QueueList(msgspec.Struct):
         for u in snapshot.unserved:
             unserved.setdefault(u.queue, {})[u.job_type] = u.runnable
         names = sorted((set(levels) | set(dead) | set(snapshot.settings)) - {OTHER})
-        listed = [QueueOut.of(name, snapshot.settings.get(name) or QueueSettings(name), levels.get(name, []),
-                              dead.get(name, 0), unserved.get(name)) for name in names]
+        listed = [
+            QueueOut.of(
+                name,
+                snapshot.settings.get(name) or QueueSettings(name),
+                levels.get(name, []),
+                dead.get(name, 0),
+                unserved.get(name),
+            )
+            for name in names
+        ]
         other = None
         if snapshot.other_queues:
             rest = QueueOut.of(OTHER, QueueSettings(OTHER), levels.get(OTHER, []), dead.get(OTHER, 0))
-            other = OtherQueues(snapshot.other_queues, rest.depth, rest.scheduled, rest.retrying, rest.processing,
-                                rest.dead)
+            other = OtherQueues(
+                snapshot.other_queues, rest.depth, rest.scheduled, rest.retrying, rest.processing, rest.dead
+            )
         return cls(listed, snapshot.measured_at, max_age_seconds, snapshot.cap, other)
 
 
@@ -315,8 +445,15 @@ class QueueSettingsOut(msgspec.Struct):
 
     @classmethod
     def of(cls, settings: QueueSettings) -> "QueueSettingsOut":
-        return cls(settings.queue, settings.paused, settings.soft_limit, settings.hard_limit,
-                   seconds(settings.job_ttl), seconds(settings.idempotency_window), settings.shed_low_retries)
+        return cls(
+            settings.queue,
+            settings.paused,
+            settings.soft_limit,
+            settings.hard_limit,
+            seconds(settings.job_ttl),
+            seconds(settings.idempotency_window),
+            settings.shed_low_retries,
+        )
 
 
 class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
@@ -329,18 +466,39 @@ class QueueLimits(msgspec.Struct, forbid_unknown_fields=True):
 class QueueDefaults(msgspec.Struct, forbid_unknown_fields=True):
     """What enqueue applies to this queue's jobs when a submission gives none."""
 
-    job_ttl_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
-        "a job still waiting this long after its run_at is dead-lettered as expired (null: never)"))] | None = None
-    idempotency_window_seconds: Annotated[float, Meta(le=TEN_YEARS, description=(
-        "how long an idempotency key stays held after submission (null: 24 h)"))] | None = None
+    job_ttl_seconds: (
+        Annotated[
+            float,
+            Meta(
+                le=TEN_YEARS,
+                description=(
+                    "a job still waiting this long after its run_at is dead-lettered as expired (null: never)"
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    idempotency_window_seconds: (
+        Annotated[
+            float,
+            Meta(le=TEN_YEARS, description=("how long an idempotency key stays held after submission (null: 24 h)")),
+        ]
+        | None
+    ) = None
 
 
 class QueueShedding(msgspec.Struct, forbid_unknown_fields=True):
     """Load shedding on retry: above the queue's soft limit, retries of low jobs are dead-lettered."""
 
-    shed_low_retries: Annotated[bool, Meta(description=(
-        "while the queue's runnable depth is above its soft limit, a retryable failure of a low-priority "
-        "job is dead-lettered with dead_reason 'shed' instead of retried"))]
+    shed_low_retries: Annotated[
+        bool,
+        Meta(
+            description=(
+                "while the queue's runnable depth is above its soft limit, a retryable failure of a low-priority "
+                "job is dead-lettered with dead_reason 'shed' instead of retried"
+            )
+        ),
+    ]
 
 
 class RetryResult(msgspec.Struct):

@@ -26,8 +26,10 @@ from __future__ import annotations
 from litestar.types import Message, Scope
 
 #: The policy of the HTML pages the API serves.
-PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
-               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
 #: The policy of everything else: nothing runs, nothing loads, nothing frames it.
 DATA_POLICY = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 _CSP = b"content-security-policy"

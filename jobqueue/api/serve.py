@@ -10,18 +10,30 @@ import os
 from jobqueue.config import Settings
 
 
-def serve(settings: Settings, *, host: str | None = None, port: int | None = None, workers: int | None = None,
-          access_log: bool = False) -> int:
+def serve(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    workers: int | None = None,
+    access_log: bool = False,
+) -> int:
     import uvicorn
 
     os.environ["JOBQUEUE_DSN"] = settings.db.dsn  # uvicorn's worker processes build their app from the env
     # Each process takes its share of every producer's rate limit (see api.backpressure).
     os.environ["JOBQUEUE_API_WORKERS"] = str(workers or settings.api.workers)
     os.environ["JOBQUEUE_API_SETTLE_GC"] = "1"  # a long-lived server: keep GC pauses out of the tail
-    uvicorn.run("jobqueue.api.app:create_app", factory=True,
-                host=host or settings.api.host, port=port or settings.api.port,
-                workers=workers or settings.api.workers, access_log=access_log,
-                timeout_graceful_shutdown=5, log_level="info")
+    uvicorn.run(
+        "jobqueue.api.app:create_app",
+        factory=True,
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        workers=workers or settings.api.workers,
+        access_log=access_log,
+        timeout_graceful_shutdown=5,
+        log_level="info",
+    )
     return 0
 
 

@@ -41,22 +41,39 @@ class Services:
         the depth limits and the figures' settings go to the parts that read them."""
         self.settings = settings
         api = settings.api
-        self.client = AsyncClient(settings=settings, application_name=db.API_NAME, pool_size=api.pool_size,
-                                  pool_timeout=api.db_timeout,
-                                  connect_timeout=api.connect_timeout,
-                                  submit_lanes=api.submit_lanes, coalesce_max_jobs=api.max_batch,
-                                  coalesce_stall_after=api.submit_stall, decrypt_results=False)
-        replica = None if not api.read_dsn else AsyncClient(
-            api.read_dsn, settings=settings, application_name=db.API_READ_NAME, pool_size=api.pool_size,
-            pool_timeout=api.db_timeout, connect_timeout=api.connect_timeout, decrypt_results=False)
+        self.client = AsyncClient(
+            settings=settings,
+            application_name=db.API_NAME,
+            pool_size=api.pool_size,
+            pool_timeout=api.db_timeout,
+            connect_timeout=api.connect_timeout,
+            submit_lanes=api.submit_lanes,
+            coalesce_max_jobs=api.max_batch,
+            coalesce_stall_after=api.submit_stall,
+            decrypt_results=False,
+        )
+        replica = (
+            None
+            if not api.read_dsn
+            else AsyncClient(
+                api.read_dsn,
+                settings=settings,
+                application_name=db.API_READ_NAME,
+                pool_size=api.pool_size,
+                pool_timeout=api.db_timeout,
+                connect_timeout=api.connect_timeout,
+                decrypt_results=False,
+            )
+        )
         self.reads = ReadRouter(self.client, replica, after_write=api.read_after_write)
         self.store = ApiStore(self.client)
         self.keys = KeyCache(self.store.api_key, api.key_cache_seconds)
         self.cursors = Cursors(self.store.api_secret)
         self.backpressure = Backpressure.of(self.store, settings)
         listen = db.Session.of(settings.db, db.API_NAME, direct=True).conninfo() if settings.db.listen else None
-        self.events = EventHub(StoreRegistrar(self.client.connection), listen,
-                               connect_timeout=api.db_timeout + api.connect_timeout)
+        self.events = EventHub(
+            StoreRegistrar(self.client.connection), listen, connect_timeout=api.db_timeout + api.connect_timeout
+        )
         self.streams = StreamQuota(api.max_streams_per_key)
         self.head_revision = migrate.head_revision()
         self._tasks: list[asyncio.Task] = []

@@ -26,13 +26,22 @@ from jobqueue.db import gateway as db
 
 
 def add_api_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", nargs="?", choices=("engine", "api", "enqueue"), default="engine",
-                        help="engine: the benchmark against the raw baseline (default); api: POST /jobs over HTTP; "
-                             "enqueue: the cost of idempotency keys on enqueue, against no keys")
-    parser.add_argument("--rate", type=float, default=1000.0, help="api, --rest: paced submissions per second (default 1000)")
+    parser.add_argument(
+        "target",
+        nargs="?",
+        choices=("engine", "api", "enqueue"),
+        default="engine",
+        help="engine: the benchmark against the raw baseline (default); api: POST /jobs over HTTP; "
+        "enqueue: the cost of idempotency keys on enqueue, against no keys",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=1000.0, help="api, --rest: paced submissions per second (default 1000)"
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="api, --rest: seconds of paced load (default 10)")
     parser.add_argument("--clients", type=int, default=32, help="api, --rest: concurrent HTTP connections (default 32)")
-    parser.add_argument("--api-workers", type=int, default=1, help="api, --rest: uvicorn processes to start (default 1)")
+    parser.add_argument(
+        "--api-workers", type=int, default=1, help="api, --rest: uvicorn processes to start (default 1)"
+    )
     parser.add_argument("--url", help="api: benchmark an API already running there instead of starting one")
 
 
@@ -54,8 +63,10 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             raise RuntimeError(f"the API at {url} did not become ready")
         conns = [await Connection.open(url, key) for _ in range(args.clients)]
         where = f"started here, {args.api_workers} uvicorn process(es)" if server else "given"
-        print(f"jobqueue bench api: {url} ({where}), {args.clients} connections, {os.cpu_count()} cores shared "
-              f"by load generator, API and Postgres, queue {queue}")
+        print(
+            f"jobqueue bench api: {url} ({where}), {args.clients} connections, {os.cpu_count()} cores shared "
+            f"by load generator, API and Postgres, queue {queue}"
+        )
         await paced(conns, queue, min(args.rate, 500.0), 1.0)  # warm-up: connections, prepared statements
         print((await paced(conns, queue, args.rate, args.duration)).line(f"paced {args.rate:g}/s "))
         print((await closed(conns, queue, args.duration / 2)).line(f"closed loop x{args.clients}"))

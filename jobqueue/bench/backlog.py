@@ -32,8 +32,11 @@ MB = 1024 * 1024
 
 def sizes(bench: Bench, side: Side) -> dict[str, Any]:
     heap, indexes = bench.run(store.table_sizes(side.table))
-    return {"heap_mb": heap / MB, "index_mb": indexes / MB,
-            "indexes_mb": {name: size / MB for name, (size,) in bench.run(store.index_sizes(side.table)).items()}}
+    return {
+        "heap_mb": heap / MB,
+        "index_mb": indexes / MB,
+        "indexes_mb": {name: size / MB for name, (size,) in bench.run(store.index_sizes(side.table)).items()},
+    }
 
 
 def tenths(side: Side) -> dict[str, float]:
@@ -88,6 +91,7 @@ def growth_left(measured: dict[str, Any]) -> float:
 
 def figures(measured: dict[str, dict[str, Any]]) -> dict[str, tuple]:
     """The report's (jobqueue, raw) pairs from both queues' measurements."""
+
     def pair(read) -> tuple:
         return read(measured["jobqueue"]), read(measured["raw"])
 

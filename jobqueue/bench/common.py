@@ -92,13 +92,20 @@ def open_bench(settings: Settings, args: argparse.Namespace, prefix: str) -> Ben
     conn = connect(settings)
     try:
         version, version_num, fsync, synchronous_commit, full_page_writes, shared_buffers = db.run_sync(
-            conn, store.server_settings())
+            conn, store.server_settings()
+        )
     except BaseException:
         conn.close()
         raise
-    server = {"where": f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}", "version": version,
-              "version_num": version_num, "fsync": fsync, "synchronous_commit": synchronous_commit,
-              "full_page_writes": full_page_writes, "shared_buffers": shared_buffers}
+    server = {
+        "where": f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}",
+        "version": version,
+        "version_num": version_num,
+        "fsync": fsync,
+        "synchronous_commit": synchronous_commit,
+        "full_page_writes": full_page_writes,
+        "shared_buffers": shared_buffers,
+    }
     return Bench(settings=settings, args=args, queue=f"{prefix}-{uuid.uuid4().hex[:8]}", conn=conn, server=server)
 
 
@@ -116,8 +123,11 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def rate_and_latency(latencies_ms: list[float], jobs: int, elapsed: float) -> dict[str, float]:
-    return {"jobs_per_s": jobs / elapsed if elapsed > 0 else float("nan"),
-            "p50_ms": percentile(latencies_ms, 0.5), "p99_ms": percentile(latencies_ms, 0.99)}
+    return {
+        "jobs_per_s": jobs / elapsed if elapsed > 0 else float("nan"),
+        "p50_ms": percentile(latencies_ms, 0.5),
+        "p99_ms": percentile(latencies_ms, 0.99),
+    }
 
 
 def process_log(name: str) -> IO[str]:
@@ -186,14 +196,22 @@ def row_versions(before: Counters, after: Counters, schema: str) -> dict[str, An
         then = before.get(schema, {}).get(table, (0,) * len(now))
         delta = [a - b for a, b in zip(now, then)]
         if any(delta):
-            tables[table] = {"inserted": delta[0], "updated": delta[1], "hot_updated": delta[2],
-                             "deleted": delta[3], "autovacuum_runs": delta[4], "autoanalyze_runs": delta[5]}
-    total = {key: sum(table[key] for table in tables.values())
-             for key in ("inserted", "updated", "hot_updated", "deleted")}
+            tables[table] = {
+                "inserted": delta[0],
+                "updated": delta[1],
+                "hot_updated": delta[2],
+                "deleted": delta[3],
+                "autovacuum_runs": delta[4],
+                "autoanalyze_runs": delta[5],
+            }
+    total = {
+        key: sum(table[key] for table in tables.values()) for key in ("inserted", "updated", "hot_updated", "deleted")
+    }
     return {"written": total["inserted"] + total["updated"], **total, "tables": tables}
 
 
 # --- WAL ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WalPoint:
@@ -245,9 +263,22 @@ class WalReader:
         deadline = time.monotonic() + 3
         while lsn(bench.run(store.wal_position())[1]) < lsn(end.lsn) and time.monotonic() < deadline:
             time.sleep(0.05)  # the WAL writer flushes what no commit has flushed yet
-        result = subprocess.run([self.binary, "-p", str(self.wal_dir), "-t", str(self.timeline),
-                                 "-s", start.lsn, "-e", end.lsn, "--stats=record"],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                self.binary,
+                "-p",
+                str(self.wal_dir),
+                "-t",
+                str(self.timeline),
+                "-s",
+                start.lsn,
+                "-e",
+                end.lsn,
+                "--stats=record",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0 and "Total" not in result.stdout:
             return None
         counts: dict[str, tuple[int, int]] = {}

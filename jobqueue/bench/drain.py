@@ -50,8 +50,9 @@ def _work(bench: Bench, side: Side, jobs: int, before, after, start, end) -> dic
         "fpi_bytes_per_job": None if records is None else records["FPI"][1] / jobs,
         "checkpoints": end.checkpoints - start.checkpoints,
         "rows": rows,
-        "wal_records_per_job": None if records is None else {
-            kind: round(count / jobs, 3) for kind, (count, _) in sorted(records.items()) if count},
+        "wal_records_per_job": None
+        if records is None
+        else {kind: round(count / jobs, 3) for kind, (count, _) in sorted(records.items()) if count},
     }
 
 
@@ -97,11 +98,18 @@ async def drain(bench: Bench, side: Side, count: int, *, hold_xmin: bool) -> dic
     done, first, last = side.span()
     seconds = (last - first).total_seconds() if first and last else float("nan")
     once, detail = side.exactly_once(count)
-    say(f"  {side.name} drain: {done} jobs in {seconds:.2f} s = {done / seconds:,.0f} jobs/s"
-        f"{', snapshot held' if hold_xmin else ''}; exactly once: {'yes' if once else 'NO'} ({detail})")
-    return {"jobs_per_s": done / seconds if seconds > 0 else float("nan"), "seconds": seconds, "done": done,
-            "exactly_once": once, "exactly_once_detail": detail,
-            **_work(bench, side, max(done, 1), before, after, start, end)}
+    say(
+        f"  {side.name} drain: {done} jobs in {seconds:.2f} s = {done / seconds:,.0f} jobs/s"
+        f"{', snapshot held' if hold_xmin else ''}; exactly once: {'yes' if once else 'NO'} ({detail})"
+    )
+    return {
+        "jobs_per_s": done / seconds if seconds > 0 else float("nan"),
+        "seconds": seconds,
+        "done": done,
+        "exactly_once": once,
+        "exactly_once_detail": detail,
+        **_work(bench, side, max(done, 1), before, after, start, end),
+    }
 
 
 async def life(bench: Bench, side: Side, count: int, *, hold_xmin: bool) -> dict[str, Any]:

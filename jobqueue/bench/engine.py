@@ -71,6 +71,7 @@ class JobqueueQueue:
     async def producer(self, pool_size: int = 1) -> AsyncIterator[Callable[[int], Awaitable[object]]]:
         """``enqueue(i)`` through `AsyncClient.enqueue` (each job its own commit)."""
         async with self.client(pool_size) as client:
+
             async def enqueue(i: int) -> object:
                 return await client.enqueue(JOB_TYPE, {"i": i}, queue=self.bench.queue)
 
@@ -116,8 +117,10 @@ class JobqueueQueue:
 
     def exactly_once(self, expected: int) -> tuple[bool, str]:
         first_attempt, results, total = self.bench.run(store.exactly_once(self.bench.queue))
-        return (first_attempt == total == expected,
-                f"{first_attempt} completed on their first attempt of {total} jobs, {results} result rows")
+        return (
+            first_attempt == total == expected,
+            f"{first_attempt} completed on their first attempt of {total} jobs, {results} result rows",
+        )
 
     def claimed_at(self, ids: list) -> dict:
         return dict(self.bench.run(store.claimed_at(ids)))
@@ -131,8 +134,10 @@ class JobqueueQueue:
         self.bench.run(store.set_retention(self.bench.queue))
         vacuums = self.bench.run(store.vacuum_count())
         async with self._pool() as pool:  # closed after: its backend's counters reach the statistics on exit
-            pruner = Pruner(pool, PrunerOptions(retention={state: KEEP_OTHERS for state in FINISHED_STATES},
-                                                fire_history=KEEP_OTHERS))
+            pruner = Pruner(
+                pool,
+                PrunerOptions(retention={state: KEEP_OTHERS for state in FINISHED_STATES}, fire_history=KEEP_OTHERS),
+            )
             pruned = (await pruner.run_once()).jobs
         async with self._pool() as pool:
             # its default bound, or the whole prune when the backlog was smaller than that
@@ -178,9 +183,21 @@ class JobqueueWorkers:
         self.bench, self.count = bench, processes
         self.log = process_log("workers")
         env = dict(os.environ, JOBQUEUE_DSN=getattr(bench.args, "worker_dsn", None) or bench.dsn)
-        command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-                   "--app", "jobqueue.bench.app:queue", "--queues", bench.queue, "--processes", str(processes),
-                   "--concurrency", str(concurrency), "--shutdown-grace", "5"]
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+            "--app",
+            "jobqueue.bench.app:queue",
+            "--queues",
+            bench.queue,
+            "--processes",
+            str(processes),
+            "--concurrency",
+            str(concurrency),
+            "--shutdown-grace",
+            "5",
+        ]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
 
     def alive(self) -> bool:
@@ -204,8 +221,9 @@ class JobqueueWorkers:
                     say(f"(workers registered but their '{STARTED_LINE.strip()}' log line was not seen; going on)")
                     return
             elif now > deadline:
-                raise RuntimeError(f"{registered} of {self.count} worker processes registered in {timeout:.0f} s; "
-                                   f"see {log}")
+                raise RuntimeError(
+                    f"{registered} of {self.count} worker processes registered in {timeout:.0f} s; see {log}"
+                )
             await asyncio.sleep(0.05)
 
     def stop(self) -> None:

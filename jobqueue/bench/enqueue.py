@@ -63,8 +63,7 @@ async def sql_producer(bench: Bench) -> AsyncIterator[Enqueue]:
     conn = await connect_async(bench.settings)
 
     async def enqueue(i: int) -> object:
-        return await db.run(conn, store.sql_enqueue(job_type=JOB_TYPE, payload=json.dumps({"i": i}),
-                                                    queue=bench.queue))
+        return await db.run(conn, store.sql_enqueue(job_type=JOB_TYPE, payload=json.dumps({"i": i}), queue=bench.queue))
 
     try:
         yield enqueue
@@ -77,9 +76,12 @@ async def enqueue_one(bench: Bench, jq: JobqueueQueue, raw: RawQueue) -> dict[st
     say(f"  enqueue one by one: {count} jobs per path")
     results = {}
     for name, producer, producers, side in (
-            ("raw", raw.producer(1), 1, raw), ("client", jq.producer(1), 1, jq),
-            ("sql", sql_producer(bench), 1, jq), ("raw_x8", raw.producer(8), 8, raw),
-            ("client_x8", jq.producer(8), 8, jq)):
+        ("raw", raw.producer(1), 1, raw),
+        ("client", jq.producer(1), 1, jq),
+        ("sql", sql_producer(bench), 1, jq),
+        ("raw_x8", raw.producer(8), 8, raw),
+        ("client_x8", jq.producer(8), 8, jq),
+    ):
         results[name] = await _one_path(producer, count, producers)
         side.reset()
     figures = {}

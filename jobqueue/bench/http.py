@@ -36,11 +36,24 @@ class ApiServer:
     def __init__(self, settings: Settings, workers: int = 1) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = dict(os.environ, JOBQUEUE_DSN=settings.db.dsn, JOBQUEUE_API_SOFT_LIMIT="1000000000",
-                   JOBQUEUE_API_HARD_LIMIT="1000000000",
-                   JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000", JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000")
-        command = [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                   "api", "--port", str(port), "--workers", str(workers)]
+        env = dict(
+            os.environ,
+            JOBQUEUE_DSN=settings.db.dsn,
+            JOBQUEUE_API_SOFT_LIMIT="1000000000",
+            JOBQUEUE_API_HARD_LIMIT="1000000000",
+            JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000",
+            JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000",
+        )
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=process_log("api"))
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
@@ -78,8 +91,10 @@ class Connection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, key: str) -> None:
         self.reader, self.writer = reader, writer
-        self._headers = (f" HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
-                         "Content-Type: application/json\r\nContent-Length: ").encode()
+        self._headers = (
+            f" HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+            "Content-Type: application/json\r\nContent-Length: "
+        ).encode()
 
     @classmethod
     async def open(cls, url: str, key: str) -> "Connection":
@@ -134,11 +149,16 @@ class Run:
     def line(self, label: str) -> str:
         done = len(self.latencies)
         busy_now = busy_cpu_seconds()
-        cpu = ("" if busy_now is None or self._busy_at_start is None or not done
-               else f"   machine CPU {(busy_now - self._busy_at_start) / done * 1e6:.0f} us/req")
-        return (f"{label}: {self.rate:>7.0f} req/s   p50 {percentile(self.latencies, 0.5):.2f} ms   "
-                f"p99 {percentile(self.latencies, 0.99):.2f} ms   max {max(self.latencies, default=0):.1f} ms{cpu}   "
-                f"({done} requests{', non-201: ' + str(self.errors) if self.errors else ', all 201'})")
+        cpu = (
+            ""
+            if busy_now is None or self._busy_at_start is None or not done
+            else f"   machine CPU {(busy_now - self._busy_at_start) / done * 1e6:.0f} us/req"
+        )
+        return (
+            f"{label}: {self.rate:>7.0f} req/s   p50 {percentile(self.latencies, 0.5):.2f} ms   "
+            f"p99 {percentile(self.latencies, 0.99):.2f} ms   max {max(self.latencies, default=0):.1f} ms{cpu}   "
+            f"({done} requests{', non-201: ' + str(self.errors) if self.errors else ', all 201'})"
+        )
 
 
 async def _submit(conn: Connection, queue: str, i: int, run: Run, since: float) -> None:

@@ -51,8 +51,10 @@ async def _single(client: AsyncClient, queue: str, count: int, key: Keys) -> tup
 async def _bulk(client: AsyncClient, queue: str, batches: int, size: int, key: Keys) -> float:
     elapsed = 0.0
     for b in range(batches):
-        jobs = [{"job_type": "noop", "queue": queue, "payload": {"i": i}, "idempotency_key": key(b * size + i)}
-                for i in range(size)]
+        jobs = [
+            {"job_type": "noop", "queue": queue, "payload": {"i": i}, "idempotency_key": key(b * size + i)}
+            for i in range(size)
+        ]
         started = time.perf_counter()
         await client.enqueue_many(jobs)
         elapsed += time.perf_counter() - started
@@ -62,9 +64,11 @@ async def _bulk(client: AsyncClient, queue: str, batches: int, size: int, key: K
 def run_enqueue_bench(args: argparse.Namespace, settings: Settings) -> int:
     bench = open_bench(settings, args, "bench-enq")
     server = bench.server
-    print(f"jobqueue bench enqueue on {server['where']} (fsync={server['fsync']}, synchronous_commit="
-          f"{server['synchronous_commit']}, {os.cpu_count()} cores), queue {bench.queue}: {args.runs} runs of "
-          f"{args.single} single enqueues and {args.batches} x enqueue_many({args.batch_size}) per mode")
+    print(
+        f"jobqueue bench enqueue on {server['where']} (fsync={server['fsync']}, synchronous_commit="
+        f"{server['synchronous_commit']}, {os.cpu_count()} cores), queue {bench.queue}: {args.runs} runs of "
+        f"{args.single} single enqueues and {args.batches} x enqueue_many({args.batch_size}) per mode"
+    )
     return asyncio.run(_run(bench))
 
 

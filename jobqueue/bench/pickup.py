@@ -55,6 +55,11 @@ async def pickup(bench: Bench, side: Side, samples: int) -> dict[str, Any]:
     side.reset()
     from_call = [(claimed[job] - stamps[job][0]).total_seconds() * 1000 for job in claimed]
     from_return = [(claimed[job] - stamps[job][1]).total_seconds() * 1000 for job in claimed]
-    return {"p50_ms": percentile(from_return, 0.5), "p99_ms": percentile(from_return, 0.99),
-            "from_call_p50_ms": percentile(from_call, 0.5), "from_call_p99_ms": percentile(from_call, 0.99),
-            "samples": len(claimed), "missed": samples - len(claimed)}
+    return {
+        "p50_ms": percentile(from_return, 0.5),
+        "p99_ms": percentile(from_return, 0.99),
+        "from_call_p50_ms": percentile(from_call, 0.5),
+        "from_call_p99_ms": percentile(from_call, 0.99),
+        "samples": len(claimed),
+        "missed": samples - len(claimed),
+    }

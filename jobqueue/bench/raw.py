@@ -13,7 +13,8 @@ left. No leases, retries, results, errors, events or metrics: the floor jobqueue
 
 It talks to PostgreSQL through the same driver as jobqueue's client (psycopg, async), on the
 bench's own connections (`common.session`: named jobqueue-bench, statements prepared from their
-second run as jobqueue's are), so a ratio compares the SQL and the library, not two drivers. COPY streams its rows, which a `Call` cannot
+second run as jobqueue's are), so a ratio compares the SQL and the library, not two drivers. COPY streams its rows,
+which a `Call` cannot
 carry, so the bulk insert is the one statement here run on a cursor directly.
 
 A raw worker process runs `main` (``DSN QUEUE BATCH``): it prints "ready" once it listens,
@@ -67,7 +68,8 @@ class RawQueue:
         if self.bench.run(store.raw_exists()):
             raise RawQueueExists(
                 f"schema {store.RAW_SCHEMA} already exists: another bench is running on this database, or one was "
-                f"killed before it could clean up. If none is running: DROP SCHEMA {store.RAW_SCHEMA} CASCADE")
+                f"killed before it could clean up. If none is running: DROP SCHEMA {store.RAW_SCHEMA} CASCADE"
+            )
         first, *rest = store.raw_create()
         self.bench.run(first)
         self.created = True
@@ -99,8 +101,9 @@ class RawQueue:
         async def enqueue(i: int) -> int:
             conn = await free.get()
             try:
-                return await db.run(conn, store.raw_enqueue(queue=self.bench.queue, job_type=JOB_TYPE,
-                                                            payload=json.dumps({"i": i})))
+                return await db.run(
+                    conn, store.raw_enqueue(queue=self.bench.queue, job_type=JOB_TYPE, payload=json.dumps({"i": i}))
+                )
             finally:
                 free.put_nowait(conn)
 
@@ -173,9 +176,13 @@ class RawWorkers:
         self.processes = []
         try:
             for _ in range(processes):
-                process = subprocess.Popen([sys.executable, "-c", _WORKER, dsn, queue, str(batch)],
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           stderr=process_log("raw-worker"), text=True)
+                process = subprocess.Popen(
+                    [sys.executable, "-c", _WORKER, dsn, queue, str(batch)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=process_log("raw-worker"),
+                    text=True,
+                )
                 self.processes.append(process)
             for process in self.processes:
                 if _pipe(process.stdout).readline().strip() != "ready":

@@ -40,30 +40,55 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=_positive, default=3,
-                        help="repeat and print medians and ranges (default 3); enqueue: runs per mode")
-    parser.add_argument("--jobs", type=_positive, default=20_000,
-                        help="jobs to drain, and jobs per bulk path (default 20000)")
+    parser.add_argument(
+        "--runs",
+        type=_positive,
+        default=3,
+        help="repeat and print medians and ranges (default 3); enqueue: runs per mode",
+    )
+    parser.add_argument(
+        "--jobs", type=_positive, default=20_000, help="jobs to drain, and jobs per bulk path (default 20000)"
+    )
     parser.add_argument("--single", type=_positive, default=2_000, help="jobs per enqueue-one path (default 2000)")
     parser.add_argument("--chunk", type=_positive, default=1_000, help="jobs per bulk call (default 1000)")
     parser.add_argument("--processes", type=_positive, default=2, help="worker processes for drains (default 2)")
-    parser.add_argument("--concurrency", type=_positive, default=200,
-                        help="concurrency per jobqueue worker process, and the raw claim's batch (default 200)")
+    parser.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=200,
+        help="concurrency per jobqueue worker process, and the raw claim's batch (default 200)",
+    )
     parser.add_argument("--pickup-samples", type=_positive, default=200, help="pick-up latency samples (default 200)")
-    parser.add_argument("--backlog", type=_positive, metavar="N",
-                        help="the backlog figures instead: N jobs enqueued, drained, pruned (e.g. 1000000)")
-    parser.add_argument("--hold-xmin", action="store_true",
-                        help="hold an open snapshot (as a long report query would) during each drain, so dead "
-                             "row versions cannot be vacuumed: shows how each queue degrades under a held xmin")
-    parser.add_argument("--rest", action="store_true",
-                        help="also measure POST /jobs paced (--rate for --duration s) and closed loop (--clients)")
-    parser.add_argument("--batches", type=_positive, default=20, help="enqueue: enqueue_many calls per run (default 20)")
-    parser.add_argument("--batch-size", type=_positive, default=1000,
-                        help="enqueue: jobs per enqueue_many call (default 1000)")
+    parser.add_argument(
+        "--backlog",
+        type=_positive,
+        metavar="N",
+        help="the backlog figures instead: N jobs enqueued, drained, pruned (e.g. 1000000)",
+    )
+    parser.add_argument(
+        "--hold-xmin",
+        action="store_true",
+        help="hold an open snapshot (as a long report query would) during each drain, so dead "
+        "row versions cannot be vacuumed: shows how each queue degrades under a held xmin",
+    )
+    parser.add_argument(
+        "--rest",
+        action="store_true",
+        help="also measure POST /jobs paced (--rate for --duration s) and closed loop (--clients)",
+    )
+    parser.add_argument(
+        "--batches", type=_positive, default=20, help="enqueue: enqueue_many calls per run (default 20)"
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive, default=1000, help="enqueue: jobs per enqueue_many call (default 1000)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
-    parser.add_argument("--worker-dsn", help="jobqueue's drain workers connect with this DSN instead, e.g. as a "
-                        "jobqueue_worker login (`jobqueue roles login --role worker NAME`), to measure the roles")
+    parser.add_argument(
+        "--worker-dsn",
+        help="jobqueue's drain workers connect with this DSN instead, e.g. as a "
+        "jobqueue_worker login (`jobqueue roles login --role worker NAME`), to measure the roles",
+    )
 
 
 def run_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -106,9 +131,11 @@ async def _backlog_run(bench: Bench, jq: JobqueueQueue, raw: RawQueue, order: tu
     measured = {side.name: await backlog.backlog(bench, side, bench.args.backlog) for side in order}
     start = measured["jobqueue"]["sizes"]["start"]
     if start["index_mb"] > 1 and start["heap_mb"] < 1:
-        note = (f"jobqueue.jobs started with {start['index_mb']:.0f} MB of indexes and an empty heap: space left by "
-                f"earlier runs (indexes give nothing back without REINDEX), which the backlog reuses; the raw table "
-                f"starts new, so the size figures compare unequal starts")
+        note = (
+            f"jobqueue.jobs started with {start['index_mb']:.0f} MB of indexes and an empty heap: space left by "
+            f"earlier runs (indexes give nothing back without REINDEX), which the backlog reuses; the raw table "
+            f"starts new, so the size figures compare unequal starts"
+        )
         if note not in bench.notes:
             bench.notes.append(note)
     return {"figures": backlog.figures(measured), "details": measured}
@@ -148,8 +175,10 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
             if bench.wal is None:
                 bench.notes.append(f"index entries inserted are not counted: {why}")
         if args.backlog and args.hold_xmin:
-            bench.notes.append("issue 10's target under a held snapshot: drain >= 0.5x the plain drain; compare "
-                               "'drain: jobs/s' with a run without --hold-xmin")
+            bench.notes.append(
+                "issue 10's target under a held snapshot: drain >= 0.5x the plain drain; compare "
+                "'drain: jobs/s' with a run without --hold-xmin"
+            )
         say(f"jobqueue bench: queue {bench.queue}, raw baseline in schema {store.RAW_SCHEMA}, {args.runs} run(s)")
         for index in range(args.runs):
             say(f"run {index + 1}/{args.runs}")
@@ -172,16 +201,23 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         bench.conn.close()
     sections = report.BACKLOG_SECTIONS if args.backlog else report.DEFAULT_SECTIONS
     summary = report.summarize([run["figures"] for run in runs], sections)
-    if any(entry["target"] == report.YES.text and (entry["met"] is False or (entry["raw"] or {}).get("all") is False)
-           for entry in summary.values()):
+    if any(
+        entry["target"] == report.YES.text and (entry["met"] is False or (entry["raw"] or {}).get("all") is False)
+        for entry in summary.values()
+    ):
         status = 1  # a job of either queue that did not run exactly once makes every figure suspect
     document = {
         "args": {key: value for key, value in vars(args).items() if key != "func"},
         "server": bench.server,
         "machine": _machine(),
         "load_average": {"before": load_before, "after": os.getloadavg()},
-        "wal_records": (f"B-tree insertions counted in the WAL with {bench.wal.binary}" if bench.wal
-                        else "not counted (see note)" if not args.backlog else "not measured with --backlog"),
+        "wal_records": (
+            f"B-tree insertions counted in the WAL with {bench.wal.binary}"
+            if bench.wal
+            else "not counted (see note)"
+            if not args.backlog
+            else "not measured with --backlog"
+        ),
         "notes": bench.notes,
         "summary": summary,
         "runs": runs,

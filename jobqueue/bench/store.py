@@ -38,6 +38,7 @@ def _by_first(rows: list[tuple]) -> dict:
 
 # --- the server --------------------------------------------------------------------------------
 
+
 def server_settings() -> Call[tuple[str, int, str, str, str, str]]:
     return Call("bench_server_settings", {}, _first_row)
 
@@ -78,6 +79,7 @@ def hold_snapshot() -> Call[None]:
 
 
 # --- jobqueue ----------------------------------------------------------------------------------
+
 
 def sql_enqueue(*, job_type: str, payload: str, queue: str) -> Call[uuid.UUID]:
     return Call("bench_sql_enqueue", {"job_type": job_type, "payload": payload, "queue": queue}, scalar)
@@ -145,12 +147,18 @@ def delete_api_key(key_id: uuid.UUID) -> Call[None]:
 
 # --- the raw baseline --------------------------------------------------------------------------
 
+
 def raw_exists() -> Call[bool]:
     return Call("bench_raw_exists", {}, scalar)
 
 
-RAW_CREATE = ("bench_raw_create_schema", "bench_raw_create_table", "bench_raw_create_index",
-              "bench_raw_create_notify", "bench_raw_create_trigger")
+RAW_CREATE = (
+    "bench_raw_create_schema",
+    "bench_raw_create_table",
+    "bench_raw_create_index",
+    "bench_raw_create_notify",
+    "bench_raw_create_trigger",
+)
 
 
 def raw_create() -> list[Call[None]]:
@@ -209,4 +217,3 @@ def raw_exactly_once() -> Call[tuple[int, int]]:
 
 def raw_claimed_at(ids: list[int]) -> Call[list[tuple[int, datetime]]]:
     return Call("bench_raw_claimed_at", {"ids": ids})
-

@@ -1,4 +1,5 @@
-"""The operator's commands: jobs, dead letters, queues, workers, circuit breakers and global limits, with the REST API's filters.
+"""The operator's commands: jobs, dead letters, queues, workers, circuit breakers and global limits, with the REST API's
+filters.
 
     jobqueue jobs list [--state S] [--queue Q] [--job-type T] [--priority P] [--producer ID]
                        [--limit N] [--cursor C] [--json]      newest first, one page
@@ -37,8 +38,9 @@ from jobqueue.model.limits import Limit
 
 def format_table(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
     """Columns padded to their widest value, headed by their names in capitals."""
-    cells = [{c: c.upper() for c in columns}] + [{c: "-" if row.get(c) is None else str(row[c]) for c in columns}
-                                                 for row in rows]
+    cells = [{c: c.upper() for c in columns}] + [
+        {c: "-" if row.get(c) is None else str(row[c]) for c in columns} for row in rows
+    ]
     widths = {c: max(len(r[c]) for r in cells) for c in columns}
     return "\n".join("  ".join(r[c].ljust(widths[c]) for c in columns).rstrip() for r in cells)
 
@@ -73,10 +75,20 @@ DEAD_COLUMNS = ("id", "job_type", "queue", "priority", "dead_reason", "attempts"
 
 
 def _job_rows(page) -> list[dict[str, Any]]:
-    return [dict(id=j.id, job_type=j.job_type, queue=j.queue, priority=j.priority.label, state=j.state.value,
-                 dead_reason=j.dead_reason, attempts=f"{j.attempts}/{j.max_attempts}", created_at=_when(j.created_at),
-                 last_error=f"{j.last_error_type}: {j.last_error}"[:80] if j.last_error_type else None)
-            for j in page.jobs]
+    return [
+        dict(
+            id=j.id,
+            job_type=j.job_type,
+            queue=j.queue,
+            priority=j.priority.label,
+            state=j.state.value,
+            dead_reason=j.dead_reason,
+            attempts=f"{j.attempts}/{j.max_attempts}",
+            created_at=_when(j.created_at),
+            last_error=f"{j.last_error_type}: {j.last_error}"[:80] if j.last_error_type else None,
+        )
+        for j in page.jobs
+    ]
 
 
 def _print_page(args: argparse.Namespace, page, columns: tuple[str, ...] = JOB_COLUMNS) -> int:
@@ -92,15 +104,28 @@ def _print_page(args: argparse.Namespace, page, columns: tuple[str, ...] = JOB_C
 def _jobs_list(client: Client, args: argparse.Namespace) -> int:
     """One page of jobs, and on stderr (so --json stays JSON) a line naming the runnable jobs nobody
     serves, if there are any among the queues and type asked for: they would wait unnoticed."""
-    status = _print_page(args, client.list_jobs(limit=args.limit, cursor=args.cursor, state=args.state,
-                                                queue=args.queue, job_type=args.job_type, priority=args.priority,
-                                                producer_id=args.producer))
-    unserved = [u for u in client.unserved_jobs()
-                if args.queue in (None, u.queue) and args.job_type in (None, u.job_type)]
+    status = _print_page(
+        args,
+        client.list_jobs(
+            limit=args.limit,
+            cursor=args.cursor,
+            state=args.state,
+            queue=args.queue,
+            job_type=args.job_type,
+            priority=args.priority,
+            producer_id=args.producer,
+        ),
+    )
+    unserved = [
+        u for u in client.unserved_jobs() if args.queue in (None, u.queue) and args.job_type in (None, u.job_type)
+    ]
     if unserved:
         listed = ", ".join(f"{u.job_type} in {u.queue} ({u.runnable})" for u in unserved)
-        print(f"note: {sum(u.runnable for u in unserved)} runnable jobs wait for a worker with a handler for "
-              f"their type (no live worker of their queue has one): {listed}", file=sys.stderr)
+        print(
+            f"note: {sum(u.runnable for u in unserved)} runnable jobs wait for a worker with a handler for "
+            f"their type (no live worker of their queue has one): {listed}",
+            file=sys.stderr,
+        )
     return status
 
 
@@ -132,8 +157,9 @@ def _aware_time(field: str, text: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise ValidationError(field, f"must be an ISO-8601 time with a UTC offset, e.g. 2026-12-01T09:00:00+00:00 "
-                                     f"(got {text!r})") from None
+        raise ValidationError(
+            field, f"must be an ISO-8601 time with a UTC offset, e.g. 2026-12-01T09:00:00+00:00 (got {text!r})"
+        ) from None
 
 
 def _purge(client: Client, args: argparse.Namespace) -> int:
@@ -144,8 +170,19 @@ def _purge(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-QUEUE_COLUMNS = ("queue", "paused", "pending", "scheduled", "processing", "retrying", "dead", "oldest_s",
-                 "soft_limit", "hard_limit", "shed_low")
+QUEUE_COLUMNS = (
+    "queue",
+    "paused",
+    "pending",
+    "scheduled",
+    "processing",
+    "retrying",
+    "dead",
+    "oldest_s",
+    "soft_limit",
+    "hard_limit",
+    "shed_low",
+)
 
 
 def _queues(client: Client, args: argparse.Namespace) -> int:
@@ -153,29 +190,54 @@ def _queues(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print(_json([dataclasses.asdict(q) for q in stats]))
         return 0
-    rows = [dict(queue=q.queue, paused=q.settings.paused, soft_limit=q.settings.soft_limit,
-                 hard_limit=q.settings.hard_limit, shed_low=q.settings.shed_low_retries, pending=sum(p.pending for p in q.levels),
-                 scheduled=sum(p.scheduled for p in q.levels), processing=sum(p.processing for p in q.levels),
-                 retrying=sum(p.failed for p in q.levels), dead=sum(p.dead for p in q.levels),
-                 oldest_s=round(max((p.oldest_age_seconds for p in q.levels), default=0.0), 1))
-            for q in stats]
+    rows = [
+        dict(
+            queue=q.queue,
+            paused=q.settings.paused,
+            soft_limit=q.settings.soft_limit,
+            hard_limit=q.settings.hard_limit,
+            shed_low=q.settings.shed_low_retries,
+            pending=sum(p.pending for p in q.levels),
+            scheduled=sum(p.scheduled for p in q.levels),
+            processing=sum(p.processing for p in q.levels),
+            retrying=sum(p.failed for p in q.levels),
+            dead=sum(p.dead for p in q.levels),
+            oldest_s=round(max((p.oldest_age_seconds for p in q.levels), default=0.0), 1),
+        )
+        for q in stats
+    ]
     print(format_table(QUEUE_COLUMNS, rows))
     return 0
 
 
-WORKER_COLUMNS = ("id", "status", "queues", "concurrency", "target", "processed", "failed", "stuck", "last_heartbeat",
-                  "app", "job_types")
+WORKER_COLUMNS = (
+    "id",
+    "status",
+    "queues",
+    "concurrency",
+    "target",
+    "processed",
+    "failed",
+    "stuck",
+    "last_heartbeat",
+    "app",
+    "job_types",
+)
 
 
 def _call_on_queue(method: str, client: Client, args: argparse.Namespace) -> Any:
     return getattr(client, method)(args.queue)
 
 
-def _queue_settings_printer(change: Callable[[Client, argparse.Namespace], Any]) -> Callable[[Client, argparse.Namespace], int]:
+def _queue_settings_printer(
+    change: Callable[[Client, argparse.Namespace], Any],
+) -> Callable[[Client, argparse.Namespace], int]:
     """A queue command that changes its settings and prints them as they now are, in JSON."""
+
     def run(client: Client, args: argparse.Namespace) -> int:
         print(_json(dataclasses.asdict(change(client, args))))
         return 0
+
     return run
 
 
@@ -184,25 +246,56 @@ def _workers(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print(_json([dataclasses.asdict(w) for w in workers]))
         return 0
-    print(format_table(WORKER_COLUMNS, [dict(id=w.id, status=w.status, queues=",".join(w.queues),
-                                             concurrency=(f"{w.concurrency_min}:{w.concurrency}" if w.concurrency_min
-                                                          else w.concurrency),
-                                             target=w.concurrency_target or w.concurrency, processed=w.jobs_processed,
-                                             failed=w.jobs_failed, stuck=w.stuck_handlers,
-                                             last_heartbeat=_when(w.last_heartbeat), app=w.app,
-                                             job_types=",".join(w.job_types)) for w in workers]))
+    print(
+        format_table(
+            WORKER_COLUMNS,
+            [
+                dict(
+                    id=w.id,
+                    status=w.status,
+                    queues=",".join(w.queues),
+                    concurrency=(f"{w.concurrency_min}:{w.concurrency}" if w.concurrency_min else w.concurrency),
+                    target=w.concurrency_target or w.concurrency,
+                    processed=w.jobs_processed,
+                    failed=w.jobs_failed,
+                    stuck=w.stuck_handlers,
+                    last_heartbeat=_when(w.last_heartbeat),
+                    app=w.app,
+                    job_types=",".join(w.job_types),
+                )
+                for w in workers
+            ],
+        )
+    )
     return 0
 
 
-CIRCUIT_COLUMNS = ("name", "state", "failures", "threshold", "window_s", "reset_after_s", "opened_at", "job_types",
-                   "declared_by")
+CIRCUIT_COLUMNS = (
+    "name",
+    "state",
+    "failures",
+    "threshold",
+    "window_s",
+    "reset_after_s",
+    "opened_at",
+    "job_types",
+    "declared_by",
+)
 
 
 def _circuit_row(c: Circuit) -> dict[str, Any]:
     state = f"{c.state} (held by an operator)" if c.forced_by_admin else c.state
-    return dict(name=c.name, state=state, failures=c.failures, threshold=c.threshold, window_s=f"{c.window_seconds:g}",
-                reset_after_s=f"{c.reset_after_seconds:g}", opened_at=_when(c.opened_at), job_types=",".join(c.job_types),
-                declared_by=c.declared_by or None)
+    return dict(
+        name=c.name,
+        state=state,
+        failures=c.failures,
+        threshold=c.threshold,
+        window_s=f"{c.window_seconds:g}",
+        reset_after_s=f"{c.reset_after_seconds:g}",
+        opened_at=_when(c.opened_at),
+        job_types=",".join(c.job_types),
+        declared_by=c.declared_by or None,
+    )
 
 
 def _circuits(client: Client, args: argparse.Namespace) -> int:
@@ -223,9 +316,16 @@ LIMIT_COLUMNS = ("scope", "name", "concurrency", "running", "rate", "window_star
 
 
 def _limit_row(lim: Limit) -> dict[str, Any]:
-    return dict(scope=lim.scope, name=lim.name, concurrency=lim.concurrency, running=lim.running, rate=lim.rate_text,
-                window_starts=lim.window_starts if lim.rate is not None else None, set_by=lim.set_by,
-                declared_by=lim.declared_by or None)
+    return dict(
+        scope=lim.scope,
+        name=lim.name,
+        concurrency=lim.concurrency,
+        running=lim.running,
+        rate=lim.rate_text,
+        window_starts=lim.window_starts if lim.rate is not None else None,
+        set_by=lim.set_by,
+        declared_by=lim.declared_by or None,
+    )
 
 
 def _limits(client: Client, args: argparse.Namespace) -> int:
@@ -243,8 +343,11 @@ def _limit_target(args: argparse.Namespace) -> tuple[str, str]:
 
 def _set_limit(client: Client, args: argparse.Namespace) -> int:
     scope, name = _limit_target(args)
-    print(format_table(LIMIT_COLUMNS, [_limit_row(client.set_limit(scope, name, concurrency=args.concurrency,
-                                                                   rate=args.rate))]))
+    print(
+        format_table(
+            LIMIT_COLUMNS, [_limit_row(client.set_limit(scope, name, concurrency=args.concurrency, rate=args.rate))]
+        )
+    )
     return 0
 
 
@@ -281,8 +384,14 @@ def add_dlq(parser: argparse.ArgumentParser) -> None:
     dlq = parser.add_subparsers(dest="action", required=True)
     p = dlq.add_parser("list", help="dead jobs newest first, with their last error")
     _list_options(p, state=False)
-    _command(p, lambda c, a: _print_page(a, c.list_jobs(limit=a.limit, cursor=a.cursor, state="dead_letter",
-                                                        queue=a.queue, job_type=a.job_type), DEAD_COLUMNS))
+    _command(
+        p,
+        lambda c, a: _print_page(
+            a,
+            c.list_jobs(limit=a.limit, cursor=a.cursor, state="dead_letter", queue=a.queue, job_type=a.job_type),
+            DEAD_COLUMNS,
+        ),
+    )
     p = dlq.add_parser("retry", help="one dead job back to pending")
     p.add_argument("job_id")
     _command(p, _retry)
@@ -328,8 +437,10 @@ def add_circuits(parser: argparse.ArgumentParser) -> None:
     p = circuits.add_parser("list", help="every breaker: state, failures in its window, settings, job types")
     p.add_argument("--json", action="store_true")
     _command(p, _circuits)
-    for name, method, text in (("open", "open_circuit", "hold a breaker open (no probe) until it is closed"),
-                               ("close", "close_circuit", "close a breaker now (its failure count starts afresh)")):
+    for name, method, text in (
+        ("open", "open_circuit", "hold a breaker open (no probe) until it is closed"),
+        ("close", "close_circuit", "close a breaker now (its failure count starts afresh)"),
+    ):
         p = circuits.add_parser(name, help=text)
         p.add_argument("name")
         _command(p, functools.partial(_force_circuit, method))
@@ -340,8 +451,10 @@ def add_limits(parser: argparse.ArgumentParser) -> None:
     p = limits.add_parser("list", help="every limit: concurrency and jobs running, rate and starts in its window")
     p.add_argument("--json", action="store_true")
     _command(p, _limits)
-    for name, use, text in (("set", _set_limit, "set a limit (an operator's wins over the code's until cleared)"),
-                            ("clear", _clear_limit, "remove a limit")):
+    for name, use, text in (
+        ("set", _set_limit, "set a limit (an operator's wins over the code's until cleared)"),
+        ("clear", _clear_limit, "remove a limit"),
+    ):
         p = limits.add_parser(name, help=text)
         target = p.add_mutually_exclusive_group(required=True)
         target.add_argument("--job-type", help="limit this job type, in every queue")

@@ -32,19 +32,25 @@ def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:
 def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
     with open_client(settings, pool_size=1) as client:
         if args.apikey_action == "create":
-            key, info = client.create_api_key(args.producer, role="admin" if args.admin else "producer",
-                                              queues=args.queues, job_types=args.job_types)
+            key, info = client.create_api_key(
+                args.producer, role="admin" if args.admin else "producer", queues=args.queues, job_types=args.job_types
+            )
             print(key)
-            print(f"created {info.role} key {info.id} for producer {info.producer_id!r}{_limits(info)}; "
-                  "it is shown only this once", file=sys.stderr)
+            print(
+                f"created {info.role} key {info.id} for producer {info.producer_id!r}{_limits(info)}; "
+                "it is shown only this once",
+                file=sys.stderr,
+            )
             return 0
         if args.apikey_action == "list":
             print(f"{'id':36}  {'role':8}  {'prefix':11}  {'created':25}  {'revoked':25}  producer")
             for listed in client.api_keys():
                 revoked = listed.revoked_at.isoformat(timespec="seconds") if listed.revoked_at else "-"
-                print(f"{listed.id!s:36}  {listed.role:8}  {listed.key_prefix:11}  "
-                      f"{listed.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  "
-                      f"{listed.producer_id}{_limits(listed)}")
+                print(
+                    f"{listed.id!s:36}  {listed.role:8}  {listed.key_prefix:11}  "
+                    f"{listed.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  "
+                    f"{listed.producer_id}{_limits(listed)}"
+                )
             return 0
         gone = client.revoke_api_key(args.key_id)
         if gone is None:
@@ -62,6 +68,9 @@ def _names(text: str) -> list[str]:
 
 
 def _limits(key: ApiKey) -> str:
-    parts = [f"{label} {','.join(names)}" for label, names in (("queues", key.queues), ("job types", key.job_types))
-             if names is not None]
+    parts = [
+        f"{label} {','.join(names)}"
+        for label, names in (("queues", key.queues), ("job types", key.job_types))
+        if names is not None
+    ]
     return f" (only {'; '.join(parts)})" if parts else ""

@@ -36,7 +36,9 @@ def run_demo(settings: Settings, *, count: int = 5, timeout: float = 30.0) -> in
                 break
             time.sleep(0.2)
     for info in infos:
-        detail = info.result if info.state == JobState.COMPLETED else (info.last_error.message if info.last_error else "")
+        detail = (
+            info.result if info.state == JobState.COMPLETED else (info.last_error.message if info.last_error else "")
+        )
         print(f"{info.id}  {info.job_type:<15} {info.state.value:<12} attempts={info.attempts}  {detail}")
     unfinished = [info for info in infos if info.state not in FINAL]
     if unfinished:

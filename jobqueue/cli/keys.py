@@ -91,25 +91,33 @@ class RotationReport:
         return f" (e.g. job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)})" if jobs else ""
 
     def line(self) -> str:
-        text = (f"re-wrapped {self.payloads} payloads and {self.results} results under key {self.key_id!r} "
-                f"({self.scanned} jobs scanned)")
+        text = (
+            f"re-wrapped {self.payloads} payloads and {self.results} results under key {self.key_id!r} "
+            f"({self.scanned} jobs scanned)"
+        )
         if self.bound:
             text += f"; bound {self.bound} values of the unbound format to their jobs"
         if self.requeued:
             text += f", and re-queued {self.requeued} jobs dead-lettered for holding one"
         if self.missing:
             keys = ", ".join(f"{kid!r} ({n} values)" for kid, n in sorted(self.missing.items()))
-            text += (f"; left under keys this ring lacks: {keys}{self._jobs('missing')} — add them to the ring "
-                     "and run it again")
+            text += (
+                f"; left under keys this ring lacks: {keys}{self._jobs('missing')} — add them to the ring "
+                "and run it again"
+            )
         if self.unknown:
             keys = ", ".join(f"{kid!r} ({n} values)" for kid, n in sorted(self.unknown.items()))
-            text += (f"; left under key ids no key ring here ever held: {keys}{self._jobs('unknown')} — not sealed "
-                     "by these keys (or by a key dropped before any rotation ran), no worker opens them")
+            text += (
+                f"; left under key ids no key ring here ever held: {keys}{self._jobs('unknown')} — not sealed "
+                "by these keys (or by a key dropped before any rotation ran), no worker opens them"
+            )
         if self.damaged:
             text += f"; {self.damaged} values are damaged and were left as they were{self._jobs('damaged')}"
         if self.unbindable:
-            text += (f"; {self.unbindable} values of the unbound format were left unbound (copied from an earlier "
-                     f"job, or not at a field){self._jobs('unbindable')}: workers dead-letter their jobs")
+            text += (
+                f"; {self.unbindable} values of the unbound format were left unbound (copied from an earlier "
+                f"job, or not at a field){self._jobs('unbindable')}: workers dead-letter their jobs"
+            )
         return text
 
     @property
@@ -121,8 +129,14 @@ class RotationReport:
 class _Pass:
     """One job's values in one pass: re-wrap, note data keys, bind what may be bound."""
 
-    def __init__(self, ring: KeyRing, known: set[str], report: RotationReport, job: StoredValues,
-                 first_holder: dict[bytes, int] | None) -> None:
+    def __init__(
+        self,
+        ring: KeyRing,
+        known: set[str],
+        report: RotationReport,
+        job: StoredValues,
+        first_holder: dict[bytes, int] | None,
+    ) -> None:
         self.rebinder = Rebinder(ring)
         self.known = known
         self.report = report
@@ -179,8 +193,9 @@ def _batches(conn, ring: KeyRing, batch_size: int, holding: str):
     with how many jobs each batch scanned."""
     after = 0
     while True:
-        scanned, last_seq, found = db.run_sync(conn, job_store.rewrap_scan(after=after, limit=batch_size,
-                                                                            kid=ring.current_id, holding=holding))
+        scanned, last_seq, found = db.run_sync(
+            conn, job_store.rewrap_scan(after=after, limit=batch_size, kid=ring.current_id, holding=holding)
+        )
         yield scanned, found
         if scanned < batch_size or last_seq is None:
             return
@@ -228,8 +243,12 @@ def rotate(conn, ring: KeyRing, *, batch_size: int = DEFAULT_BATCH) -> RotationR
             new_payload = values.value(job.payload, result=False)
             if new_payload is not None:
                 payloads.append((job.id, job.payload, new_payload))
-                if (job.state == "dead_letter" and job.last_error == UNBOUND_ERROR and report.bound > bound_before
-                        and not values.unbound_left):
+                if (
+                    job.state == "dead_letter"
+                    and job.last_error == UNBOUND_ERROR
+                    and report.bound > bound_before
+                    and not values.unbound_left
+                ):
                     revivable.add(job.id)
         if payloads or results:
             written, done_results = db.run_sync(conn, job_store.rewrap_write(payloads, results))
@@ -244,9 +263,14 @@ def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="keys_command", required=True)
     p = commands.add_parser("generate", help="print a new random key entry (id:base64key) for JOBQUEUE_ENCRYPTION_KEYS")
     p.add_argument("--id", dest="key_id", help="the key's id (default: k + the UTC time + 4 random hex digits)")
-    p = commands.add_parser("rotate", help="re-wrap every stored encrypted value under the first (current) key, "
-                                           "and bind values sealed before migration 0025 to their jobs")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help=f"jobs per transaction (default {DEFAULT_BATCH})")
+    p = commands.add_parser(
+        "rotate",
+        help="re-wrap every stored encrypted value under the first (current) key, "
+        "and bind values sealed before migration 0025 to their jobs",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=DEFAULT_BATCH, help=f"jobs per transaction (default {DEFAULT_BATCH})"
+    )
     p.add_argument("--dsn")
 
 
@@ -255,8 +279,10 @@ def run_keys(args: argparse.Namespace, settings: Settings) -> int:
         print(new_key_line(args.key_id or default_key_id()))
         return 0
     if settings.encryption.keys is None:
-        raise EncryptionUnavailable("jobqueue keys rotate needs the key ring: set JOBQUEUE_ENCRYPTION_KEYS (or "
-                                    "JOBQUEUE_ENCRYPTION_KEYS_FILE), the new key first and the old ones after it")
+        raise EncryptionUnavailable(
+            "jobqueue keys rotate needs the key ring: set JOBQUEUE_ENCRYPTION_KEYS (or "
+            "JOBQUEUE_ENCRYPTION_KEYS_FILE), the new key first and the old ones after it"
+        )
     with db.connect_sync(db.Session.of(settings.db, db.CLI_NAME)) as conn:
         report = rotate(conn, settings.encryption.keys, batch_size=args.batch_size)
     print(report.line())

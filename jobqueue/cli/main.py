@@ -68,9 +68,17 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         print(f"error: payload: must be valid JSON ({exc})", file=sys.stderr)
         return 2
-    options = {k: v for k, v in dict(priority=args.priority, queue=args.queue, delay=args.delay,
-                                     max_attempts=args.max_attempts, idempotency_key=args.idempotency_key).items()
-               if v is not None}
+    options = {
+        k: v
+        for k, v in dict(
+            priority=args.priority,
+            queue=args.queue,
+            delay=args.delay,
+            max_attempts=args.max_attempts,
+            idempotency_key=args.idempotency_key,
+        ).items()
+        if v is not None
+    }
     with open_client(settings_from_args(args)) as client:
         print(client.enqueue(args.job_type, payload, **options))
     return 0
@@ -113,7 +121,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_api(args: argparse.Namespace) -> int:
     from jobqueue.api.serve import serve
 
-    return serve(settings_from_args(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
+    return serve(
+        settings_from_args(args), host=args.host, port=args.port, workers=args.workers, access_log=args.access_log
+    )
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -130,9 +140,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args, settings_from_args(args))
 
 
-
-
 # --- declaring the commands ------------------------------------------------------------------
+
 
 def _migrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", default="head")
@@ -163,6 +172,7 @@ def _by_id(func: Callable[[argparse.Namespace], int]) -> Declare:
         p.add_argument("job_id")
         p.add_argument("--dsn")
         p.set_defaults(func=func)
+
     return declare
 
 
@@ -199,11 +209,13 @@ def _bench(p: argparse.ArgumentParser) -> None:
 def _lazy(module: str, declare: str, run: str | None = None) -> Declare:
     """A command declared in ``module`` by ``declare(parser)``, imported only when it is parsed; it
     runs ``run(args, settings)`` (when given; else ``declare`` sets the parser's ``func`` itself)."""
+
     def declare_lazily(p: argparse.ArgumentParser) -> None:
         found: Any = importlib.import_module(module)
         getattr(found, declare)(p)
         if run is not None:
             p.set_defaults(func=lambda args: getattr(found, run)(args, settings_from_args(args)))
+
     return declare_lazily
 
 
@@ -222,16 +234,29 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
     ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),
     ("limits", "global concurrency and rate limits per job type or queue", _lazy("jobqueue.cli.admin", "add_limits")),
-    ("schedule", "cron schedules: add, list, pause, resume, remove, run-now",
-     _lazy("jobqueue.cli.schedules", "add_schedule_commands")),
+    (
+        "schedule",
+        "cron schedules: add, list, pause, resume, remove, run-now",
+        _lazy("jobqueue.cli.schedules", "add_schedule_commands"),
+    ),
     ("demo", "enqueue demo jobs and watch them finish", _demo),
     ("bench", "benchmark enqueue, drain and pick-up latency", _bench),
     ("api", "serve the REST API", _api),
-    ("apikey", "create, list or revoke REST API keys", _lazy("jobqueue.cli.apikeys", "add_apikey_arguments", "run_apikey")),
-    ("keys", "payload encryption keys: generate a new one, rotate stored values to the current one",
-     _lazy("jobqueue.cli.keys", "add_keys_arguments", "run_keys")),
-    ("roles", "PostgreSQL roles: grant jobqueue's group roles to login roles, create logins",
-     _lazy("jobqueue.cli.roles", "add_roles_arguments", "run_roles")),
+    (
+        "apikey",
+        "create, list or revoke REST API keys",
+        _lazy("jobqueue.cli.apikeys", "add_apikey_arguments", "run_apikey"),
+    ),
+    (
+        "keys",
+        "payload encryption keys: generate a new one, rotate stored values to the current one",
+        _lazy("jobqueue.cli.keys", "add_keys_arguments", "run_keys"),
+    ),
+    (
+        "roles",
+        "PostgreSQL roles: grant jobqueue's group roles to login roles, create logins",
+        _lazy("jobqueue.cli.roles", "add_roles_arguments", "run_roles"),
+    ),
 )
 
 

@@ -36,9 +36,11 @@ from jobqueue.store import roles as role_store
 
 def add_roles_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="roles_action", required=True)
-    for name, text in (("grant", "grant a group role to an existing login role"),
-                       ("revoke", "take a group role back from a login role"),
-                       ("login", "create a login role if missing, grant it a group role, print its DSN")):
+    for name, text in (
+        ("grant", "grant a group role to an existing login role"),
+        ("revoke", "take a group role back from a login role"),
+        ("login", "create a login role if missing, grant it a group role, print its DSN"),
+    ):
         p = actions.add_parser(name, help=text)
         p.add_argument("--role", required=True, choices=role_store.KINDS, help="which jobqueue_<role> group")
         p.add_argument("login", help="the login role's name")
@@ -46,11 +48,18 @@ def add_roles_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--producer", help="producer roles: the producer id it acts as (default: its name)")
         if name == "login":
             p.add_argument("--password", help="set this password (default: none, for trust or peer auth)")
-            p.add_argument("--statement-timeout", type=float, metavar="SECONDS",
-                           help="the role's statement_timeout here (default JOBQUEUE_STATEMENT_TIMEOUT; 0: none)")
-            p.add_argument("--idle-timeout", type=float, metavar="SECONDS",
-                           help="its idle_in_transaction_session_timeout (default "
-                                "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT; 0: none)")
+            p.add_argument(
+                "--statement-timeout",
+                type=float,
+                metavar="SECONDS",
+                help="the role's statement_timeout here (default JOBQUEUE_STATEMENT_TIMEOUT; 0: none)",
+            )
+            p.add_argument(
+                "--idle-timeout",
+                type=float,
+                metavar="SECONDS",
+                help="its idle_in_transaction_session_timeout (default JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT; 0: none)",
+            )
         p.add_argument("--dsn")
     p = actions.add_parser("list", help="who holds each group role")
     p.add_argument("--dsn")
@@ -70,8 +79,10 @@ def run_roles(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return _run(args, settings)
     except PermissionDenied as exc:
-        raise PermissionDenied(f"{exc} (`jobqueue roles` needs a role with CREATEROLE, or ADMIN OPTION on "
-                               "the jobqueue_* roles, as a hand-written GRANT would)") from exc
+        raise PermissionDenied(
+            f"{exc} (`jobqueue roles` needs a role with CREATEROLE, or ADMIN OPTION on "
+            "the jobqueue_* roles, as a hand-written GRANT would)"
+        ) from exc
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -79,8 +90,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.roles_action == "list":
             print(f"{'group role':18}  {'member':30}  {'login':5}  producer id")
             for member in db.run_sync(conn, role_store.members()):
-                print(f"{member.group:18}  {member.member:30}  {'yes' if member.can_login else 'no':5}  "
-                      f"{member.producer_id or '-'}")
+                print(
+                    f"{member.group:18}  {member.member:30}  {'yes' if member.can_login else 'no':5}  "
+                    f"{member.producer_id or '-'}"
+                )
             return 0
         if args.roles_action == "revoke":
             group = db.run_sync(conn, role_store.revoke(args.role, args.login))
@@ -88,14 +101,19 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         timeouts = ""
         with conn.transaction():
-            created = (db.run_sync(conn, role_store.create_login(args.login, args.password))
-                       if args.roles_action == "login" else None)
+            created = (
+                db.run_sync(conn, role_store.create_login(args.login, args.password))
+                if args.roles_action == "login"
+                else None
+            )
             group = db.run_sync(conn, role_store.grant(args.role, args.login, args.producer))
             if args.roles_action == "login":
                 statement = settings.db.statement_timeout if args.statement_timeout is None else args.statement_timeout
                 idle = settings.db.idle_in_transaction_timeout if args.idle_timeout is None else args.idle_timeout
                 db.run_sync(conn, role_store.set_timeouts(args.login, statement_timeout=statement, idle_timeout=idle))
-                timeouts = f"; statement_timeout {_shown(statement)}, idle_in_transaction_session_timeout {_shown(idle)}"
+                timeouts = (
+                    f"; statement_timeout {_shown(statement)}, idle_in_transaction_session_timeout {_shown(idle)}"
+                )
         made = "role" if created is None else "created login role" if created else "login role"
         print(f"{made} {args.login}: granted {group}{timeouts}", file=sys.stderr)
         if args.roles_action == "login":

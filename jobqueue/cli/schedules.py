@@ -24,16 +24,35 @@ from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import Priority
 from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule
 
-COLUMNS = ("name", "cron", "timezone", "job_type", "queue", "state", "next_fire_at", "last_fire_at", "misfire", "source")
+COLUMNS = (
+    "name",
+    "cron",
+    "timezone",
+    "job_type",
+    "queue",
+    "state",
+    "next_fire_at",
+    "last_fire_at",
+    "misfire",
+    "source",
+)
 
 
 def _row(schedule: Schedule) -> dict[str, str]:
     state = "error" if schedule.error else "enabled" if schedule.enabled else "paused"
     misfire = schedule.misfire_policy + (f"({schedule.misfire_limit})" if schedule.misfire_policy == "fire_all" else "")
-    return dict(name=schedule.name, cron=schedule.cron, timezone=schedule.timezone, job_type=schedule.job_type,
-                queue=schedule.queue, state=state, misfire=misfire, source=schedule.source,
-                next_fire_at=schedule.next_fire_at.isoformat() if schedule.next_fire_at else "-",
-                last_fire_at=schedule.last_fire_at.isoformat() if schedule.last_fire_at else "-")
+    return dict(
+        name=schedule.name,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        job_type=schedule.job_type,
+        queue=schedule.queue,
+        state=state,
+        misfire=misfire,
+        source=schedule.source,
+        next_fire_at=schedule.next_fire_at.isoformat() if schedule.next_fire_at else "-",
+        last_fire_at=schedule.last_fire_at.isoformat() if schedule.last_fire_at else "-",
+    )
 
 
 def format_table(schedules: list[Schedule]) -> str:
@@ -59,12 +78,22 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
             return use(client.schedules.with_source("cli"))
 
     def add(args: argparse.Namespace) -> int:
-        options = dict(timezone=args.timezone, payload=_payload(args.payload), priority=args.priority, queue=args.queue,
-                       max_attempts=args.max_attempts, misfire_policy=args.misfire, misfire_limit=args.misfire_limit,
-                       enabled=not args.paused)
+        options = dict(
+            timezone=args.timezone,
+            payload=_payload(args.payload),
+            priority=args.priority,
+            queue=args.queue,
+            max_attempts=args.max_attempts,
+            misfire_policy=args.misfire,
+            misfire_limit=args.misfire_limit,
+            enabled=not args.paused,
+        )
         schedule = run(args, lambda s: s.add(args.name, args.cron, args.job_type, **options))
         when = schedule.next_fire_at.isoformat() if schedule.next_fire_at and schedule.enabled else "paused"
-        print(f"added schedule {schedule.name}: {schedule.cron} ({schedule.timezone}) -> {schedule.job_type}; next fire: {when}")
+        print(
+            f"added schedule {schedule.name}: {schedule.cron} ({schedule.timezone}) -> {schedule.job_type};"
+            f" next fire: {when}"
+        )
         return 0
 
     def list_(args: argparse.Namespace) -> int:
@@ -80,6 +109,7 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
             result = run(args, lambda s: getattr(s, method)(args.name))
             print(result if method == "run_now" else f"{verb} schedule {args.name}")
             return 0
+
         return command
 
     p = actions.add_parser("add", help="create a cron schedule")
@@ -91,8 +121,12 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--priority", default=Priority.NORMAL.label, choices=[level.label for level in Priority])
     p.add_argument("--queue", default="default")
     p.add_argument("--max-attempts", type=int)
-    p.add_argument("--misfire", default=DEFAULT_MISFIRE_POLICY, choices=MISFIRE_POLICIES,
-                   help="ticks missed while no scheduler ran: fire one job, each (up to --misfire-limit), or none")
+    p.add_argument(
+        "--misfire",
+        default=DEFAULT_MISFIRE_POLICY,
+        choices=MISFIRE_POLICIES,
+        help="ticks missed while no scheduler ran: fire one job, each (up to --misfire-limit), or none",
+    )
     p.add_argument("--misfire-limit", type=int, default=DEFAULT_MISFIRE_LIMIT)
     p.add_argument("--paused", action="store_true", help="create it paused")
     p.set_defaults(func=add)
@@ -101,10 +135,12 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=list_)
 
-    for action, verb, method, text in (("pause", "paused", "pause", "stop firing (until resumed)"),
-                                       ("resume", "resumed", "resume", "fire again, from now on"),
-                                       ("remove", "removed", "remove", "delete the schedule"),
-                                       ("run-now", "ran", "run_now", "enqueue one job from it now; prints its id")):
+    for action, verb, method, text in (
+        ("pause", "paused", "pause", "stop firing (until resumed)"),
+        ("resume", "resumed", "resume", "fire again, from now on"),
+        ("remove", "removed", "remove", "delete the schedule"),
+        ("run-now", "ran", "run_now", "enqueue one job from it now; prints its id"),
+    ):
         p = actions.add_parser(action, help=text)
         p.add_argument("name")
         p.set_defaults(func=by_name(verb, method))

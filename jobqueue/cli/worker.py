@@ -14,17 +14,30 @@ if TYPE_CHECKING:  # jobqueue.config brings psycopg: imported once a worker's se
 def add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", required=True, help="module:attribute of your JobQueue, e.g. jobqueue.demo:queue")
     parser.add_argument("--queues", help="comma-separated queue names (JOBQUEUE_QUEUES, default: default)")
-    parser.add_argument("--concurrency", help="jobs run at once per process: N, or MIN:MAX to scale between them "
-                        "with the queue's depth and the slots' utilization (JOBQUEUE_CONCURRENCY, default 10)")
+    parser.add_argument(
+        "--concurrency",
+        help="jobs run at once per process: N, or MIN:MAX to scale between them "
+        "with the queue's depth and the slots' utilization (JOBQUEUE_CONCURRENCY, default 10)",
+    )
     parser.add_argument("--processes", type=int, help="worker processes (JOBQUEUE_PROCESSES, default 1)")
-    parser.add_argument("--lease", type=float, help="lease seconds before a silent worker's job is reclaimed (default 30)")
-    parser.add_argument("--shutdown-grace", type=float, help="seconds running jobs get to finish on SIGTERM (default 30)")
+    parser.add_argument(
+        "--lease", type=float, help="lease seconds before a silent worker's job is reclaimed (default 30)"
+    )
+    parser.add_argument(
+        "--shutdown-grace", type=float, help="seconds running jobs get to finish on SIGTERM (default 30)"
+    )
     parser.add_argument("--priority-mode", choices=["strict", "weighted"], help="default strict")
-    parser.add_argument("--priority-weights", help="weights critical,high,normal,low for weighted mode (default 8,4,2,1)")
+    parser.add_argument(
+        "--priority-weights", help="weights critical,high,normal,low for weighted mode (default 8,4,2,1)"
+    )
     parser.add_argument("--poll-interval", type=float, help="fallback poll seconds when no NOTIFY arrives (default 5)")
     parser.add_argument("--no-maintenance", action="store_true", help="do not run the sweeper/leader services here")
-    parser.add_argument("--metrics-port", type=int, help="serve this process's own figures at :PORT/metrics "
-                        "(process i of --processes on PORT+i; JOBQUEUE_WORKER_METRICS_PORT, default off)")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this process's own figures at :PORT/metrics "
+        "(process i of --processes on PORT+i; JOBQUEUE_WORKER_METRICS_PORT, default off)",
+    )
     parser.add_argument("--dsn", help="PostgreSQL DSN (JOBQUEUE_DSN)")
 
 
@@ -38,9 +51,14 @@ def worker_settings(args: argparse.Namespace) -> Settings:
         changes["queues"] = tuple(q.strip() for q in args.queues.split(",") if q.strip())
     if args.concurrency is not None:
         changes["concurrency_min"], changes["concurrency"] = concurrency_range(args.concurrency, "--concurrency")
-    for option, name in (("processes", "processes"), ("lease", "lease_seconds"),
-                         ("shutdown_grace", "shutdown_grace"), ("priority_mode", "priority_mode"),
-                         ("poll_interval", "poll_interval"), ("metrics_port", "metrics_port")):
+    for option, name in (
+        ("processes", "processes"),
+        ("lease", "lease_seconds"),
+        ("shutdown_grace", "shutdown_grace"),
+        ("priority_mode", "priority_mode"),
+        ("poll_interval", "poll_interval"),
+        ("metrics_port", "metrics_port"),
+    ):
         value = getattr(args, option)
         if value is not None:
             changes[name] = value

@@ -42,9 +42,18 @@ def _optional_name(field: str, value: Any) -> str | None:
     return value
 
 
-def list_call(limit: int, cursor: str | None, *, scan: int = LIST_SCAN, state: str | None = None,
-              queue: str | None = None, job_type: str | None = None, priority: Any = None,
-              producer_id: str | None = None, scheduled: bool | None = None) -> db.Call[JobPage]:
+def list_call(
+    limit: int,
+    cursor: str | None,
+    *,
+    scan: int = LIST_SCAN,
+    state: str | None = None,
+    queue: str | None = None,
+    job_type: str | None = None,
+    priority: Any = None,
+    producer_id: str | None = None,
+    scheduled: bool | None = None,
+) -> db.Call[JobPage]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
     if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
@@ -61,14 +70,23 @@ def list_call(limit: int, cursor: str | None, *, scan: int = LIST_SCAN, state: s
         try:
             state = JobState(state).value
         except ValueError:
-            raise ValidationError("state", f"must be one of {', '.join(s.value for s in JobState)} (got {state!r})") from None
+            raise ValidationError(
+                "state", f"must be one of {', '.join(s.value for s in JobState)} (got {state!r})"
+            ) from None
     if scheduled is not None and not isinstance(scheduled, bool):
         raise ValidationError("scheduled", f"must be true or false when given (got {scheduled!r})")
     level = None if priority is None else int(Priority.parse(priority))
-    return job_store.list_jobs(limit=limit, scan=scan, before=before, state=state,
-                               queue=_optional_name("queue", queue), job_type=_optional_name("job_type", job_type),
-                               priority=level, producer_id=_optional_name("producer_id", producer_id),
-                               scheduled=scheduled)
+    return job_store.list_jobs(
+        limit=limit,
+        scan=scan,
+        before=before,
+        state=state,
+        queue=_optional_name("queue", queue),
+        job_type=_optional_name("job_type", job_type),
+        priority=level,
+        producer_id=_optional_name("producer_id", producer_id),
+        scheduled=scheduled,
+    )
 
 
 def queue_name(queue: Any) -> str:
@@ -88,9 +106,11 @@ def limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> d
 
 
 def defaults_call(queue: str, job_ttl: Any, idempotency_window: Any) -> db.Call[QueueSettings]:
-    return queue_store.set_enqueue_defaults(queue_name(queue), job_ttl=timespan(job_ttl, ValidationError, "job_ttl"),
-                                            idempotency_window=timespan(idempotency_window, ValidationError,
-                                                                        "idempotency_window"))
+    return queue_store.set_enqueue_defaults(
+        queue_name(queue),
+        job_ttl=timespan(job_ttl, ValidationError, "job_ttl"),
+        idempotency_window=timespan(idempotency_window, ValidationError, "idempotency_window"),
+    )
 
 
 def unserved_call(settings: MetricsSettings, cap: int) -> db.Call[list[Unserved]]:
@@ -103,16 +123,19 @@ def shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
     return queue_store.set_shedding(queue_name(queue), shed_low_retries)
 
 
-def new_key_call(producer_id: Any, role: str, queues: Iterable[str] | None = None,
-                 job_types: Iterable[str] | None = None) -> tuple[str, db.Call[ApiKey | None]]:
+def new_key_call(
+    producer_id: Any, role: str, queues: Iterable[str] | None = None, job_types: Iterable[str] | None = None
+) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
     if role not in ROLES:
         raise ValidationError("role", f"must be one of {', '.join(ROLES)} (got {role!r})")
     allowed = {field: _allow_list(field, names) for field, names in (("queues", queues), ("job_types", job_types))}
     if role == "admin" and any(names is not None for names in allowed.values()):
-        raise ValidationError("queues" if allowed["queues"] is not None else "job_types",
-                              "admin keys administer every queue: allow-lists are for producer keys")
+        raise ValidationError(
+            "queues" if allowed["queues"] is not None else "job_types",
+            "admin keys administer every queue: allow-lists are for producer keys",
+        )
     key = key_store.new_key()
     return key, key_store.create(key=key, producer_id=producer_id, role=role, **allowed)
 
@@ -145,8 +168,9 @@ def purge_batches(queue: str | None, job_type: str | None, before: datetime | No
     queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)
     if before is not None and before.tzinfo is None:
         raise ValidationError("before", "must be timezone-aware")
-    return lambda after: job_store.purge_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type,
-                                                    before=before)
+    return lambda after: job_store.purge_dead_batch(
+        after=after, limit=batch_size, queue=queue, job_type=job_type, before=before
+    )
 
 
 def found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:

@@ -80,11 +80,22 @@ from jobqueue.store import workers as worker_store
 class AsyncClient:
     """Async producer/admin client over a small autocommit pool (open it, or use ``async with``)."""
 
-    def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
-                 connect_timeout: int | None = None, submit_lanes: int = 0, coalesce_max_jobs: int = 1000,
-                 coalesce_stall_after: float = 0.1, coalesce_lock_wait: float = 0.2, application_name: str = db.CLIENT_NAME,
-                 decrypt_results: bool = True) -> None:
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        settings: Settings | None = None,
+        producer_id: str | None = None,
+        pool_size: int | None = None,
+        pool_timeout: float = 10.0,
+        connect_timeout: int | None = None,
+        submit_lanes: int = 0,
+        coalesce_max_jobs: int = 1000,
+        coalesce_stall_after: float = 0.1,
+        coalesce_lock_wait: float = 0.2,
+        application_name: str = db.CLIENT_NAME,
+        decrypt_results: bool = True,
+    ) -> None:
         """``application_name``: how its connections show in ``pg_stat_activity``; their timeouts
         and PgBouncer mode come from ``settings``.
 
@@ -99,22 +110,37 @@ class AsyncClient:
         self.dsn = dsn or self.settings.db.dsn
         self.producer_id = producer_id
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
-        self._pool = db.async_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.db.pool_max_size,
-                                   name=application_name, settings=self.settings.db,
-                                   timeout=pool_timeout, connect_timeout=connect_timeout)
-        self.coalescer = (SubmitCoalescer(lambda built, grouped: self._run(
-                              many_call(built, lock_wait=coalesce_lock_wait if grouped else None), None),
-                                          lanes=submit_lanes,
-                                          max_jobs=coalesce_max_jobs, max_wait=pool_timeout,
-                                          stall_after=coalesce_stall_after)
-                          if submit_lanes > 0 else None)
+        self._pool = db.async_pool(
+            self.dsn,
+            min_size=1,
+            max_size=pool_size or self.settings.db.pool_max_size,
+            name=application_name,
+            settings=self.settings.db,
+            timeout=pool_timeout,
+            connect_timeout=connect_timeout,
+        )
+        self.coalescer = (
+            SubmitCoalescer(
+                lambda built, grouped: self._run(
+                    many_call(built, lock_wait=coalesce_lock_wait if grouped else None), None
+                ),
+                lanes=submit_lanes,
+                max_jobs=coalesce_max_jobs,
+                max_wait=pool_timeout,
+                stall_after=coalesce_stall_after,
+            )
+            if submit_lanes > 0
+            else None
+        )
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
         self.schedules = Schedules(lambda call: self._run(call, None))
-        self._waiter = Waiter(self.settings.db, self.settings.encryption.keys, self.dsn, application_name,
-                              self.connection)
+        self._waiter = Waiter(
+            self.settings.db, self.settings.encryption.keys, self.dsn, application_name, self.connection
+        )
         self.sealer = Sealer(self.settings.encryption.keys)
-        self._declarations: RefreshAheadCache[None, Sealer] = RefreshAheadCache(self._learn_declarations,
-                                                                                self.sealer.ttl)
+        self._declarations: RefreshAheadCache[None, Sealer] = RefreshAheadCache(
+            self._learn_declarations, self.sealer.ttl
+        )
         self._held: tuple[str | None] | None = None  # the pool's session producer, once read
         self.decrypt_results = decrypt_results
 
@@ -144,8 +170,9 @@ class AsyncClient:
         async with db.connection(self._pool) as conn:
             return await db.run(conn, call)
 
-    async def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None,
-                      **options: Any) -> uuid.UUID:
+    async def enqueue(
+        self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None, **options: Any
+    ) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
         paths = (await self._sealer()).paths(job_type, options.pop("encrypt", None))
         with tracing.producing(self.tracing, job_type, options) as span:
@@ -156,12 +183,18 @@ class AsyncClient:
             span.enqueued([job_id])
         return job_id
 
-    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
-                           connection: psycopg.AsyncConnection | None = None) -> list[uuid.UUID]:
+    async def enqueue_many(
+        self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.AsyncConnection | None = None
+    ) -> list[uuid.UUID]:
         return [job_id for job_id, _ in await self.submit(jobs, connection=connection)]
 
-    async def submit(self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.AsyncConnection | None = None,
-                     admit: Callable[[Sequence[ValidatedJob]], None] | None = None) -> list[tuple[uuid.UUID, bool]]:
+    async def submit(
+        self,
+        jobs: Iterable[Mapping[str, Any]],
+        *,
+        connection: psycopg.AsyncConnection | None = None,
+        admit: Callable[[Sequence[ValidatedJob]], None] | None = None,
+    ) -> list[tuple[uuid.UUID, bool]]:
         """`enqueue_many` that also says, per job, whether it was created (False: its idempotency key
         was held — within its window — and the holder's id is returned). One statement, all or nothing.
         ``admit`` is called with the jobs validated (and sealed) before anything is written — each
@@ -197,8 +230,9 @@ class AsyncClient:
         self.sealer.learn(await self._run(worker_store.encrypted_fields(), None))
         return self.sealer
 
-    async def _seal(self, built: list[NewJob], plan: SealPlan, payloads: Sequence[Any],
-                    connection: psycopg.AsyncConnection | None) -> list[NewJob]:
+    async def _seal(
+        self, built: list[NewJob], plan: SealPlan, payloads: Sequence[Any], connection: psycopg.AsyncConnection | None
+    ) -> list[NewJob]:
         """``built`` with the planned jobs sealed: on the loop for at most `SEAL_OFF_LOOP` values,
         else in a thread a slice at a time, so a heavy request never holds the event loop every
         other request waits on (30,000 paths once held it for 22-29 s)."""
@@ -220,16 +254,26 @@ class AsyncClient:
             self._held = (await self._run(job_store.session_producer(), None),)
         return self._held[0]
 
-    async def get(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
-                  connection: psycopg.AsyncConnection | None = None) -> JobInfo:
+    async def get(
+        self,
+        job_id: uuid.UUID | str,
+        *,
+        producer_id: str | None = None,
+        connection: psycopg.AsyncConnection | None = None,
+    ) -> JobInfo:
         """``producer_id``: as that producer (another producer's job is `JobNotFound`, and costs
         the database what a missing one does)."""
         job_id = as_uuid(job_id)
         info = found(job_id, await self._run(job_store.get(job_id, producer_id), connection))
         return readable(info, self.settings.encryption.keys, self.decrypt_results)
 
-    async def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
-                     connection: psycopg.AsyncConnection | None = None) -> CancelOutcome:
+    async def cancel(
+        self,
+        job_id: uuid.UUID | str,
+        *,
+        producer_id: str | None = None,
+        connection: psycopg.AsyncConnection | None = None,
+    ) -> CancelOutcome:
         """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
         return await self._run(job_store.cancel(as_uuid(job_id), producer_id), connection)
 
@@ -274,13 +318,20 @@ class AsyncClient:
         """A dead-lettered job back to pending now (one more attempt allowed)."""
         return await self._run(job_store.retry_dead(as_uuid(job_id)), None)
 
-    async def retry_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
-                                 batch_size: int = 500) -> int:
+    async def retry_dead_letters(
+        self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500
+    ) -> int:
         """Every dead job matching the filters back to pending, in batches; returns how many."""
         return await self._batches(retry_batches(queue, job_type, batch_size), batch_size)
 
-    async def purge_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
-                                 before: datetime | None = None, batch_size: int = 1000) -> int:
+    async def purge_dead_letters(
+        self,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        before: datetime | None = None,
+        batch_size: int = 1000,
+    ) -> int:
         """Delete dead jobs matching the filters (died before ``before``), in batches; returns how many."""
         return await self._batches(purge_batches(queue, job_type, before, batch_size), batch_size)
 
@@ -326,8 +377,9 @@ class AsyncClient:
         """Every global limit, with the jobs running under it and the starts in its current window."""
         return await self._run(limit_store.list_all(), None)
 
-    async def set_limit(self, scope: str, name: str, *, concurrency: int | None = None,
-                        rate: str | None = None) -> Limit:
+    async def set_limit(
+        self, scope: str, name: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> Limit:
         """Set (or replace) a limit on a job type (``scope="job_type"``) or queue (``"queue"``); it
         wins over the code's until `clear_limit`. Its jobs already running count against it."""
         spec = LimitSpec.build(scope, name, concurrency=concurrency, rate=rate)
@@ -350,8 +402,9 @@ class AsyncClient:
     async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return await self._run(limits_call(queue, soft_limit, hard_limit), None)
 
-    async def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
-                                 idempotency_window: timedelta | float | None) -> QueueSettings:
+    async def set_queue_defaults(
+        self, queue: str, *, job_ttl: timedelta | float | None, idempotency_window: timedelta | float | None
+    ) -> QueueSettings:
         """What enqueue applies to ``queue``'s jobs when a call gives none (seconds or timedelta):
         ``job_ttl`` expires waiting jobs that long after their run_at (None: never);
         ``idempotency_window`` holds their keys that long (None: 24 hours)."""
@@ -366,8 +419,14 @@ class AsyncClient:
         """Every queue's settings row (paused, limits, enqueue defaults, shedding), by queue."""
         return await self._run(queue_store.all_settings(), None)
 
-    async def create_api_key(self, producer_id: str, *, role: str = "producer", queues: Iterable[str] | None = None,
-                             job_types: Iterable[str] | None = None) -> tuple[str, ApiKey]:
+    async def create_api_key(
+        self,
+        producer_id: str,
+        *,
+        role: str = "producer",
+        queues: Iterable[str] | None = None,
+        job_types: Iterable[str] | None = None,
+    ) -> tuple[str, ApiKey]:
         """A new key (returned once, stored only hashed) acting as ``producer_id``; ``queues`` /
         ``job_types``: the only ones it may submit (producer keys; None: any)."""
         key, call = new_key_call(producer_id, role, queues, job_types)

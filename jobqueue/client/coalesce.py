@@ -22,7 +22,8 @@ All or nothing stays per caller: if the database refuses the combined statement 
 not take, a deadlock), nothing was written, and each caller's jobs run again on their own, so only
 the caller whose job was refused sees the error. A statement of several callers is told it is
 grouped, so the runner can bound its lock waits: one caller's key held by another transaction
-then fails the group in a fraction of a second, and only that caller waits, alone. A lost connection or an unreachable database
+then fails the group in a fraction of a second, and only that caller waits, alone. A lost connection or an unreachable
+database
 fails every caller of the statement with `DatabaseUnavailable`, as a lone statement would.
 """
 
@@ -52,8 +53,9 @@ class _Waiting:
 
 
 class SubmitCoalescer:
-    def __init__(self, run: Runner, *, lanes: int, max_jobs: int, max_wait: float = 2.0,
-                 stall_after: float = 0.1) -> None:
+    def __init__(
+        self, run: Runner, *, lanes: int, max_jobs: int, max_wait: float = 2.0, stall_after: float = 0.1
+    ) -> None:
         if lanes < 1 or max_jobs < 1 or max_wait <= 0 or stall_after <= 0:
             raise ValueError("lanes and max_jobs must be at least 1, max_wait and stall_after positive")
         self._run = run
@@ -94,8 +96,11 @@ class SubmitCoalescer:
         if entry.taken or entry.future.done():
             return
         self._waiting.remove(entry)
-        entry.future.set_exception(DatabaseUnavailable(
-            f"database unavailable: no submission went through for {self._max_wait:g} s; nothing was written"))
+        entry.future.set_exception(
+            DatabaseUnavailable(
+                f"database unavailable: no submission went through for {self._max_wait:g} s; nothing was written"
+            )
+        )
 
     # --- lanes ----------------------------------------------------------------------------------
 
@@ -163,9 +168,13 @@ class SubmitCoalescer:
             await self._send(group)
         finally:
             for entry in group:  # interrupted (the client is closing): nobody may wait forever
-                _settle(entry, exception=DatabaseUnavailable(
-                    "the submission was interrupted before its statement finished; resubmit with the same "
-                    "idempotency key to be sure"))
+                _settle(
+                    entry,
+                    exception=DatabaseUnavailable(
+                        "the submission was interrupted before its statement finished; resubmit with the same "
+                        "idempotency key to be sure"
+                    ),
+                )
             self._release(token)
 
     async def _send(self, group: list[_Waiting]) -> None:
@@ -183,7 +192,7 @@ class SubmitCoalescer:
             return
         start = 0
         for entry in group:
-            _settle(entry, result=results[start:start + len(entry.jobs)])
+            _settle(entry, result=results[start : start + len(entry.jobs)])
             start += len(entry.jobs)
 
     async def _alone(self, entry: _Waiting) -> None:

@@ -21,8 +21,9 @@ SEAL_OFF_LOOP = 64
 SealPlan = Sequence[tuple[int, tuple[str, ...], str]]
 
 
-def sealed_jobs(sealer: Sealer, built: Sequence[NewJob], plan: SealPlan, payloads: Sequence[Any],
-                held: str | None) -> list[NewJob]:
+def sealed_jobs(
+    sealer: Sealer, built: Sequence[NewJob], plan: SealPlan, payloads: Sequence[Any], held: str | None
+) -> list[NewJob]:
     """The planned jobs of ``built`` with their fields sealed (``payloads``: theirs, as given), in
     plan order: each for the producer its row will carry (``held``, the one the database holds the
     session to, else its own), its type and a new id."""

@@ -73,15 +73,27 @@ from jobqueue.store import workers as worker_store
 class Client:
     """The same API, blocking: for scripts, web frameworks without asyncio, and psycopg sync code."""
 
-    def __init__(self, dsn: str | None = None, *, settings: Settings | None = None,
-                 producer_id: str | None = None, pool_size: int | None = None, pool_timeout: float = 10.0,
-                 application_name: str = db.CLIENT_NAME) -> None:
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        settings: Settings | None = None,
+        producer_id: str | None = None,
+        pool_size: int | None = None,
+        pool_timeout: float = 10.0,
+        application_name: str = db.CLIENT_NAME,
+    ) -> None:
         self.settings = settings or Settings.from_env()
         self.dsn = dsn or self.settings.db.dsn
         self.producer_id = producer_id
-        self._pool = db.sync_pool(self.dsn, min_size=1, max_size=pool_size or self.settings.db.pool_max_size,
-                                  name=application_name, settings=self.settings.db,
-                                  timeout=pool_timeout)
+        self._pool = db.sync_pool(
+            self.dsn,
+            min_size=1,
+            max_size=pool_size or self.settings.db.pool_max_size,
+            name=application_name,
+            settings=self.settings.db,
+            timeout=pool_timeout,
+        )
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
         self.schedules = Schedules(lambda call: self._run(call, None))
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
@@ -111,8 +123,9 @@ class Client:
         with db.connection_sync(self._pool) as conn:
             return db.run_sync(conn, call)
 
-    def enqueue(self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None,
-                **options: Any) -> uuid.UUID:
+    def enqueue(
+        self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None, **options: Any
+    ) -> uuid.UUID:
         options.setdefault("producer_id", self.producer_id)
         paths = self._sealer().paths(job_type, options.pop("encrypt", None))
         with tracing.producing(self.tracing, job_type, options) as span:
@@ -123,20 +136,34 @@ class Client:
             span.enqueued([job_id])
         return job_id
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *,
-                     connection: psycopg.Connection | None = None) -> list[uuid.UUID]:
+    def enqueue_many(
+        self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.Connection | None = None
+    ) -> list[uuid.UUID]:
         return [job_id for job_id, _ in self.submit(jobs, connection=connection)]
 
-    def submit(self, jobs: Iterable[Mapping[str, Any]], *, connection: psycopg.Connection | None = None,
-               admit: Callable[[Sequence[ValidatedJob]], None] | None = None) -> list[tuple[uuid.UUID, bool]]:
+    def submit(
+        self,
+        jobs: Iterable[Mapping[str, Any]],
+        *,
+        connection: psycopg.Connection | None = None,
+        admit: Callable[[Sequence[ValidatedJob]], None] | None = None,
+    ) -> list[tuple[uuid.UUID, bool]]:
         """`AsyncClient.submit` (``admit`` too)."""
         jobs, plan = self._sealer().plan(jobs)
         with tracing.producing_many(self.tracing, list(jobs)) as (span, jobs):
             built = build_many(jobs, self.producer_id)
             if plan:
-                built = with_sealed(built, plan, sealed_jobs(self.sealer, built, plan,
-                                                             [jobs[index].get("payload") for index, _, _ in plan],
-                                                             self._held_producer(connection)))
+                built = with_sealed(
+                    built,
+                    plan,
+                    sealed_jobs(
+                        self.sealer,
+                        built,
+                        plan,
+                        [jobs[index].get("payload") for index, _, _ in plan],
+                        self._held_producer(connection),
+                    ),
+                )
             if admit is not None:
                 admit(built)
             results = self._run(many_call(built), connection)
@@ -156,19 +183,25 @@ class Client:
             self._held = (self._run(job_store.session_producer(), None),)
         return self._held[0]
 
-    def get(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
-            connection: psycopg.Connection | None = None) -> JobInfo:
+    def get(
+        self, job_id: uuid.UUID | str, *, producer_id: str | None = None, connection: psycopg.Connection | None = None
+    ) -> JobInfo:
         job_id = as_uuid(job_id)
-        return readable(found(job_id, self._run(job_store.get(job_id, producer_id), connection)),
-                        self.settings.encryption.keys, True)
+        return readable(
+            found(job_id, self._run(job_store.get(job_id, producer_id), connection)),
+            self.settings.encryption.keys,
+            True,
+        )
 
-    def cancel(self, job_id: uuid.UUID | str, *, producer_id: str | None = None,
-               connection: psycopg.Connection | None = None) -> CancelOutcome:
+    def cancel(
+        self, job_id: uuid.UUID | str, *, producer_id: str | None = None, connection: psycopg.Connection | None = None
+    ) -> CancelOutcome:
         return self._run(job_store.cancel(as_uuid(job_id), producer_id), connection)
 
     def wait(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
         """`AsyncClient.wait`, blocking (it runs one on its own event loop for the call: not from
         inside a running event loop)."""
+
         async def waiting() -> Any:
             async with AsyncClient(self.dsn, settings=self.settings, pool_size=1) as client:
                 return await client.wait(job_id, timeout=timeout)
@@ -193,11 +226,19 @@ class Client:
     def throughput_history(self, *, minutes: int = 60) -> list[ThroughputMinute]:
         return self._run(history_store.rates(minutes=minutes), None)
 
-    def retry_dead_letters(self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500) -> int:
+    def retry_dead_letters(
+        self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500
+    ) -> int:
         return self._batches(retry_batches(queue, job_type, batch_size), batch_size)
 
-    def purge_dead_letters(self, *, queue: str | None = None, job_type: str | None = None,
-                           before: datetime | None = None, batch_size: int = 1000) -> int:
+    def purge_dead_letters(
+        self,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        before: datetime | None = None,
+        batch_size: int = 1000,
+    ) -> int:
         return self._batches(purge_batches(queue, job_type, before, batch_size), batch_size)
 
     def _batches(self, batch: BatchCall, batch_size: int) -> int:
@@ -252,8 +293,9 @@ class Client:
     def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return self._run(limits_call(queue, soft_limit, hard_limit), None)
 
-    def set_queue_defaults(self, queue: str, *, job_ttl: timedelta | float | None,
-                           idempotency_window: timedelta | float | None) -> QueueSettings:
+    def set_queue_defaults(
+        self, queue: str, *, job_ttl: timedelta | float | None, idempotency_window: timedelta | float | None
+    ) -> QueueSettings:
         return self._run(defaults_call(queue, job_ttl, idempotency_window), None)
 
     def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
@@ -262,8 +304,14 @@ class Client:
     def queue_settings(self) -> dict[str, QueueSettings]:
         return self._run(queue_store.all_settings(), None)
 
-    def create_api_key(self, producer_id: str, *, role: str = "producer", queues: Iterable[str] | None = None,
-                       job_types: Iterable[str] | None = None) -> tuple[str, ApiKey]:
+    def create_api_key(
+        self,
+        producer_id: str,
+        *,
+        role: str = "producer",
+        queues: Iterable[str] | None = None,
+        job_types: Iterable[str] | None = None,
+    ) -> tuple[str, ApiKey]:
         key, call = new_key_call(producer_id, role, queues, job_types)
         return key, self._run(call, None)
 

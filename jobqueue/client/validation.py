@@ -30,11 +30,25 @@ from jobqueue.model.payloads import dumps, holds_nul
 from jobqueue.observability import tracing
 from jobqueue.store import jobs as job_store
 
-_ENQUEUE_FIELDS = frozenset({
-    "job_type", "payload", "priority", "queue", "run_at", "delay", "max_attempts",
-    "idempotency_key", "producer_id", "traceparent", "timeout", "expires_at", "expire_after",
-    "idempotency_window", "idempotency_mismatch",
-})
+_ENQUEUE_FIELDS = frozenset(
+    {
+        "job_type",
+        "payload",
+        "priority",
+        "queue",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "idempotency_key",
+        "producer_id",
+        "traceparent",
+        "timeout",
+        "expires_at",
+        "expire_after",
+        "idempotency_window",
+        "idempotency_mismatch",
+    }
+)
 #: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
 MISMATCH_MODES = ("return", "reject")
 #: The longest timeout, expiry or idempotency window (as jobqueue.job_problem enforces).
@@ -81,16 +95,32 @@ class NewJob:
     id: uuid.UUID | None = None  # made by the producer when it seals fields for the job (else the database's)
 
     @classmethod
-    def build(cls, job_type: Any, payload: Any = None, *, priority: Any = "normal", queue: Any = "default",
-              run_at: Any = None, delay: Any = None, max_attempts: Any = None, idempotency_key: Any = None,
-              producer_id: str | None = None, traceparent: str | None = None, timeout: Any = None,
-              expires_at: Any = None, expire_after: Any = None, idempotency_window: Any = None,
-              idempotency_mismatch: Any = None, field_prefix: str = "") -> "NewJob":
+    def build(
+        cls,
+        job_type: Any,
+        payload: Any = None,
+        *,
+        priority: Any = "normal",
+        queue: Any = "default",
+        run_at: Any = None,
+        delay: Any = None,
+        max_attempts: Any = None,
+        idempotency_key: Any = None,
+        producer_id: str | None = None,
+        traceparent: str | None = None,
+        timeout: Any = None,
+        expires_at: Any = None,
+        expire_after: Any = None,
+        idempotency_window: Any = None,
+        idempotency_mismatch: Any = None,
+        field_prefix: str = "",
+    ) -> "NewJob":
         """Validate and normalise one job. ``timeout``, ``expire_after`` and ``idempotency_window``
         are seconds or a timedelta; ``expires_at`` an aware datetime after the job's run_at (the
         database checks it against a run_at it computes); ``idempotency_mismatch`` is "return"
         (default: a repeat gets the original job) or "reject" (`IdempotencyMismatch` when the
         repeat's job_type, queue or payload differ)."""
+
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
 
@@ -158,14 +188,31 @@ class NewJob:
             now = datetime.now(timezone.utc)
             due = max(run_at, now) if run_at is not None else now + (delay or timedelta(0))
             if expires_at - due > LONGEST_SPAN:
-                raise invalid("expires_at", f"must be at most {LONGEST_SPAN.days} days after run_at "
-                                            f"(got {expires_at.isoformat()})")
+                raise invalid(
+                    "expires_at",
+                    f"must be at most {LONGEST_SPAN.days} days after run_at (got {expires_at.isoformat()})",
+                )
         if idempotency_mismatch is not None and idempotency_mismatch not in MISMATCH_MODES:
-            raise invalid("idempotency_mismatch", f"must be one of {', '.join(MISMATCH_MODES)} "
-                                                  f"(got {idempotency_mismatch!r})")
-        return cls(job_type, payload_json, priority, queue, run_at, delay, max_attempts,
-                   idempotency_key, producer_id, traceparent, timeout, expires_at, expire_after,
-                   idempotency_window, idempotency_mismatch)
+            raise invalid(
+                "idempotency_mismatch", f"must be one of {', '.join(MISMATCH_MODES)} (got {idempotency_mismatch!r})"
+            )
+        return cls(
+            job_type,
+            payload_json,
+            priority,
+            queue,
+            run_at,
+            delay,
+            max_attempts,
+            idempotency_key,
+            producer_id,
+            traceparent,
+            timeout,
+            expires_at,
+            expire_after,
+            idempotency_window,
+            idempotency_mismatch,
+        )
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any], index: int, producer_id: str | None) -> "NewJob":
@@ -187,17 +234,35 @@ class NewJob:
             many = many_call((self,))
             return db.Call(many.name, many.params, lambda rows: many.decode(rows)[0][0])
         return job_store.enqueue(
-            job_type=self.job_type, payload_json=self.payload_json, priority=self.priority,
-            run_at=self.run_at, delay=self.delay, queue=self.queue, max_attempts=self.max_attempts,
-            idempotency_key=self.idempotency_key, producer_id=self.producer_id, traceparent=self.traceparent,
-            timeout=self.timeout, expires_at=self.expires_at, expire_after=self.expire_after,
-            idempotency_window=self.idempotency_window, idempotency_mismatch=self.idempotency_mismatch)
+            job_type=self.job_type,
+            payload_json=self.payload_json,
+            priority=self.priority,
+            run_at=self.run_at,
+            delay=self.delay,
+            queue=self.queue,
+            max_attempts=self.max_attempts,
+            idempotency_key=self.idempotency_key,
+            producer_id=self.producer_id,
+            traceparent=self.traceparent,
+            timeout=self.timeout,
+            expires_at=self.expires_at,
+            expire_after=self.expire_after,
+            idempotency_window=self.idempotency_window,
+            idempotency_mismatch=self.idempotency_mismatch,
+        )
 
     def as_json_fragment(self) -> str:
         """This job as one element of enqueue_many's JSON array (payload spliced in verbatim).
         Written field by field: a bulk enqueue makes one per job, and most fields are absent."""
-        text = ('{"job_type":' + _json_string(self.job_type) + ',"queue":' + _json_string(self.queue)
-                + ',"priority":"' + self.priority + '"')
+        text = (
+            '{"job_type":'
+            + _json_string(self.job_type)
+            + ',"queue":'
+            + _json_string(self.queue)
+            + ',"priority":"'
+            + self.priority
+            + '"'
+        )
         if self.producer_id is not None:
             text += ',"producer_id":' + _json_string(self.producer_id)
         if self.traceparent is not None:
@@ -214,8 +279,12 @@ class NewJob:
             text += ',"idempotency_mismatch":"' + self.idempotency_mismatch + '"'
         if self.id is not None:
             text += ',"id":"' + str(self.id) + '"'
-        for name, span in (("delay", self.delay), ("timeout", self.timeout), ("expire_after", self.expire_after),
-                           ("idempotency_window", self.idempotency_window)):
+        for name, span in (
+            ("delay", self.delay),
+            ("timeout", self.timeout),
+            ("expire_after", self.expire_after),
+            ("idempotency_window", self.idempotency_window),
+        ):
             if span is not None:
                 text += f',"{name}":"{_interval_text(span)}"'
         return text + ',"payload":' + self.payload_json + "}"
@@ -228,8 +297,9 @@ def build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> li
 def many_call(built: Sequence[NewJob], *, lock_wait: float | None = None) -> db.Call[list[tuple[uuid.UUID, bool]]]:
     """One enqueue_many statement; ``lock_wait`` bounds its lock waits when its jobs hold keys."""
     keyed = lock_wait is not None and any(job.idempotency_key is not None for job in built)
-    return job_store.enqueue_many("[" + ",".join(job.as_json_fragment() for job in built) + "]",
-                                  lock_wait=lock_wait if keyed else None)
+    return job_store.enqueue_many(
+        "[" + ",".join(job.as_json_fragment() for job in built) + "]", lock_wait=lock_wait if keyed else None
+    )
 
 
 class ValidatedJob(Protocol):

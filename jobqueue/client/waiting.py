@@ -55,8 +55,9 @@ class Waiter:
     """The waits of one client. ``connect``: its pool's connections, on which the event hub
     registers the process as a listener and reads back the jobs notifications name."""
 
-    def __init__(self, settings: DbSettings, keys: KeyRing | None, dsn: str, application_name: str,
-                 connect: Connect) -> None:
+    def __init__(
+        self, settings: DbSettings, keys: KeyRing | None, dsn: str, application_name: str, connect: Connect
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.dsn = dsn
@@ -68,7 +69,9 @@ class Waiter:
         if self._events is not None:
             await self._events.stop()
 
-    async def wait(self, job_id: uuid.UUID, timeout: float | None, get: Callable[[uuid.UUID], Awaitable[JobInfo]]) -> Any:
+    async def wait(
+        self, job_id: uuid.UUID, timeout: float | None, get: Callable[[uuid.UUID], Awaitable[JobInfo]]
+    ) -> Any:
         """`AsyncClient.wait`; ``get`` reads the job."""
         deadline = None if timeout is None else time.monotonic() + timeout
         subscription = await self._subscribe(job_id)
@@ -86,8 +89,11 @@ class Waiter:
     async def _subscribe(self, job_id: uuid.UUID) -> Subscription | None:
         """A subscription to ``job_id``'s events, or None when this process listens to nothing."""
         if self._events is None:
-            listen = (db.Session.of(self.settings, self._application_name, dsn=self.dsn, direct=True).conninfo()
-                      if self.settings.listen else None)
+            listen = (
+                db.Session.of(self.settings, self._application_name, dsn=self.dsn, direct=True).conninfo()
+                if self.settings.listen
+                else None
+            )
             self._events = EventHub(StoreRegistrar(self._connect), listen, name="client-wait")
         try:
             return await self._events.subscribe(queue=None, job_id=job_id, producer_id=None)

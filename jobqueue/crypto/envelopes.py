@@ -116,8 +116,13 @@ def new_job_id() -> uuid.UUID:
     database's ``jobqueue.uuid_v7()`` makes job ids: the id a producer gives a job it seals for."""
     millis = time.time_ns() // 1_000_000
     rand = int.from_bytes(os.urandom(10), "big")
-    return uuid.UUID(int=(millis & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64
-                     | 0b10 << 62 | rand & ((1 << 62) - 1))
+    return uuid.UUID(
+        int=(millis & 0xFFFF_FFFF_FFFF) << 80
+        | 0x7 << 76
+        | (rand >> 62 & 0xFFF) << 64
+        | 0b10 << 62
+        | rand & ((1 << 62) - 1)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +161,13 @@ class DataKey:
 
     def seal(self, plaintext: bytes, associated_data: bytes) -> dict[str, Any]:
         nonce = os.urandom(12)
-        return {MARKER: VERSION, "kid": self.kid, "dek": self.wrapped, "nonce": _b64(nonce),
-                "ct": _b64(self._aead.encrypt(nonce, plaintext, associated_data))}
+        return {
+            MARKER: VERSION,
+            "kid": self.kid,
+            "dek": self.wrapped,
+            "nonce": _b64(nonce),
+            "ct": _b64(self._aead.encrypt(nonce, plaintext, associated_data)),
+        }
 
 
 def seal_result(json_text: str, ring: KeyRing, binding: Binding) -> dict[str, Any]:
@@ -208,13 +218,16 @@ def _path_tree(paths: Iterable[str]) -> dict[str, _Leaf | _Branch]:
 
 
 def _missing(path: str, depth: int, field_prefix: str) -> ValidationError:
-    missing = ".".join(path.split(".")[:depth + 1])
-    return ValidationError(f"{field_prefix}payload.{path}", "is to be encrypted but the payload has no such field "
-                                                             f"({missing!r} is missing); nothing was written")
+    missing = ".".join(path.split(".")[: depth + 1])
+    return ValidationError(
+        f"{field_prefix}payload.{path}",
+        f"is to be encrypted but the payload has no such field ({missing!r} is missing); nothing was written",
+    )
 
 
-def seal_fields(payload: Any, paths: Sequence[str], ring: KeyRing | None, binding: Binding, *,
-                field_prefix: str = "") -> Any:
+def seal_fields(
+    payload: Any, paths: Sequence[str], ring: KeyRing | None, binding: Binding, *, field_prefix: str = ""
+) -> Any:
     """A copy of ``payload`` with the field at each dotted path replaced by its envelope, sealed for
     ``binding`` and that field, one data key for all of them — in one walk: only the objects on the
     paths are copied, once each (a copy of the payload per path made 30,000 paths cost 20 s). A path
@@ -223,8 +236,10 @@ def seal_fields(payload: Any, paths: Sequence[str], ring: KeyRing | None, bindin
     if not paths:
         return payload
     if ring is None:
-        raise EncryptionUnavailable(f"fields {list(paths)} must be encrypted but this process has no encryption keys: "
-                                    "set JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE); nothing was written")
+        raise EncryptionUnavailable(
+            f"fields {list(paths)} must be encrypted but this process has no encryption keys: "
+            "set JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE); nothing was written"
+        )
     data_key: list[DataKey] = []  # made when the first value needs it
 
     def seal(value: Any, path: str) -> dict[str, Any]:
@@ -261,13 +276,18 @@ def check_paths(paths: Any, field: str) -> tuple[str, ...]:
     if paths is None:
         return ()
     if isinstance(paths, str) or not isinstance(paths, (list, tuple, set, frozenset)):
-        raise ValidationError(field, "must be a list of dotted field names, e.g. [\"card.number\", \"ssn\"]")
+        raise ValidationError(field, 'must be a list of dotted field names, e.g. ["card.number", "ssn"]')
     if len(paths) > MAX_PATHS:
-        raise ValidationError(field, f"names {len(paths)} paths; at most {MAX_PATHS} may be encrypted per job "
-                                     "(a path to an object encrypts all of it); nothing was written")
+        raise ValidationError(
+            field,
+            f"names {len(paths)} paths; at most {MAX_PATHS} may be encrypted per job "
+            "(a path to an object encrypts all of it); nothing was written",
+        )
     for path in paths:
         if not isinstance(path, str) or not all(part.strip() for part in path.split(".")) or len(path) > 500:
-            raise ValidationError(field, f"{path!r} is not a dotted field name (non-empty parts, at most 500 characters)")
+            raise ValidationError(
+                field, f"{path!r} is not a dotted field name (non-empty parts, at most 500 characters)"
+            )
     return tuple(dict.fromkeys(paths))
 
 
@@ -292,10 +312,16 @@ class _Unwrapper:
         self.keys: dict[tuple[str, str], bytes] = {}
 
     def data_key(self, envelope: dict, where: str) -> bytes:
-        if (set(envelope) != ENVELOPE_FIELDS or envelope[MARKER] not in (UNBOUND_VERSION, VERSION)
-                or type(envelope[MARKER]) is not int or not isinstance(envelope["kid"], str)):
-            raise EncryptionError(f"encrypted value at {where} is malformed: it must hold exactly "
-                                  f"{', '.join(sorted(ENVELOPE_FIELDS))} with {MARKER} = {VERSION}")
+        if (
+            set(envelope) != ENVELOPE_FIELDS
+            or envelope[MARKER] not in (UNBOUND_VERSION, VERSION)
+            or type(envelope[MARKER]) is not int
+            or not isinstance(envelope["kid"], str)
+        ):
+            raise EncryptionError(
+                f"encrypted value at {where} is malformed: it must hold exactly "
+                f"{', '.join(sorted(ENVELOPE_FIELDS))} with {MARKER} = {VERSION}"
+            )
         kid, wrapped = envelope["kid"], envelope["dek"]
         cached = self.keys.get((kid, wrapped)) if isinstance(wrapped, str) else None
         if cached is not None:
@@ -306,16 +332,19 @@ class _Unwrapper:
         try:
             key = aes_key_unwrap(kek, _unb64(wrapped, "dek", where))
         except InvalidUnwrap:
-            raise EncryptionError(f"encrypted value at {where}: its data key does not unwrap under key {kid!r} "
-                                  "(a different key with the same id, or a damaged value)") from None
+            raise EncryptionError(
+                f"encrypted value at {where}: its data key does not unwrap under key {kid!r} "
+                "(a different key with the same id, or a damaged value)"
+            ) from None
         self.keys[(kid, wrapped)] = key
         return key
 
     def decrypt(self, envelope: dict, where: str, associated_data: bytes | None) -> bytes:
         """The plaintext; `InvalidTag` when it was sealed with other associated data, or altered."""
         key = self.data_key(envelope, where)
-        return AESGCM(key).decrypt(_unb64(envelope["nonce"], "nonce", where), _unb64(envelope["ct"], "ct", where),
-                                   associated_data)
+        return AESGCM(key).decrypt(
+            _unb64(envelope["nonce"], "nonce", where), _unb64(envelope["ct"], "ct", where), associated_data
+        )
 
 
 def _loads(plaintext: bytes, where: str) -> Any:
@@ -356,23 +385,31 @@ def open_payload(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
         where = display(parts)
         opened[0] += 1
         if opened[0] > MAX_VALUES:
-            raise EncryptionMismatch(f"the payload holds more than {MAX_VALUES} encrypted values, more than a job's "
-                                     "encrypt list and its task's declared fields can name: none was opened")
+            raise EncryptionMismatch(
+                f"the payload holds more than {MAX_VALUES} encrypted values, more than a job's "
+                "encrypt list and its task's declared fields can name: none was opened"
+            )
         if envelope.get(MARKER) == UNBOUND_VERSION and set(envelope) == ENVELOPE_FIELDS:
-            raise EncryptionUnbound(f"encrypted value at {where} is in the format of before migration 0025 "
-                                    f"({MARKER}: {UNBOUND_VERSION}), bound to no job, so it is not opened: "
-                                    "`jobqueue keys rotate` binds such values to their jobs and re-queues this one")
+            raise EncryptionUnbound(
+                f"encrypted value at {where} is in the format of before migration 0025 "
+                f"({MARKER}: {UNBOUND_VERSION}), bound to no job, so it is not opened: "
+                "`jobqueue keys rotate` binds such values to their jobs and re-queues this one"
+            )
         keys = field_keys(parts)
         if keys is None:
             unwrapper.data_key(envelope, where)  # a malformed one says so first
-            raise EncryptionMismatch(f"encrypted value at {where} was not sealed for this job: values are sealed "
-                                     "for object fields only (an encrypt path), never inside a list or as the payload")
+            raise EncryptionMismatch(
+                f"encrypted value at {where} was not sealed for this job: values are sealed "
+                "for object fields only (an encrypt path), never inside a list or as the payload"
+            )
         try:
             return _loads(unwrapper.decrypt(envelope, where, binding.field(keys)), where)
         except InvalidTag:
-            raise EncryptionMismatch(f"encrypted value at {where} was not sealed for this job ({binding.describe()}, "
-                                     f"field {'.'.join(keys)}), or was altered: a value copied from another job or "
-                                     "field is never opened") from None
+            raise EncryptionMismatch(
+                f"encrypted value at {where} was not sealed for this job ({binding.describe()}, "
+                f"field {'.'.join(keys)}), or was altered: a value copied from another job or "
+                "field is never opened"
+            ) from None
 
     return map_envelopes(value, open_one)[0]
 
@@ -386,11 +423,13 @@ def open_result(value: Any, ring: KeyRing | None, binding: Binding) -> Any:
     unwrapper = _Unwrapper(ring)
     unwrapper.data_key(value, "result")
     try:
-        return _loads(unwrapper.decrypt(value, "result", binding.result() if value[MARKER] == VERSION else None),
-                      "result")
+        return _loads(
+            unwrapper.decrypt(value, "result", binding.result() if value[MARKER] == VERSION else None), "result"
+        )
     except InvalidTag:
-        raise EncryptionMismatch(f"the encrypted result was not sealed for this job ({binding.describe()}), "
-                                 "or was altered") from None
+        raise EncryptionMismatch(
+            f"the encrypted result was not sealed for this job ({binding.describe()}), or was altered"
+        ) from None
 
 
 def holds_envelope(value: Any) -> bool:
@@ -424,16 +463,19 @@ class Rebinder:
         if envelope.get("kid") == self.ring.current_id:
             return envelope
         key = self._unwrapper.data_key(envelope, where)
-        wrapped = self._wrapped.setdefault((envelope["kid"], envelope["dek"]),
-                                           _b64(aes_key_wrap(self.ring.current_key, key)))
+        wrapped = self._wrapped.setdefault(
+            (envelope["kid"], envelope["dek"]), _b64(aes_key_wrap(self.ring.current_key, key))
+        )
         return {**envelope, "kid": self.ring.current_id, "dek": wrapped}
 
     def bound(self, envelope: dict, where: str, associated_data: bytes) -> dict:
         try:
             plaintext = self._unwrapper.decrypt(envelope, where, None)
         except InvalidTag:
-            raise EncryptionError(f"encrypted value at {where} fails authentication: it was altered, or its nonce "
-                                  "or ciphertext do not belong together") from None
+            raise EncryptionError(
+                f"encrypted value at {where} fails authentication: it was altered, or its nonce "
+                "or ciphertext do not belong together"
+            ) from None
         key = self._unwrapper.data_key(envelope, where)
         return DataKey(self.ring, key).seal(plaintext, associated_data)
 
@@ -453,8 +495,9 @@ class Sealer:
     at most every `DECLARATIONS_TTL` seconds (``learn``). The client seals each job once it is
     validated, for its producer, type and id (`seal`)."""
 
-    def __init__(self, ring: KeyRing | None, *, ttl: float = DECLARATIONS_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ring: KeyRing | None, *, ttl: float = DECLARATIONS_TTL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ring = ring
         self.ttl = ttl
         self._clock = clock
@@ -476,20 +519,25 @@ class Sealer:
         if declared:
             paths = tuple(dict.fromkeys(paths + declared))
         if paths and self.ring is None:
-            raise EncryptionUnavailable(f"fields {list(paths)} must be encrypted but this process has no encryption "
-                                        "keys: set JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE); nothing "
-                                        "was written")
+            raise EncryptionUnavailable(
+                f"fields {list(paths)} must be encrypted but this process has no encryption "
+                "keys: set JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE); nothing "
+                "was written"
+            )
         return paths
 
-    def plan(self, specs: Iterable[Mapping[str, Any]]
-             ) -> tuple[list[Mapping[str, Any]], list[tuple[int, tuple[str, ...], str]]]:
+    def plan(
+        self, specs: Iterable[Mapping[str, Any]]
+    ) -> tuple[list[Mapping[str, Any]], list[tuple[int, tuple[str, ...], str]]]:
         """``enqueue_many`` job specs without their ``encrypt`` entries, and (index, paths, how an
         error names the job's fields) of the jobs that have fields to seal."""
         cleaned: list[Mapping[str, Any]] = []
         planned: list[tuple[int, tuple[str, ...], str]] = []
         for index, spec in enumerate(specs):
-            if ((type(spec) is dict or isinstance(spec, Mapping))  # a dict passes before the costly ABC check
-                    and ("encrypt" in spec or spec.get("job_type") in self._declared)):
+            if (
+                (type(spec) is dict or isinstance(spec, Mapping))  # a dict passes before the costly ABC check
+                and ("encrypt" in spec or spec.get("job_type") in self._declared)
+            ):
                 prefix = f"jobs[{index}]."
                 paths = self.paths(spec.get("job_type"), spec.get("encrypt"), field_prefix=prefix)
                 if paths:

@@ -103,8 +103,10 @@ def _parse_entry(entry: str, source: str, seen: list[str]) -> tuple[str, bytes]:
     except (binascii.Error, ValueError):
         raise ValueError(f"{source}: key {key_id!r} is not valid base64") from None
     if len(key) != KEY_BYTES:
-        raise ValueError(f"{source}: key {key_id!r} is {len(key)} bytes; it must be {KEY_BYTES} random bytes "
-                         "(AES-256), base64-encoded — `jobqueue keys generate` makes one")
+        raise ValueError(
+            f"{source}: key {key_id!r} is {len(key)} bytes; it must be {KEY_BYTES} random bytes "
+            "(AES-256), base64-encoded — `jobqueue keys generate` makes one"
+        )
     return key_id, key
 
 

@@ -84,6 +84,7 @@ class FileCall(Call[T]):
 
 # Decoders shared by the store's Calls (rows → value), for the shapes most statements answer in.
 
+
 def no_result(rows: list[tuple]) -> None:
     return None
 
@@ -117,21 +118,30 @@ def translated_errors() -> Iterator[None]:
     except pg_errors.UniqueViolation as exc:
         message = exc.diag.message_primary or str(exc)
         if exc.diag.constraint_name == "idempotency_keys_pkey" and exc.diag.column_name == "idempotency_key":
-            raise IdempotencyMismatch(message.removeprefix("jobqueue: idempotency_key: "),
-                                      _uuid_or_none(exc.diag.message_detail)) from None
+            raise IdempotencyMismatch(
+                message.removeprefix("jobqueue: idempotency_key: "), _uuid_or_none(exc.diag.message_detail)
+            ) from None
         raise Conflict(message) from None
     except psycopg.DataError as exc:  # bad text for a type, a number out of range, a NUL character
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except pg_errors.ProgramLimitExceeded as exc:  # e.g. an idempotency key too long for its index
         raise ValidationError("input", exc.diag.message_primary or str(exc)) from None
     except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.InvalidSchemaName) as exc:
-        raise NotMigrated(f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})") from exc
-    except (pg_errors.TransactionRollback, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
-            pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
+        raise NotMigrated(
+            f"jobqueue schema missing or outdated, run `jobqueue migrate` ({exc.diag.message_primary})"
+        ) from exc
+    except (
+        pg_errors.TransactionRollback,
+        pg_errors.SerializationFailure,
+        pg_errors.DeadlockDetected,
+        pg_errors.LockNotAvailable,
+        pg_errors.QueryCanceled,
+    ) as exc:
         raise DatabaseBusy(f"database busy: {exc.diag.message_primary or exc}") from exc
     except pg_errors.ReadOnlySqlTransaction as exc:  # 25006: this connection reached a standby (a failover)
-        raise DatabaseUnavailable(f"database unavailable: the server is read-only, a standby? "
-                                  f"({exc.diag.message_primary or exc})") from exc
+        raise DatabaseUnavailable(
+            f"database unavailable: the server is read-only, a standby? ({exc.diag.message_primary or exc})"
+        ) from exc
     except pg_errors.IdleInTransactionSessionTimeout as exc:  # 25P03: the server closed the connection
         raise DatabaseUnavailable(f"database unavailable: {exc.diag.message_primary or exc}") from exc
     except pg_errors.ConfigurationLimitExceeded as exc:  # 53400: a queue gate is closed (migration 0023)
@@ -206,8 +216,11 @@ def maintenance_name(leader_id: str) -> str:
     return f"jobqueue-maintenance {leader_id}"
 
 
-_TIMEOUTS = (("statement_timeout", "statement_timeout"), ("lock_timeout", "lock_timeout"),
-             ("idle_in_transaction_session_timeout", "idle_in_transaction_timeout"))
+_TIMEOUTS = (
+    ("statement_timeout", "statement_timeout"),
+    ("lock_timeout", "lock_timeout"),
+    ("idle_in_transaction_session_timeout", "idle_in_transaction_timeout"),
+)
 
 
 def _ms(seconds: float) -> int:
@@ -235,8 +248,9 @@ class Session:
             dsn, pooler = settings.direct_dsn, False
         else:
             dsn, pooler = dsn or settings.dsn, settings.pgbouncer
-        return cls(dsn, name, settings.statement_timeout, settings.lock_timeout,
-                   settings.idle_in_transaction_timeout, pooler)
+        return cls(
+            dsn, name, settings.statement_timeout, settings.lock_timeout, settings.idle_in_transaction_timeout, pooler
+        )
 
     def with_(self, **changes: Any) -> "Session":
         return replace(self, **changes)
@@ -280,10 +294,13 @@ class _Configure:
         wanted = self.session.timeouts_ms()
         differ = {name: (applied.get(name), ms) for name, ms in wanted.items() if applied.get(name) != ms}
         if differ:
-            log.warning("%s: behind PgBouncer jobqueue cannot set its timeouts, and the server's differ "
-                        "(ms, server vs wanted: %s); set them on the role, e.g. ALTER ROLE … IN DATABASE … "
-                        "SET lock_timeout = '10s' (docs/operations.md: PgBouncer)", self.session.name,
-                        ", ".join(f"{name} {got} vs {ms}" for name, (got, ms) in differ.items()))
+            log.warning(
+                "%s: behind PgBouncer jobqueue cannot set its timeouts, and the server's differ "
+                "(ms, server vs wanted: %s); set them on the role, e.g. ALTER ROLE … IN DATABASE … "
+                "SET lock_timeout = '10s' (docs/operations.md: PgBouncer)",
+                self.session.name,
+                ", ".join(f"{name} {got} vs {ms}" for name, (got, ms) in differ.items()),
+            )
 
     def sync(self, conn: psycopg.Connection) -> None:
         self.prepare(conn)
@@ -324,9 +341,17 @@ class _SyncPool(ConnectionPool):
         super()._add_connection(attempt or _CappedBackoff(timeout=self.reconnect_timeout), growing)
 
 
-def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "jobqueue",
-               settings: DbSettings | None = None, timeout: float = 10.0, connect_timeout: int | None = None,
-               check: bool = False) -> AsyncConnectionPool:
+def async_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    name: str = "jobqueue",
+    settings: DbSettings | None = None,
+    timeout: float = 10.0,
+    connect_timeout: int | None = None,
+    check: bool = False,
+) -> AsyncConnectionPool:
     """An autocommit pool (each Call is its own transaction); open it with `await pool.open()`.
 
     ``name`` is the connections' ``application_name``; ``settings`` gives their timeouts and
@@ -341,24 +366,45 @@ def async_pool(dsn: str, *, min_size: int = 1, max_size: int = 10, name: str = "
     if connect_timeout is not None:
         kwargs["connect_timeout"] = connect_timeout
     return _AsyncPool(
-        session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs=kwargs, configure=_Configure(session).async_, timeout=timeout,
-        reconnect_timeout=30.0, check=AsyncConnectionPool.check_connection if check else None,
+        session.conninfo(),
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        name=name,
+        kwargs=kwargs,
+        configure=_Configure(session).async_,
+        timeout=timeout,
+        reconnect_timeout=30.0,
+        check=AsyncConnectionPool.check_connection if check else None,
     )
 
 
-def sync_pool(dsn: str, *, min_size: int = 1, max_size: int = 5, name: str = CLIENT_NAME,
-              settings: DbSettings | None = None, timeout: float = 10.0) -> ConnectionPool:
+def sync_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 5,
+    name: str = CLIENT_NAME,
+    settings: DbSettings | None = None,
+    timeout: float = 10.0,
+) -> ConnectionPool:
     session = Session.of(settings or DbSettings(), name, dsn=dsn)
     return _SyncPool(
-        session.conninfo(), min_size=min_size, max_size=max_size, open=False, name=name,
-        kwargs={"autocommit": True}, configure=_Configure(session).sync, timeout=timeout,
+        session.conninfo(),
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        name=name,
+        kwargs={"autocommit": True},
+        configure=_Configure(session).sync,
+        timeout=timeout,
         reconnect_timeout=30.0,
     )
 
 
-async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: DbSettings | None = None,
-                  autocommit: bool = True) -> psycopg.AsyncConnection:
+async def connect(
+    dsn: str | Session, *, name: str = "jobqueue", settings: DbSettings | None = None, autocommit: bool = True
+) -> psycopg.AsyncConnection:
     """One connection of its own (named and bounded like a pooled one): a DSN with ``name`` and
     ``settings``, or a `Session` as it is."""
     session = dsn if isinstance(dsn, Session) else Session.of(settings or DbSettings(), name, dsn=dsn)
@@ -368,7 +414,9 @@ async def connect(dsn: str | Session, *, name: str = "jobqueue", settings: DbSet
     return conn
 
 
-def connect_sync(session: Session, *, autocommit: bool = True, connect_timeout: int | None = None) -> psycopg.Connection:
+def connect_sync(
+    session: Session, *, autocommit: bool = True, connect_timeout: int | None = None
+) -> psycopg.Connection:
     """One blocking connection of its own (migrations, one-shot commands, a worker's preflight)."""
     kwargs: dict[str, Any] = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
     with translated_errors():
@@ -388,7 +436,9 @@ def on_standby(exc: BaseException) -> bool:
     connection reached no longer takes writes — a primary demoted by a failover (or made read-only
     by an operator). The connection must be dropped: kept in its pool it would fail every write
     again, while a new one finds the current primary (``target_session_attrs=read-write``)."""
-    return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(exc.__cause__, pg_errors.ReadOnlySqlTransaction)
+    return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(
+        exc.__cause__, pg_errors.ReadOnlySqlTransaction
+    )
 
 
 @contextlib.asynccontextmanager

@@ -17,4 +17,6 @@ def resource_dir(name: str) -> Path:
     for candidate in (_CHECKOUT / name, Path(sys.prefix) / "share" / "jobqueue" / name):
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(f"jobqueue's {name}/ folder is missing (looked beside the package and in {sys.prefix}/share)")
+    raise FileNotFoundError(
+        f"jobqueue's {name}/ folder is missing (looked beside the package and in {sys.prefix}/share)"
+    )

@@ -7,7 +7,8 @@ a worker's batched claim or ack, the sweeper. The payload is compact: pieces of
 ``[event, queue, producer_id, ids]`` with each id as 22 characters of base64. Nothing polls.
 
 The LISTEN connection is open, and the process registered in ``jobqueue.event_listeners`` (which
-the triggers check first), only while at least one stream is. Each stream subscribes with filters (queue, job id, and the producer for non-admin keys) and gets
+the triggers check first), only while at least one stream is. Each stream subscribes with filters (queue, job id, and
+the producer for non-admin keys) and gets
 a bounded queue; a stream that falls ``MAX_BACKLOG`` events behind is ended with a
 ``stream.overflow`` event rather than slowing everyone. When the LISTEN connection is lost and
 comes back, streams get ``stream.reconnected``: events in between may have been missed.
@@ -57,8 +58,14 @@ LISTENER_TTL = 30.0  # seconds a registration lasts; refreshed every third of it
 ID_WIDTH = 22
 
 #: what each job event announces: the state the job entered
-ANNOUNCES = {"job.queued": "pending", "job.started": "processing", "job.failed": "failed",
-             "job.completed": "completed", "job.dead_letter": "dead_letter", "job.cancelled": "cancelled"}
+ANNOUNCES = {
+    "job.queued": "pending",
+    "job.started": "processing",
+    "job.failed": "failed",
+    "job.completed": "completed",
+    "job.dead_letter": "dead_letter",
+    "job.cancelled": "cancelled",
+}
 #: an event other than a pending job's job.queued announces a change of the last RECENT_SECONDS
 RECENT_SECONDS = 60.0
 #: the jobs notifications name are read at most once per CONFIRM_GAP seconds (the first at once)
@@ -124,8 +131,14 @@ class JobEvent:
     at: float
 
     def as_json(self) -> str:
-        return json.dumps({"event": self.event, "job_id": str(self.job_id) if self.job_id else None,
-                           "queue": self.queue, "at": self.at})
+        return json.dumps(
+            {
+                "event": self.event,
+                "job_id": str(self.job_id) if self.job_id else None,
+                "queue": self.queue,
+                "at": self.at,
+            }
+        )
 
 
 def decode(payload: str, at: float, *, complaints: LogLimit | None = None) -> list[JobEvent]:
@@ -157,12 +170,20 @@ def _piece(piece: Any, at: float) -> list[JobEvent] | None:
     if not isinstance(piece, list) or len(piece) != 4:
         return None
     name, queue, producer, codes = piece
-    if (not isinstance(name, str) or name not in ANNOUNCES or not isinstance(codes, str) or not codes
-            or len(codes) % ID_WIDTH or not all(value is None or isinstance(value, str) for value in (queue, producer))):
+    if (
+        not isinstance(name, str)
+        or name not in ANNOUNCES
+        or not isinstance(codes, str)
+        or not codes
+        or len(codes) % ID_WIDTH
+        or not all(value is None or isinstance(value, str) for value in (queue, producer))
+    ):
         return None
     try:
-        ids = [uuid.UUID(bytes=base64.b64decode(codes[i:i + ID_WIDTH] + "==", validate=True))
-               for i in range(0, len(codes), ID_WIDTH)]
+        ids = [
+            uuid.UUID(bytes=base64.b64decode(codes[i : i + ID_WIDTH] + "==", validate=True))
+            for i in range(0, len(codes), ID_WIDTH)
+        ]
     except (ValueError, binascii.Error):
         return None
     return [JobEvent(name, job_id, queue, producer, at) for job_id in ids]
@@ -205,17 +226,21 @@ class Subscription:
     told_of_gap: bool = False  # the last thing delivered was stream.reconnected: once says it all
 
     def wants(self, event: JobEvent) -> bool:
-        return ((self.job_id is None or event.job_id == self.job_id)
-                and (self.queue is None or event.queue == self.queue)
-                and (self.producer_id is None or event.producer_id == self.producer_id))
+        return (
+            (self.job_id is None or event.job_id == self.job_id)
+            and (self.queue is None or event.queue == self.queue)
+            and (self.producer_id is None or event.producer_id == self.producer_id)
+        )
 
     def may_want(self, claim: JobEvent) -> bool:
         """Before the row is read: the notification's queue and producer may be false (or NULL, for
         names too long for a payload), so only its job id can rule the event out for certain; the
         rest is checked again, on the row, by `wants`."""
-        return ((self.job_id is None or claim.job_id == self.job_id)
-                and (self.queue is None or claim.queue is None or claim.queue == self.queue)
-                and (self.producer_id is None or claim.producer_id is None or claim.producer_id == self.producer_id))
+        return (
+            (self.job_id is None or claim.job_id == self.job_id)
+            and (self.queue is None or claim.queue is None or claim.queue == self.queue)
+            and (self.producer_id is None or claim.producer_id is None or claim.producer_id == self.producer_id)
+        )
 
     def deliver(self, event: JobEvent) -> None:
         gap = event.event == "stream.reconnected"
@@ -233,8 +258,9 @@ class EventHub:
     no subscriber anywhere the database's event triggers stop after one probe of that table, so
     neither a worker's claim/ack statements nor this process spend anything on events."""
 
-    def __init__(self, client: Registrar, dsn: str | None, *, connect_timeout: float = 5.0,
-                 name: str = "api-events") -> None:
+    def __init__(
+        self, client: Registrar, dsn: str | None, *, connect_timeout: float = 5.0, name: str = "api-events"
+    ) -> None:
         """``dsn``: where to LISTEN (a conninfo naming the connection); None: no events here."""
         self.client = client
         self.listener_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -255,14 +281,15 @@ class EventHub:
         self._seen: OrderedDict[tuple, None] = OrderedDict()
         self._confirm = Throttled(self._confirm_pending, gap=CONFIRM_GAP, name=f"{name}-confirm")
 
-    async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None,
-                        producer_id: str | None) -> Subscription:
+    async def subscribe(self, *, queue: str | None, job_id: uuid.UUID | None, producer_id: str | None) -> Subscription:
         """A subscription that receives every event committed from now on; `DatabaseUnavailable`
         if the LISTEN connection or the registration cannot be made in time."""
         if not self.enabled:
-            raise EventsUnavailable("job events need a LISTEN connection, and this process opens none "
-                                    "(JOBQUEUE_LISTEN=0; behind PgBouncer set JOBQUEUE_DIRECT_DSN to reach "
-                                    "PostgreSQL directly for it)")
+            raise EventsUnavailable(
+                "job events need a LISTEN connection, and this process opens none "
+                "(JOBQUEUE_LISTEN=0; behind PgBouncer set JOBQUEUE_DIRECT_DSN to reach "
+                "PostgreSQL directly for it)"
+            )
         subscription = Subscription(queue, job_id, producer_id)
         self._subscriptions.add(subscription)
         if self._stopping is not None:  # the last stream just closed: let that listener unregister first,
@@ -272,8 +299,9 @@ class EventHub:
             self._registered.clear()
             self._listener = asyncio.create_task(self._listen(), name=self._name)
         try:
-            await asyncio.wait_for(asyncio.gather(self.notifier.connected.wait(), self._registered.wait()),
-                                   self._connect_timeout)
+            await asyncio.wait_for(
+                asyncio.gather(self.notifier.connected.wait(), self._registered.wait()), self._connect_timeout
+            )
         except asyncio.TimeoutError:
             self.unsubscribe(subscription)
             raise DatabaseUnavailable("database unavailable: cannot listen for job events") from None
@@ -320,15 +348,22 @@ class EventHub:
         if not self._subscriptions:
             return
         subscriptions = list(self._subscriptions)
-        claims = [claim for claim in decode(payload, time.time(), complaints=self._malformed)
-                  if any(subscription.may_want(claim) for subscription in subscriptions)]
+        claims = [
+            claim
+            for claim in decode(payload, time.time(), complaints=self._malformed)
+            if any(subscription.may_want(claim) for subscription in subscriptions)
+        ]
         if not claims:
             return
         room = MAX_PENDING - len(self._pending)
         if len(claims) > room:
             self._missed = True
-            self._troubles.log(logging.WARNING, "%d job events wait to be read back: dropped %d, streams are told "
-                               "they may have missed some", len(self._pending), len(claims) - room)
+            self._troubles.log(
+                logging.WARNING,
+                "%d job events wait to be read back: dropped %d, streams are told they may have missed some",
+                len(self._pending),
+                len(claims) - room,
+            )
             claims = claims[:room]
         self._pending.extend(claims)
         self._confirm.request()
@@ -341,11 +376,16 @@ class EventHub:
         rows: dict[uuid.UUID, EventRow] = {}
         if batch:
             try:
-                rows = await self.client.job_event_rows(sorted({claim.job_id for claim in batch if claim.job_id}),
-                                                        recent_seconds=RECENT_SECONDS)
+                rows = await self.client.job_event_rows(
+                    sorted({claim.job_id for claim in batch if claim.job_id}), recent_seconds=RECENT_SECONDS
+                )
             except (DatabaseUnavailable, NotMigrated, PermissionDenied) as exc:
-                self._troubles.log(logging.WARNING, "cannot read back the jobs of %d job events (%s): streams "
-                                   "are told they may have missed some", len(batch), exc)
+                self._troubles.log(
+                    logging.WARNING,
+                    "cannot read back the jobs of %d job events (%s): streams are told they may have missed some",
+                    len(batch),
+                    exc,
+                )
                 self._missed = True
         if self._missed:
             self._missed = False

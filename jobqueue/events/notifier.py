@@ -137,8 +137,7 @@ class Coalescer:
         self._fire(payload)
 
     def _prune(self, now: float) -> None:
-        self._last = {key: budget for key, budget in self._last.items()
-                      if key in self._waiting or not budget.full(now)}
+        self._last = {key: budget for key, budget in self._last.items() if key in self._waiting or not budget.full(now)}
         self._prune_above = max(64, 2 * len(self._last))
 
 
@@ -221,8 +220,12 @@ class Notifier:
                         try:
                             callback(notification.payload)
                         except Exception:  # a bad callback must not stop the listener, nor a flood fill the log
-                            self._failures.log(logging.ERROR, "callback of %s failed on a notification",
-                                               notification.channel, exc_info=True)
+                            self._failures.log(
+                                logging.ERROR,
+                                "callback of %s failed on a notification",
+                                notification.channel,
+                                exc_info=True,
+                            )
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:

@@ -5,7 +5,8 @@ Each service module has a small frozen dataclass of options with their defaults 
 with whether the service runs on the leader only (``leader_only``). A service does one bounded
 piece of work per `run_once` and returns what it did: a small frozen result of its own
 (``Swept``, ``Pruned``, …) that tests read, whose ``count`` is what the loop logs when it is not
-zero. The loop, here and nowhere else, runs it every `interval` seconds (plus up to `jitter` of that, so many processes never line up)
+zero. The loop, here and nowhere else, runs it every `interval` seconds (plus up to `jitter` of that, so many processes
+never line up)
 and only while this process is the leader, when the service is leader-only. `wake()` cuts the
 current sleep short (a NOTIFY, or this process becoming leader); a service that knows when its
 next work is due (the scheduler) overrides `next_delay`. Time comes from an injectable clock, so

@@ -66,8 +66,9 @@ class Elector:
         started = time.monotonic()
         try:
             async with db.connection(self._pool) as conn:
-                won, expires_in = await db.run(conn, leader_store.attempt_elect(
-                    name=self.name, leader_id=self.leader_id, ttl_seconds=self.ttl))
+                won, expires_in = await db.run(
+                    conn, leader_store.attempt_elect(name=self.name, leader_id=self.leader_id, ttl_seconds=self.ttl)
+                )
         except DatabaseUnavailable as exc:
             log.warning("leader election for %s failed: %s", self.name, exc)
             self._retry_in = self.ttl / 3
@@ -76,8 +77,11 @@ class Elector:
             won = False
         else:
             # A candidate comes back when the current lease runs out (or at once on a resign).
-            self._retry_in = self.ttl / 3 if won or expires_in is None else min(
-                max(expires_in + _AFTER_EXPIRY, _AFTER_EXPIRY), self.ttl)
+            self._retry_in = (
+                self.ttl / 3
+                if won or expires_in is None
+                else min(max(expires_in + _AFTER_EXPIRY, _AFTER_EXPIRY), self.ttl)
+            )
         self._valid_until = started + self.ttl if won else 0.0
         # An answer that took longer than the TTL (a pool wait through a failover) is a lease that
         # may already belong to another process: not leadership, and not announced as such.

@@ -81,11 +81,18 @@ class Gatekeeper(Service[Gated]):
         """Count if needed and write the gates."""
         async with db.connection(self._pool) as conn:
             settings = await db.run(conn, queue_store.all_settings())
-            limits = Limits(self.hard_limit, self.hard_limit, self.total_hard_limit, self.total_hard_limit,
-                            self.max_queues, settings)
+            limits = Limits(
+                self.hard_limit,
+                self.hard_limit,
+                self.total_hard_limit,
+                self.total_hard_limit,
+                self.max_queues,
+                settings,
+            )
             submitted = await db.run(conn, metrics_store.submitted())
-            if not self._recount.needed(submitted, lambda growth: limits.within_reach(
-                    self._depths, self._undeclared, growth, hard=True)):
+            if not self._recount.needed(
+                submitted, lambda growth: limits.within_reach(self._depths, self._undeclared, growth, hard=True)
+            ):
                 return Gated(counted=False)
             started = self._recount.started()
             counts = await db.run(conn, queue_store.waiting_counts(cap=limits.cap(), stale_seconds=self.stale_seconds))
@@ -96,8 +103,13 @@ class Gatekeeper(Service[Gated]):
         self._undeclared = len(limits.undeclared(counts.depths, counts.served))
         for gate in gates:
             if ("closed", gate.queue, gate.reason) in changes:
-                log.warning("enqueue gate closed: %s (%s waiting, limit %s)%s", gate.reason, gate.waiting, gate.quota,
-                            f" for queue {gate.queue!r}" if gate.queue else "")
+                log.warning(
+                    "enqueue gate closed: %s (%s waiting, limit %s)%s",
+                    gate.reason,
+                    gate.waiting,
+                    gate.quota,
+                    f" for queue {gate.queue!r}" if gate.queue else "",
+                )
         for change, queue, reason in changes:
             if change == "opened":
                 log.info("enqueue gate open again: %s%s", reason, f" for queue {queue!r}" if queue else "")

@@ -28,6 +28,9 @@ class MaintainRight:
             allowed: bool = await db.run(conn, vacuum_store.may_maintain())
             self.known = allowed
             if not self.known:
-                log.warning("%s stands aside: this role may not VACUUM or REINDEX jobqueue.jobs (its owner may, "
-                            "or from PostgreSQL 17 a role with MAINTAIN); autovacuum still runs", self.service)
+                log.warning(
+                    "%s stands aside: this role may not VACUUM or REINDEX jobqueue.jobs (its owner may, "
+                    "or from PostgreSQL 17 a role with MAINTAIN); autovacuum still runs",
+                    self.service,
+                )
         return self.known

@@ -47,8 +47,10 @@ class PrunerOptions:
     def __post_init__(self) -> None:
         unknown = set(self.retention) - set(retention_store.FINISHED_STATES)
         if unknown:
-            raise ValueError(f"retention is set per finished state ({', '.join(retention_store.FINISHED_STATES)}), "
-                             f"not {', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"retention is set per finished state ({', '.join(retention_store.FINISHED_STATES)}), "
+                f"not {', '.join(sorted(unknown))}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +78,12 @@ class Pruner(Service[Pruned]):
         now = self.clock.now()
         jobs = 0
         for state, keep in self.retention.items():
-            jobs += await self._drain(retention_store.prune_jobs, state=state, keep_seconds=keep,
-                                      limit=self.batch_size, now=now)
-        fires = await self._drain(schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history),
-                                  limit=self.batch_size)
+            jobs += await self._drain(
+                retention_store.prune_jobs, state=state, keep_seconds=keep, limit=self.batch_size, now=now
+            )
+        fires = await self._drain(
+            schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history), limit=self.batch_size
+        )
         keys = await self._drain(retention_store.prune_idempotency_keys, limit=self.batch_size, now=now)
         return Pruned(jobs=jobs, fires=fires, keys=keys)
 

@@ -6,7 +6,8 @@ lease; it records that interval as ``heartbeat_interval``). A worker that misses
 beats in a row — killed, hung, cut off — is marked ``lost``; if it comes back, its next heartbeat
 makes it ``running`` again. Its jobs need nothing from here: their leases run out and the sweeper
 returns them to the queue. Its /metrics rows (``jobqueue.worker_stats``), silent for
-``retire_stats_after``, are folded into the '(retired)' row, so totals only ever grow. Rows ``lost`` or ``stopped`` (clean shutdown) for longer than
+``retire_stats_after``, are folded into the '(retired)' row, so totals only ever grow. Rows ``lost`` or ``stopped``
+(clean shutdown) for longer than
 ``forget_after`` are deleted, so the registry shows recent history without growing forever.
 
 Options (`ReaperOptions`, defaults): ``interval`` 10 s (in the runner: the sweep interval,
@@ -63,8 +64,10 @@ class Reaper(Service[Reaped]):
             lost = await db.run(conn, worker_store.mark_lost(missed_beats=self.missed_beats, now=now))
             forgotten = await db.run(conn, worker_store.forget(forget_after=self.forget_after, now=now))
             # A crashed worker never folds its /metrics rows into '(retired)' itself.
-            await db.run(conn, metrics_store.retire_worker_stats(
-                worker_id=None, older_than_seconds=self.retire_stats_after, now=now))
+            await db.run(
+                conn,
+                metrics_store.retire_worker_stats(worker_id=None, older_than_seconds=self.retire_stats_after, now=now),
+            )
         for worker_id, last_heartbeat in lost:
             log.warning("worker %s lost: no heartbeat since %s", worker_id, last_heartbeat.isoformat())
         return Reaped(lost=len(lost), forgotten=forgotten)

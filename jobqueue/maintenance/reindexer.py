@@ -72,7 +72,9 @@ class ReindexerOptions:
 
     def __post_init__(self) -> None:
         if self.factor < 1 or self.min_waste_mb < 0 or self.max_xact_age < 0:
-            raise ValueError("the reindex factor must be at least 1, the minimum waste and transaction age not negative")
+            raise ValueError(
+                "the reindex factor must be at least 1, the minimum waste and transaction age not negative"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +90,9 @@ class Reindexed:
 class Reindexer(Service[Reindexed]):
     name = "reindexer"
 
-    def __init__(self, session: db.Session, options: ReindexerOptions = ReindexerOptions(), *,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, session: db.Session, options: ReindexerOptions = ReindexerOptions(), *, clock: Clock | None = None
+    ) -> None:
         super().__init__(interval=options.interval, clock=clock)
         self._session = session.unbounded()
         self.factor = options.factor
@@ -111,8 +114,11 @@ class Reindexer(Service[Reindexed]):
                 return Reindexed()
             holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
             if holder:
-                log.info("not rebuilding: %s has been open for %.0f s and would stall a rebuild",
-                         f"backend {holder.pid}" if holder.pid else "a prepared transaction", holder.seconds)
+                log.info(
+                    "not rebuilding: %s has been open for %.0f s and would stall a rebuild",
+                    f"backend {holder.pid}" if holder.pid else "a prepared transaction",
+                    holder.seconds,
+                )
                 return Reindexed()
             dropped = 0
             for leftover in await db.run(conn, reindex_store.leftovers()):
@@ -132,5 +138,6 @@ class Reindexer(Service[Reindexed]):
         """The bloated indexes, most space to win first; exactly where pgstattuple can be used."""
         async with conn.transaction():  # the search_path that finds pgstatindex() is this transaction's
             exact = self.exact and await db.run(conn, reindex_store.use_pgstattuple())
-            return await db.run(conn, reindex_store.bloated(exact=exact, factor=self.factor,
-                                                            min_waste_mb=self.min_waste_mb))
+            return await db.run(
+                conn, reindex_store.bloated(exact=exact, factor=self.factor, min_waste_mb=self.min_waste_mb)
+            )

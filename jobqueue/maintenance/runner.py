@@ -4,7 +4,8 @@
 off); `jobqueue maintenance` runs it on its own. Whichever processes run it, one leads, and only
 the leader's services work: the scheduler (cron), the pruner (retention), the reaper (lost workers),
 the gatekeeper (the enqueue gates of full queues, for SQL producers too),
-the historian (the dashboard's per-minute throughput), the vacuumer (the job table's dead rows, when autovacuum lags) and the reindexer (its bloated
+the historian (the dashboard's per-minute throughput), the vacuumer (the job table's dead rows, when autovacuum lags)
+and the reindexer (its bloated
 indexes). The sweeper (expired leases) runs in every such
 process, so recovery never waits for an election. Becoming leader wakes them all at once; a
 ``jobqueue_schedules`` NOTIFY wakes the scheduler. Any login may send those two notifications,
@@ -45,55 +46,117 @@ MAINTENANCE_HINT_BURST = 4
 
 
 class Maintenance:
-    def __init__(self, settings: MaintenanceSettings, database: DbSettings, notifier: Notifier, leader_id: str, *,
-                 lease_seconds: float, poll_interval: float, backpressure: BackpressureSettings,
-                 stale_seconds: float, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        settings: MaintenanceSettings,
+        database: DbSettings,
+        notifier: Notifier,
+        leader_id: str,
+        *,
+        lease_seconds: float,
+        poll_interval: float,
+        backpressure: BackpressureSettings,
+        stale_seconds: float,
+        clock: Clock | None = None,
+    ) -> None:
         """Besides its own section and the connections': the workers' lease (the sweeper waits it out
         after an outage) and poll interval (the scheduler's, without LISTEN), the depth limits (the
         gatekeeper) and how long a silent worker still serves its queues."""
         name = db.maintenance_name(leader_id)
         self.pool = db.async_pool(database.dsn, min_size=1, max_size=3, name=name, settings=database, check=True)
         self.elector = Elector(self.pool, leader_id, ttl=settings.leader_ttl)
-        self.scheduler = Scheduler(self.pool, SchedulerOptions(
-            misfire_grace=settings.misfire_grace, interval=60.0 if database.listen else poll_interval),
-            fired_by=leader_id, clock=clock)
+        self.scheduler = Scheduler(
+            self.pool,
+            SchedulerOptions(misfire_grace=settings.misfire_grace, interval=60.0 if database.listen else poll_interval),
+            fired_by=leader_id,
+            clock=clock,
+        )
         self.services: list[Service] = [
             Sweeper(self.pool, SweeperOptions(interval=settings.sweep_interval, lease_seconds=lease_seconds)),
             self.scheduler,
-            Pruner(self.pool, PrunerOptions(interval=settings.prune_interval, retention={
-                "completed": settings.retention_completed_days * DAY,
-                "cancelled": settings.retention_cancelled_days * DAY,
-                "dead_letter": settings.retention_dead_letter_days * DAY}), clock=clock),
+            Pruner(
+                self.pool,
+                PrunerOptions(
+                    interval=settings.prune_interval,
+                    retention={
+                        "completed": settings.retention_completed_days * DAY,
+                        "cancelled": settings.retention_cancelled_days * DAY,
+                        "dead_letter": settings.retention_dead_letter_days * DAY,
+                    },
+                ),
+                clock=clock,
+            ),
             Reaper(self.pool, ReaperOptions(interval=settings.sweep_interval), clock=clock),
-            Gatekeeper(self.pool, GatekeeperOptions(
-                interval=backpressure.depth_refresh, max_age=backpressure.depth_max_age,
-                hard_limit=backpressure.hard_limit, total_hard_limit=backpressure.total_hard_limit,
-                max_queues=backpressure.max_queues, stale_seconds=stale_seconds), clock=clock),
+            Gatekeeper(
+                self.pool,
+                GatekeeperOptions(
+                    interval=backpressure.depth_refresh,
+                    max_age=backpressure.depth_max_age,
+                    hard_limit=backpressure.hard_limit,
+                    total_hard_limit=backpressure.total_hard_limit,
+                    max_queues=backpressure.max_queues,
+                    stale_seconds=stale_seconds,
+                ),
+                clock=clock,
+            ),
         ]
         if settings.history_interval > 0:
-            self.services.append(Historian(self.pool, HistorianOptions(interval=settings.history_interval),
-                                           clock=clock))
+            self.services.append(
+                Historian(self.pool, HistorianOptions(interval=settings.history_interval), clock=clock)
+            )
         direct = db.Session.of(database, name, direct=True)  # VACUUM and REINDEX: long, session-bound
         if settings.vacuum_interval > 0:
-            self.services.append(Vacuumer(self.pool, direct, VacuumerOptions(
-                interval=settings.vacuum_interval, min_dead=settings.vacuum_min_dead,
-                max_xact_age=settings.max_xact_age), clock=clock))
+            self.services.append(
+                Vacuumer(
+                    self.pool,
+                    direct,
+                    VacuumerOptions(
+                        interval=settings.vacuum_interval,
+                        min_dead=settings.vacuum_min_dead,
+                        max_xact_age=settings.max_xact_age,
+                    ),
+                    clock=clock,
+                )
+            )
         if settings.reindex_interval > 0:
-            self.services.append(Reindexer(direct, ReindexerOptions(
-                interval=settings.reindex_interval, factor=settings.reindex_factor,
-                min_waste_mb=settings.reindex_min_waste_mb, max_xact_age=settings.max_xact_age), clock=clock))
-        notifier.subscribe(channels.LEADER, Coalescer(MAINTENANCE_HINT_GAP, self.elector.on_leader_notification,
-                                                        by_payload=True, burst=MAINTENANCE_HINT_BURST))
-        notifier.subscribe(channels.SCHEDULES, Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(),
-                                                           burst=MAINTENANCE_HINT_BURST))
+            self.services.append(
+                Reindexer(
+                    direct,
+                    ReindexerOptions(
+                        interval=settings.reindex_interval,
+                        factor=settings.reindex_factor,
+                        min_waste_mb=settings.reindex_min_waste_mb,
+                        max_xact_age=settings.max_xact_age,
+                    ),
+                    clock=clock,
+                )
+            )
+        notifier.subscribe(
+            channels.LEADER,
+            Coalescer(
+                MAINTENANCE_HINT_GAP, self.elector.on_leader_notification, by_payload=True, burst=MAINTENANCE_HINT_BURST
+            ),
+        )
+        notifier.subscribe(
+            channels.SCHEDULES,
+            Coalescer(MAINTENANCE_HINT_GAP, lambda _name: self.scheduler.wake(), burst=MAINTENANCE_HINT_BURST),
+        )
         self.elector.on_change(self._wake_services)
 
     @classmethod
     def of(cls, settings: Settings, notifier: Notifier, leader_id: str, *, clock: Clock | None = None) -> "Maintenance":
         """The sections and values it reads, taken from ``settings``."""
-        return cls(settings.maintenance, settings.db, notifier, leader_id, lease_seconds=settings.worker.lease_seconds,
-                   poll_interval=settings.worker.poll_interval, backpressure=settings.backpressure,
-                   stale_seconds=settings.metrics.worker_stale_seconds, clock=clock)
+        return cls(
+            settings.maintenance,
+            settings.db,
+            notifier,
+            leader_id,
+            lease_seconds=settings.worker.lease_seconds,
+            poll_interval=settings.worker.poll_interval,
+            backpressure=settings.backpressure,
+            stale_seconds=settings.metrics.worker_stale_seconds,
+            clock=clock,
+        )
 
     def _wake_services(self, _leading: bool) -> None:
         for service in self.services:

@@ -54,8 +54,16 @@ class FirePlan:
     missed_fired: int = 0  # how many of the missed ticks get a job
 
 
-def plan_fires(cron: CronSchedule, *, next_fire_at: datetime | None, anchor: datetime, now: datetime,
-               policy: str, limit: int, grace: timedelta) -> FirePlan:
+def plan_fires(
+    cron: CronSchedule,
+    *,
+    next_fire_at: datetime | None,
+    anchor: datetime,
+    now: datetime,
+    policy: str,
+    limit: int,
+    grace: timedelta,
+) -> FirePlan:
     """Which ticks to fire at ``now`` for a schedule whose first unfired tick is ``next_fire_at``
     (None: a new schedule, whose ticks start after ``anchor``)."""
     first = next_fire_at if next_fire_at is not None else cron.next_after(anchor)
@@ -96,8 +104,9 @@ class Fired:
 class Scheduler(Service[Fired]):
     name = "scheduler"
 
-    def __init__(self, pool, options: SchedulerOptions = SchedulerOptions(), *, fired_by: str,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, pool, options: SchedulerOptions = SchedulerOptions(), *, fired_by: str, clock: Clock | None = None
+    ) -> None:
         super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
         self.fired_by = fired_by
@@ -134,14 +143,28 @@ class Scheduler(Service[Fired]):
             async with db.connection(self._pool) as conn:
                 await db.run(conn, schedule_store.set_error(schedule, str(exc)))
             return 0
-        plan = plan_fires(cron, next_fire_at=schedule.next_fire_at, anchor=schedule.updated_at, now=now,
-                          policy=schedule.misfire_policy, limit=schedule.misfire_limit, grace=self.misfire_grace)
+        plan = plan_fires(
+            cron,
+            next_fire_at=schedule.next_fire_at,
+            anchor=schedule.updated_at,
+            now=now,
+            policy=schedule.misfire_policy,
+            limit=schedule.misfire_limit,
+            grace=self.misfire_grace,
+        )
         async with db.connection(self._pool) as conn:
-            fired = await db.run(conn, schedule_store.fire(
-                schedule, ticks=plan.ticks, next_fire_at=plan.next_fire_at, fired_by=self.fired_by))
+            fired = await db.run(
+                conn,
+                schedule_store.fire(schedule, ticks=plan.ticks, next_fire_at=plan.next_fire_at, fired_by=self.fired_by),
+            )
         if plan.missed_from is not None and fired:
-            log.warning("schedule %s missed ticks since %s (%s): fired %d of them", schedule.name,
-                        plan.missed_from.isoformat(), schedule.misfire_policy, plan.missed_fired)
+            log.warning(
+                "schedule %s missed ticks since %s (%s): fired %d of them",
+                schedule.name,
+                plan.missed_from.isoformat(),
+                schedule.misfire_policy,
+                plan.missed_fired,
+            )
         for tick, job_id in fired:
             log.debug("schedule %s fired %s -> job %s", schedule.name, tick.isoformat(), job_id)
         return len(fired)

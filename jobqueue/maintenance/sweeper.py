@@ -111,9 +111,11 @@ class Sweeper(Service[Swept]):
         if self._outage or restarted:
             self._outage = False
             self.holding_until = now + timedelta(seconds=self.lease_seconds)
-            log.warning("the database %s: expired leases are not reclaimed for %g s, so that live workers "
-                        "renew theirs first", "restarted" if restarted else "is reachable again",
-                        self.lease_seconds)
+            log.warning(
+                "the database %s: expired leases are not reclaimed for %g s, so that live workers renew theirs first",
+                "restarted" if restarted else "is reachable again",
+                self.lease_seconds,
+            )
         return self.holding_until is not None and now < self.holding_until
 
     async def _in_batches(self, call: Callable[[], db.Call[list]]) -> list:

@@ -72,8 +72,9 @@ class Vacuumed:
 class Vacuumer(Service[Vacuumed]):
     name = "vacuumer"
 
-    def __init__(self, pool, session: db.Session, options: VacuumerOptions = VacuumerOptions(), *,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, pool, session: db.Session, options: VacuumerOptions = VacuumerOptions(), *, clock: Clock | None = None
+    ) -> None:
         super().__init__(interval=options.interval, clock=clock)
         self._pool = pool
         self._session = session.unbounded()
@@ -92,14 +93,23 @@ class Vacuumer(Service[Vacuumed]):
                 return Vacuumed()
             holder = await db.run(conn, vacuum_store.held_back(max_age=self.max_xact_age))
         if holder:
-            log.info("not vacuuming %d dead rows: %s has been open for %.0f s and still sees them", dead,
-                     f"backend {holder.pid}" if holder.pid else "a prepared transaction", holder.seconds)
+            log.info(
+                "not vacuuming %d dead rows: %s has been open for %.0f s and still sees them",
+                dead,
+                f"backend {holder.pid}" if holder.pid else "a prepared transaction",
+                holder.seconds,
+            )
             return Vacuumed(dead_rows=dead)
         log.info("vacuuming jobqueue.jobs: %d dead row versions", dead)
         skipped: list[str] = []
         async with await db.connect(self._session) as conn:
-            conn.add_notice_handler(lambda notice: skipped.append(notice.message_primary or "")
-                                    if (notice.message_primary or "").startswith("skipping vacuum") else None)
+            conn.add_notice_handler(
+                lambda notice: (
+                    skipped.append(notice.message_primary or "")
+                    if (notice.message_primary or "").startswith("skipping vacuum")
+                    else None
+                )
+            )
             await db.run(conn, vacuum_store.vacuum_jobs())
         if skipped:  # SKIP_LOCKED: someone holds the table's lock (a rebuild, a VACUUM started meanwhile)
             log.info("vacuum skipped: %s", skipped[0])

@@ -2,7 +2,8 @@
 
 Two signals, measured over the same set of workers:
 - depth per worker: runnable jobs (pending, or failed and due — what load shedding and
-  ``jobqueue_queue_depth`` count; backpressure counts scheduled jobs too) divided by the live workers serving the queue. Above
+  ``jobqueue_queue_depth`` count; backpressure counts scheduled jobs too) divided by the live workers serving the queue.
+  Above
   ``up_depth`` (100) it asks for more, below ``down_depth`` (10) for fewer.
 - utilization: the busy share of the slots over the last window (0..1). Above ``up_utilization``
   (0.9) it asks for more, below ``down_utilization`` (0.2) for fewer.
@@ -68,8 +69,16 @@ def depth_per_worker(runnable: int, workers: int) -> float:
 class Scaler:
     """The slot count of one worker: starts at ``low``, moves by the rule under the cooldowns."""
 
-    def __init__(self, low: int, high: int, *, rule: Rule = Rule(), up_cooldown: float = 30.0,
-                 down_cooldown: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        low: int,
+        high: int,
+        *,
+        rule: Rule = Rule(),
+        up_cooldown: float = 30.0,
+        down_cooldown: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not 1 <= low <= high:
             raise ValueError(f"autoscaling bounds must satisfy 1 <= min <= max (got {low}:{high})")
         if up_cooldown < 0 or down_cooldown < 0:
@@ -94,4 +103,3 @@ class Scaler:
         self.target = wanted
         self._changed_at = now
         return self.target
-

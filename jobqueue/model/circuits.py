@@ -40,7 +40,9 @@ _INT32 = 2**31 - 1
 
 def _seconds(field: str, value: Any) -> float:
     """A window or reset time: seconds (the column's unit), by the rule of `jobqueue.model.durations`."""
-    problem = f"must be a number of seconds (got {value!r})" if isinstance(value, timedelta) else duration_problem(value)
+    problem = (
+        f"must be a number of seconds (got {value!r})" if isinstance(value, timedelta) else duration_problem(value)
+    )
     if problem:
         raise ValidationError(field, problem)
     return float(value)
@@ -64,14 +66,26 @@ class CircuitSpec:
     trip_on: tuple[type[BaseException], ...] = (Exception,)
 
     @classmethod
-    def build(cls, name: Any, *, threshold: Any = DEFAULT_THRESHOLD, window: Any = DEFAULT_WINDOW,
-              reset_after: Any = DEFAULT_RESET_AFTER, trip_on: Any = (Exception,)) -> "CircuitSpec":
+    def build(
+        cls,
+        name: Any,
+        *,
+        threshold: Any = DEFAULT_THRESHOLD,
+        window: Any = DEFAULT_WINDOW,
+        reset_after: Any = DEFAULT_RESET_AFTER,
+        trip_on: Any = (Exception,),
+    ) -> "CircuitSpec":
         if not isinstance(name, str) or not name.strip():
             raise ValidationError("name", f"must be a non-empty string (got {name!r})")
         if isinstance(threshold, bool) or not isinstance(threshold, int) or not 1 <= threshold <= _INT32:
             raise ValidationError("threshold", f"must be an integer from 1 to {_INT32} (got {threshold!r})")
-        return cls(name=name, threshold=threshold, window=_seconds("window", window),
-                   reset_after=_seconds("reset_after", reset_after), trip_on=_exception_types(trip_on))
+        return cls(
+            name=name,
+            threshold=threshold,
+            window=_seconds("window", window),
+            reset_after=_seconds("reset_after", reset_after),
+            trip_on=_exception_types(trip_on),
+        )
 
     def counts(self, error: BaseException) -> bool:
         """Does this failure count toward opening the breaker?"""

@@ -59,7 +59,8 @@ def normalise_expression(expression: object) -> str:
     fields = len(text.split(" "))
     if fields not in (5, 6):
         raise ValidationError(
-            "cron", f"must have 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds last), got {fields}")
+            "cron", f"must have 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds last), got {fields}"
+        )
     try:
         croniter(text)
     except (CroniterError, ValueError, KeyError) as exc:

@@ -127,8 +127,10 @@ class EncryptionKeyMissing(EncryptionError):
     def __init__(self, key_id: str, where: str = "") -> None:
         self.key_id = key_id
         place = f" ({where})" if where else ""
-        super().__init__(f"encryption key {key_id!r} is not in this process's key ring{place}: add it to "
-                         "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt")
+        super().__init__(
+            f"encryption key {key_id!r} is not in this process's key ring{place}: add it to "
+            "JOBQUEUE_ENCRYPTION_KEYS (or JOBQUEUE_ENCRYPTION_KEYS_FILE) to decrypt"
+        )
 
 
 class EncryptionMismatch(EncryptionError):

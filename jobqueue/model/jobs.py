@@ -119,13 +119,39 @@ class Job:
     worker fails the attempt as a `JobTimeout` when it runs out.
     """
 
-    __slots__ = ("id", "queue", "job_type", "payload", "priority", "attempt", "max_attempts",
-                 "traceparent", "cancel_requested", "created_at", "timeout", "order_key", "key", "producer_id")
+    __slots__ = (
+        "id",
+        "queue",
+        "job_type",
+        "payload",
+        "priority",
+        "attempt",
+        "max_attempts",
+        "traceparent",
+        "cancel_requested",
+        "created_at",
+        "timeout",
+        "order_key",
+        "key",
+        "producer_id",
+    )
 
-    def __init__(self, id: uuid.UUID, queue: str, job_type: str, payload: Any, priority: int,
-                 attempt: int, max_attempts: int, traceparent: str | None, cancel_requested: bool,
-                 created_at: datetime, timeout: float | None = None, order_key: tuple | None = None,
-                 producer_id: str | None = None) -> None:
+    def __init__(
+        self,
+        id: uuid.UUID,
+        queue: str,
+        job_type: str,
+        payload: Any,
+        priority: int,
+        attempt: int,
+        max_attempts: int,
+        traceparent: str | None,
+        cancel_requested: bool,
+        created_at: datetime,
+        timeout: float | None = None,
+        order_key: tuple | None = None,
+        producer_id: str | None = None,
+    ) -> None:
         self.id = id
         self.queue = queue
         self.job_type = job_type
@@ -142,7 +168,6 @@ class Job:
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
 
-
     @property
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
@@ -154,7 +179,10 @@ class Job:
             raise JobCancelled(f"job {self.id} was cancelled")
 
     def __repr__(self) -> str:
-        return f"Job(id={self.id}, type={self.job_type!r}, queue={self.queue!r}, attempt={self.attempt}/{self.max_attempts})"
+        return (
+            f"Job(id={self.id}, type={self.job_type!r}, queue={self.queue!r},"
+            f" attempt={self.attempt}/{self.max_attempts})"
+        )
 
 
 # --- REST API and admin views ----------------------------------------------------------------

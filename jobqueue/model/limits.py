@@ -75,8 +75,9 @@ class LimitSpec:
         problem = name_problem(name)  # a job type or queue name: the enqueue's rule, or it could never match
         if problem:
             raise ValidationError("name", problem)
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                        or not 1 <= concurrency <= _INT32):
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= _INT32
+        ):
             raise ValidationError("concurrency", f"must be an integer from 1 to {_INT32} (got {concurrency!r})")
         starts, period = parse_rate(rate) if rate is not None else (None, None)
         if concurrency is None and starts is None:

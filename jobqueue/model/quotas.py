@@ -91,8 +91,10 @@ class Limits:
             return True
         if sum(depths.values()) + growth >= self.total()[level]:
             return True
-        return any(depths.get(queue, 0) + growth >= self.of(queue)[level]
-                   for queue in depths.keys() | self.queue_settings.keys())
+        return any(
+            depths.get(queue, 0) + growth >= self.of(queue)[level]
+            for queue in depths.keys() | self.queue_settings.keys()
+        )
 
     def declared(self, queue: str, served: frozenset[str]) -> bool:
         return queue in served or queue in self.queue_settings
@@ -105,8 +107,11 @@ class Limits:
 def closed_gates(counts: WaitingCounts, limits: Limits) -> list[Gate]:
     """The gates a count closes: each queue at its hard limit, all queues at the total hard limit,
     and new queue names once `Limits.max_queues` undeclared queues hold jobs."""
-    gates = [Gate(queue, QUEUE_FULL, n, limits.of(queue)[1]) for queue, n in sorted(counts.depths.items())
-             if n >= limits.of(queue)[1]]
+    gates = [
+        Gate(queue, QUEUE_FULL, n, limits.of(queue)[1])
+        for queue, n in sorted(counts.depths.items())
+        if n >= limits.of(queue)[1]
+    ]
     total, total_hard = sum(counts.depths.values()), limits.total()[1]
     if total >= total_hard:
         gates.append(Gate(EVERY_QUEUE, TOTAL_FULL, total, total_hard))

@@ -29,10 +29,17 @@ class Backoff:
                 raise ValidationError(f"backoff.{name}", problem)
         for name, low, high in (("multiplier", 1.0, math.inf), ("jitter", 0.0, 1.0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high \
-                    or not math.isfinite(value):
-                raise ValidationError(f"backoff.{name}", f"must be a finite number from {low:g}"
-                                      f"{'' if high == math.inf else f' to {high:g}'} (got {value!r})")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not low <= value <= high
+                or not math.isfinite(value)
+            ):
+                raise ValidationError(
+                    f"backoff.{name}",
+                    f"must be a finite number from {low:g}"
+                    f"{'' if high == math.inf else f' to {high:g}'} (got {value!r})",
+                )
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""

@@ -61,24 +61,45 @@ class ScheduleSpec:
     enabled: bool
 
     @classmethod
-    def build(cls, name: Any, cron: Any, job_type: Any, *, timezone: Any = "UTC", payload: Any = None,
-              priority: Any = "normal", queue: Any = "default", max_attempts: Any = None,
-              misfire_policy: Any = DEFAULT_MISFIRE_POLICY, misfire_limit: Any = DEFAULT_MISFIRE_LIMIT,
-              enabled: Any = True) -> "ScheduleSpec":
+    def build(
+        cls,
+        name: Any,
+        cron: Any,
+        job_type: Any,
+        *,
+        timezone: Any = "UTC",
+        payload: Any = None,
+        priority: Any = "normal",
+        queue: Any = "default",
+        max_attempts: Any = None,
+        misfire_policy: Any = DEFAULT_MISFIRE_POLICY,
+        misfire_limit: Any = DEFAULT_MISFIRE_LIMIT,
+        enabled: Any = True,
+    ) -> "ScheduleSpec":
         schedule = CronSchedule(cron, timezone)
         try:
             payload_json = dumps({} if payload is None else payload)
         except (TypeError, ValueError) as exc:
             raise ValidationError("payload", f"must be JSON-serialisable ({exc})") from None
         if misfire_policy not in MISFIRE_POLICIES:
-            raise ValidationError("misfire_policy", f"must be one of {', '.join(MISFIRE_POLICIES)} (got {misfire_policy!r})")
+            raise ValidationError(
+                "misfire_policy", f"must be one of {', '.join(MISFIRE_POLICIES)} (got {misfire_policy!r})"
+            )
         if not isinstance(enabled, bool):
             raise ValidationError("enabled", f"must be true or false (got {enabled!r})")
         return cls(
-            name=_text("name", name), cron=schedule.expression, job_type=_name("job_type", job_type),
-            timezone=schedule.zone.key, payload_json=payload_json, priority=Priority.parse(priority).label,
-            queue=_name("queue", queue), max_attempts=None if max_attempts is None else _positive("max_attempts", max_attempts),
-            misfire_policy=misfire_policy, misfire_limit=_positive("misfire_limit", misfire_limit), enabled=enabled)
+            name=_text("name", name),
+            cron=schedule.expression,
+            job_type=_name("job_type", job_type),
+            timezone=schedule.zone.key,
+            payload_json=payload_json,
+            priority=Priority.parse(priority).label,
+            queue=_name("queue", queue),
+            max_attempts=None if max_attempts is None else _positive("max_attempts", max_attempts),
+            misfire_policy=misfire_policy,
+            misfire_limit=_positive("misfire_limit", misfire_limit),
+            enabled=enabled,
+        )
 
     def schedule(self) -> CronSchedule:
         return CronSchedule(self.cron, self.timezone)

@@ -67,8 +67,9 @@ class Snapshot:
         return [w for w in self.workers if w.alive]
 
 
-async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None = None,
-                  max_queues: int | None = None) -> Snapshot:
+async def collect(
+    conn, *, cap: int, stale_seconds: float, now: datetime | None = None, max_queues: int | None = None
+) -> Snapshot:
     """One snapshot; with ``max_queues``, `fold`-ed: at most that many undeclared queues by name."""
     started = time.perf_counter()
     queues = await db.run(conn, metrics_store.queue_counts(cap=cap, stale_seconds=stale_seconds, now=now))
@@ -80,10 +81,21 @@ async def collect(conn, *, cap: int, stale_seconds: float, now: datetime | None 
     circuits = await db.run(conn, circuit_store.list_all())
     limits = await db.run(conn, limit_store.list_all(now=now))
     unserved = await db.run(conn, queue_store.unserved(cap=cap, stale_seconds=stale_seconds))
-    snapshot = Snapshot(measured_at=now or datetime.now(timezone.utc), submitted=submitted, queues=queues, dead=dead,
-                        totals=totals, workers=workers, collect_seconds=time.perf_counter() - started, cap=cap,
-                        paused=frozenset(name for name, queue in settings.items() if queue.paused), circuits=circuits,
-                        settings=settings, limits=limits, unserved=unserved)
+    snapshot = Snapshot(
+        measured_at=now or datetime.now(timezone.utc),
+        submitted=submitted,
+        queues=queues,
+        dead=dead,
+        totals=totals,
+        workers=workers,
+        collect_seconds=time.perf_counter() - started,
+        cap=cap,
+        paused=frozenset(name for name, queue in settings.items() if queue.paused),
+        circuits=circuits,
+        settings=settings,
+        limits=limits,
+        unserved=unserved,
+    )
     return snapshot if max_queues is None else fold(snapshot, max_queues)
 
 
@@ -112,8 +124,13 @@ def fold(snapshot: Snapshot, limit: int) -> Snapshot:
     hidden = set(others[limit:])
     if not hidden and len(snapshot.dead) <= limit:
         return snapshot
-    return replace(snapshot, queues=_fold_counts(snapshot.queues, hidden), dead=_fold_dead(snapshot.dead, hidden, limit),
-                   unserved=_fold_unserved(snapshot.unserved, hidden), other_queues=len(hidden))
+    return replace(
+        snapshot,
+        queues=_fold_counts(snapshot.queues, hidden),
+        dead=_fold_dead(snapshot.dead, hidden, limit),
+        unserved=_fold_unserved(snapshot.unserved, hidden),
+        other_queues=len(hidden),
+    )
 
 
 def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCounts]:
@@ -122,10 +139,21 @@ def _fold_counts(counts: list[QueueCounts], hidden: set[str]) -> list[QueueCount
         if q.queue not in hidden:
             continue
         was = folded.get(q.priority)
-        folded[q.priority] = replace(q, queue=OTHER) if was is None else QueueCounts(
-            OTHER, q.priority, was.runnable + q.runnable, was.scheduled + q.scheduled, was.retrying + q.retrying,
-            was.processing + q.processing, max(was.oldest_age_seconds, q.oldest_age_seconds),
-            max(was.processing_age_seconds, q.processing_age_seconds), max(was.overdue_seconds, q.overdue_seconds))
+        folded[q.priority] = (
+            replace(q, queue=OTHER)
+            if was is None
+            else QueueCounts(
+                OTHER,
+                q.priority,
+                was.runnable + q.runnable,
+                was.scheduled + q.scheduled,
+                was.retrying + q.retrying,
+                was.processing + q.processing,
+                max(was.oldest_age_seconds, q.oldest_age_seconds),
+                max(was.processing_age_seconds, q.processing_age_seconds),
+                max(was.overdue_seconds, q.overdue_seconds),
+            )
+        )
     return [q for q in counts if q.queue not in hidden] + [folded[level] for level in sorted(folded)]
 
 
@@ -224,16 +252,30 @@ def unserved_by_queue(snapshot: Snapshot) -> dict[str, int]:
 
 # --- the dashboard's JSON ----------------------------------------------------------------------------
 
+
 def overview(snapshot: Snapshot) -> dict[str, Any]:
     """Totals, per-queue rows, per-type counters, the summed histogram and the workers, as plain JSON."""
     queues: dict[str, dict[str, Any]] = {}
 
     def queue_row(name: str) -> dict[str, Any]:
-        return queues.setdefault(name, {"queue": name, "paused": name in snapshot.paused, "depth": 0, "scheduled": 0, "retrying": 0, "processing": 0,
-                                        "dead": 0, "oldest_age_seconds": 0.0, "processing_age_seconds": 0.0,
-                                        "unserved": 0, "unserved_job_types": [],
-                                        "depth_by_priority": {p.label: 0 for p in Priority},
-                                        **({"other_queues": snapshot.other_queues} if name == OTHER else {})})
+        return queues.setdefault(
+            name,
+            {
+                "queue": name,
+                "paused": name in snapshot.paused,
+                "depth": 0,
+                "scheduled": 0,
+                "retrying": 0,
+                "processing": 0,
+                "dead": 0,
+                "oldest_age_seconds": 0.0,
+                "processing_age_seconds": 0.0,
+                "unserved": 0,
+                "unserved_job_types": [],
+                "depth_by_priority": {p.label: 0 for p in Priority},
+                **({"other_queues": snapshot.other_queues} if name == OTHER else {}),
+            },
+        )
 
     for q in snapshot.queues:
         row = queue_row(q.queue)
@@ -273,21 +315,46 @@ def overview(snapshot: Snapshot) -> dict[str, Any]:
         "bounds_ms": list(snapshot.bounds),
         "buckets": buckets,
         "queues": sorted(queues.values(), key=lambda r: (r["queue"] == OTHER, r["queue"])),  # the folded ones last
-        "job_types": [{"queue": t.queue, "job_type": t.job_type, "processed": t.processed, "failed": t.failed,
-                       "dead": dead_by_type.get((t.queue, t.job_type), 0),
-                       "mean_ms": round(t.duration_ms_sum / t.processed, 3) if t.processed else None}
-                      for t in snapshot.totals],
-        "workers": [{"id": w.id, "host": w.host, "pid": w.pid, "queues": list(w.queues),
-                     "concurrency": w.concurrency, "status": w.status if w.alive or w.status == "stopped" else "lost",
-                     "alive": w.alive, "utilization": round(float(w.utilization), 4),
-                     "jobs_processed": w.jobs_processed, "jobs_failed": w.jobs_failed,
-                     "stuck_handlers": w.stuck_handlers,
-                     "started_at": w.started_at.isoformat(),
-                     "heartbeat_age_seconds": round(max((snapshot.measured_at - w.last_heartbeat).total_seconds(), 0.0), 1)}
-                    for w in snapshot.workers],
-        "circuits": [{"name": c.name, "state": c.state, "failures": c.failures, "threshold": c.threshold,
-                      "forced_by_admin": c.forced_by_admin, "job_types": c.job_types,
-                      "opened_at": c.opened_at.isoformat() if c.opened_at else None}
-                     for c in snapshot.circuits],
+        "job_types": [
+            {
+                "queue": t.queue,
+                "job_type": t.job_type,
+                "processed": t.processed,
+                "failed": t.failed,
+                "dead": dead_by_type.get((t.queue, t.job_type), 0),
+                "mean_ms": round(t.duration_ms_sum / t.processed, 3) if t.processed else None,
+            }
+            for t in snapshot.totals
+        ],
+        "workers": [
+            {
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "queues": list(w.queues),
+                "concurrency": w.concurrency,
+                "status": w.status if w.alive or w.status == "stopped" else "lost",
+                "alive": w.alive,
+                "utilization": round(float(w.utilization), 4),
+                "jobs_processed": w.jobs_processed,
+                "jobs_failed": w.jobs_failed,
+                "stuck_handlers": w.stuck_handlers,
+                "started_at": w.started_at.isoformat(),
+                "heartbeat_age_seconds": round(max((snapshot.measured_at - w.last_heartbeat).total_seconds(), 0.0), 1),
+            }
+            for w in snapshot.workers
+        ],
+        "circuits": [
+            {
+                "name": c.name,
+                "state": c.state,
+                "failures": c.failures,
+                "threshold": c.threshold,
+                "forced_by_admin": c.forced_by_admin,
+                "job_types": c.job_types,
+                "opened_at": c.opened_at.isoformat() if c.opened_at else None,
+            }
+            for c in snapshot.circuits
+        ],
         "collect_ms": round(snapshot.collect_seconds * 1000, 2),
     }

@@ -53,8 +53,10 @@ def _load_exporter(name: str) -> Any:
     points = {ep.name: ep for ep in importlib.metadata.entry_points(group="opentelemetry_traces_exporter")}
     point = points.get(name) or points.get(_EXPORTER_ALIASES.get(name, ""))
     if point is None:
-        raise ValueError(f"OTEL_TRACES_EXPORTER: no trace exporter named {name!r} is installed "
-                         f"(available: {', '.join(sorted(points)) or 'none'})")
+        raise ValueError(
+            f"OTEL_TRACES_EXPORTER: no trace exporter named {name!r} is installed "
+            f"(available: {', '.join(sorted(points)) or 'none'})"
+        )
     return point.load()()
 
 
@@ -100,9 +102,11 @@ def from_env(env: Mapping[str, str] | None = None, *, service_name: str = "jobqu
 #: job_problem() applies the same rule (migration 0023), with the same messages.
 TRACEPARENT_LENGTH = 55
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_TRACEPARENT_FORMAT = ("must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex "
-                       "(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other than ff, "
-                       "ids not all zeros")
+_TRACEPARENT_FORMAT = (
+    "must be a W3C traceparent: version-traceid-parentid-flags in lowercase hex "
+    "(00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01), a version other than ff, "
+    "ids not all zeros"
+)
 
 
 def traceparent_problem(value: Any) -> str | None:
@@ -114,8 +118,12 @@ def traceparent_problem(value: Any) -> str | None:
         return f"must be a W3C traceparent string (got {type(value).__name__})"
     if len(value) != TRACEPARENT_LENGTH:
         return f"must be a W3C traceparent of {TRACEPARENT_LENGTH} characters (got {len(value)})"
-    if (_TRACEPARENT.fullmatch(value) is None or value.startswith("ff") or value[3:35] == "0" * 32
-            or value[36:52] == "0" * 16):
+    if (
+        _TRACEPARENT.fullmatch(value) is None
+        or value.startswith("ff")
+        or value[3:35] == "0" * 32
+        or value[36:52] == "0" * 16
+    ):
         return _TRACEPARENT_FORMAT
     return None
 
@@ -168,13 +176,26 @@ class Tracing:
         self.tracer = provider.get_tracer(INSTRUMENTATION_NAME)
 
     @contextlib.contextmanager
-    def producer(self, *, job_type: str, queue: str, parent: str | None = None, count: int = 1,
-                 carrier: dict[str, Any] | None = None) -> Iterator[ProducerSpan]:
-        attributes = {"messaging.system": "jobqueue", "messaging.operation.type": "send",
-                      "messaging.destination.name": queue, "jobqueue.job.type": job_type,
-                      "jobqueue.queue": queue, "messaging.batch.message_count": count}
-        with self.tracer.start_as_current_span(f"send {job_type}", context=context_from(parent),
-                                               kind=SpanKind.PRODUCER, attributes=attributes) as span:
+    def producer(
+        self,
+        *,
+        job_type: str,
+        queue: str,
+        parent: str | None = None,
+        count: int = 1,
+        carrier: dict[str, Any] | None = None,
+    ) -> Iterator[ProducerSpan]:
+        attributes = {
+            "messaging.system": "jobqueue",
+            "messaging.operation.type": "send",
+            "messaging.destination.name": queue,
+            "jobqueue.job.type": job_type,
+            "jobqueue.queue": queue,
+            "messaging.batch.message_count": count,
+        }
+        with self.tracer.start_as_current_span(
+            f"send {job_type}", context=context_from(parent), kind=SpanKind.PRODUCER, attributes=attributes
+        ) as span:
             produced = ProducerSpan(span)
             if carrier is not None:
                 carrier["traceparent"] = produced.traceparent
@@ -189,23 +210,44 @@ class Tracing:
         # parent and is replaced by the span's own; jobs naming other parents keep theirs.
         parents = {spec.get("traceparent") or None for spec in specs}
         parent = parents.pop() if len(parents) == 1 else None
-        with self.producer(job_type=types.pop() if len(types) == 1 else "batch",
-                           queue=queues.pop() if len(queues) == 1 else "(several)", count=len(jobs),
-                           parent=parent) as span:
-            yield span, [dict(spec, traceparent=span.traceparent)
-                         if isinstance(spec, Mapping) and (spec.get("traceparent") or None) in (None, parent) else spec
-                         for spec in jobs]
+        with self.producer(
+            job_type=types.pop() if len(types) == 1 else "batch",
+            queue=queues.pop() if len(queues) == 1 else "(several)",
+            count=len(jobs),
+            parent=parent,
+        ) as span:
+            yield (
+                span,
+                [
+                    dict(spec, traceparent=span.traceparent)
+                    if isinstance(spec, Mapping) and (spec.get("traceparent") or None) in (None, parent)
+                    else spec
+                    for spec in jobs
+                ],
+            )
 
     @contextlib.contextmanager
-    def execution(self, *, job_id: Any, job_type: str, queue: str, attempt: int,
-                  traceparent: str | None) -> Iterator[trace.Span]:
-        attributes = {"messaging.system": "jobqueue", "messaging.operation.type": "process",
-                      "messaging.destination.name": queue, "messaging.message.id": str(job_id),
-                      "jobqueue.job.id": str(job_id), "jobqueue.job.type": job_type,
-                      "jobqueue.queue": queue, "jobqueue.attempt": attempt}
-        with self.tracer.start_as_current_span(f"process {job_type}", context=context_from(traceparent),
-                                               kind=SpanKind.CONSUMER, attributes=attributes,
-                                               record_exception=False, set_status_on_exception=True) as span:
+    def execution(
+        self, *, job_id: Any, job_type: str, queue: str, attempt: int, traceparent: str | None
+    ) -> Iterator[trace.Span]:
+        attributes = {
+            "messaging.system": "jobqueue",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": queue,
+            "messaging.message.id": str(job_id),
+            "jobqueue.job.id": str(job_id),
+            "jobqueue.job.type": job_type,
+            "jobqueue.queue": queue,
+            "jobqueue.attempt": attempt,
+        }
+        with self.tracer.start_as_current_span(
+            f"process {job_type}",
+            context=context_from(traceparent),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=True,
+        ) as span:
             yield span
 
     def force_flush(self, timeout_ms: int = 5000) -> None:
@@ -223,18 +265,26 @@ def set_outcome(span: trace.Span, outcome: str, error_type: str = "", message: s
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}" if error_type else outcome))
 
 
-def producing(tracing: Tracing | None, job_type: Any, carrier: dict[str, Any]) -> contextlib.AbstractContextManager[ProducerSpan]:
+def producing(
+    tracing: Tracing | None, job_type: Any, carrier: dict[str, Any]
+) -> contextlib.AbstractContextManager[ProducerSpan]:
     """The producer span of one enqueue, whose traceparent it writes into ``carrier`` (the
     enqueue's options; a ``traceparent`` already there becomes the parent); a do-nothing context
     when tracing is off."""
     if tracing is None:
         return contextlib.nullcontext(_NO_SPAN)
     check_traceparent(carrier.get("traceparent"))  # before it becomes a parent (an invalid one would be dropped)
-    return tracing.producer(job_type=str(job_type), queue=str(carrier.get("queue") or "default"),
-                            parent=carrier.get("traceparent"), carrier=carrier)
+    return tracing.producer(
+        job_type=str(job_type),
+        queue=str(carrier.get("queue") or "default"),
+        parent=carrier.get("traceparent"),
+        carrier=carrier,
+    )
 
 
-def producing_many(tracing: Tracing | None, jobs: list[Any]) -> contextlib.AbstractContextManager[tuple[ProducerSpan, list[Any]]]:
+def producing_many(
+    tracing: Tracing | None, jobs: list[Any]
+) -> contextlib.AbstractContextManager[tuple[ProducerSpan, list[Any]]]:
     """One producer span for a bulk enqueue; yields it and the jobs, each carrying its traceparent
     unless the job names its own."""
     if tracing is None:

@@ -15,11 +15,13 @@ from typing import Callable
 log = logging.getLogger("jobqueue.background")
 
 
-def watch(task: asyncio.Task, on_death: Callable[[], None] | None = None, *,
-          fatal: tuple[type[BaseException], ...] = ()) -> asyncio.Task:
+def watch(
+    task: asyncio.Task, on_death: Callable[[], None] | None = None, *, fatal: tuple[type[BaseException], ...] = ()
+) -> asyncio.Task:
     """Log an unexpected end of ``task`` with its exception and call ``on_death`` (a worker stops
     gracefully: its supervisor or orchestrator starts a fresh one). An exception of a ``fatal``
     type is not logged: the owner raises it once stopped (one line, no traceback)."""
+
     def ended(finished: asyncio.Task) -> None:
         if finished.cancelled():
             return
@@ -28,8 +30,12 @@ def watch(task: asyncio.Task, on_death: Callable[[], None] | None = None, *,
             if on_death is not None:
                 on_death()
             return
-        log.error("background task %s ended unexpectedly: %r", finished.get_name(), exc,
-                  exc_info=(type(exc), exc, exc.__traceback__) if exc else None)
+        log.error(
+            "background task %s ended unexpectedly: %r",
+            finished.get_name(),
+            exc,
+            exc_info=(type(exc), exc, exc.__traceback__) if exc else None,
+        )
         if on_death is not None:
             on_death()
 

@@ -26,8 +26,14 @@ V = TypeVar("V")
 
 
 class RefreshAheadCache(Generic[K, V]):
-    def __init__(self, load: Callable[[K], Awaitable[V | None]], ttl: float, *, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        load: Callable[[K], Awaitable[V | None]],
+        ttl: float,
+        *,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._load = load
         self.ttl = ttl
         self._max_entries = max_entries

@@ -33,11 +33,21 @@ def _first_key(rows: list[tuple]) -> ApiKey | None:
     return ApiKey(*rows[0]) if rows else None
 
 
-def create(*, key: str, producer_id: str, role: str, queues: list[str] | None = None,
-           job_types: list[str] | None = None) -> Call[ApiKey | None]:
-    return Call("api_key_create", {"key_hash": key_hash(key), "key_prefix": key[:KEY_PREFIX_LENGTH],
-                                   "producer_id": producer_id, "role": role, "queues": queues,
-                                   "job_types": job_types}, _first_key)
+def create(
+    *, key: str, producer_id: str, role: str, queues: list[str] | None = None, job_types: list[str] | None = None
+) -> Call[ApiKey | None]:
+    return Call(
+        "api_key_create",
+        {
+            "key_hash": key_hash(key),
+            "key_prefix": key[:KEY_PREFIX_LENGTH],
+            "producer_id": producer_id,
+            "role": role,
+            "queues": queues,
+            "job_types": job_types,
+        },
+        _first_key,
+    )
 
 
 def lookup(key: str) -> Call[ApiKey | None]:

@@ -37,19 +37,33 @@ def decode_overruled(rows: list[tuple]) -> list[Overruled]:
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def sync(circuits: Sequence[CircuitSpec], circuit_by_type: Mapping[str, str | None], *, app: str) -> Call[list[Overruled]]:
+def sync(
+    circuits: Sequence[CircuitSpec], circuit_by_type: Mapping[str, str | None], *, app: str
+) -> Call[list[Overruled]]:
     """App ``app``'s breakers and memberships (see circuit_sync: another app's stay as it declared them)."""
     members = {job_type: name for job_type, name in circuit_by_type.items() if name is not None}
-    return Call("circuit_sync", {
-        "app": app, "names": [c.name for c in circuits], "thresholds": [c.threshold for c in circuits],
-        "windows": [c.window for c in circuits], "resets": [c.reset_after for c in circuits],
-        "job_types": list(members), "circuits": list(members.values()), "all_types": list(circuit_by_type),
-    }, decode_overruled)
+    return Call(
+        "circuit_sync",
+        {
+            "app": app,
+            "names": [c.name for c in circuits],
+            "thresholds": [c.threshold for c in circuits],
+            "windows": [c.window for c in circuits],
+            "resets": [c.reset_after for c in circuits],
+            "job_types": list(members),
+            "circuits": list(members.values()),
+            "all_types": list(circuit_by_type),
+        },
+        decode_overruled,
+    )
 
 
 def blocking(*, now: datetime | None = None) -> Call[list[Blocking]]:
-    return Call("circuit_blocking", {"now": now},
-                lambda rows: [Blocking(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in rows])
+    return Call(
+        "circuit_blocking",
+        {"now": now},
+        lambda rows: [Blocking(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in rows],
+    )
 
 
 def record_failure(name: str, *, now: datetime | None = None) -> Call[str | None]:
@@ -62,8 +76,9 @@ def trip(name: str, *, now: datetime | None = None) -> Call[str | None]:
     return Call("circuit_trip", {"name": name, "now": now}, scalar_or_none)
 
 
-def probe_begin(name: str, *, stale_probe: uuid.UUID | None = None,
-                now: datetime | None = None) -> Call[list[str] | None]:
+def probe_begin(
+    name: str, *, stale_probe: uuid.UUID | None = None, now: datetime | None = None
+) -> Call[list[str] | None]:
     """The circuit's job types if this turned it half-open (run it in the probe claim's transaction)."""
     return Call("circuit_probe_begin", {"name": name, "stale_probe": stale_probe, "now": now}, scalar_or_none)
 
@@ -76,8 +91,9 @@ def probe_finished(name: str, job_id: uuid.UUID, outcome: str, *, now: datetime 
     """The circuit's new state; None if ``job_id`` is not its probe any more."""
     if outcome not in PROBE_OUTCOMES:
         raise ValueError(f"probe outcome must be one of {PROBE_OUTCOMES} (got {outcome!r})")
-    return Call("circuit_probe_finished", {"name": name, "job_id": job_id, "outcome": outcome, "now": now},
-                scalar_or_none)
+    return Call(
+        "circuit_probe_finished", {"name": name, "job_id": job_id, "outcome": outcome, "now": now}, scalar_or_none
+    )
 
 
 def force(name: str, action: str) -> Call[str | None]:
@@ -86,9 +102,24 @@ def force(name: str, action: str) -> Call[str | None]:
 
 
 def _decode_circuits(rows: list[tuple]) -> list[Circuit]:
-    return [Circuit(name=r[0], state=r[1], failures=r[2], window_started_at=r[3], opened_at=r[4],
-                    forced_by_admin=r[5], threshold=r[6], window_seconds=r[7], reset_after_seconds=r[8],
-                    probe_job_id=r[9], updated_at=r[10], job_types=list(r[11]), declared_by=r[12]) for r in rows]
+    return [
+        Circuit(
+            name=r[0],
+            state=r[1],
+            failures=r[2],
+            window_started_at=r[3],
+            opened_at=r[4],
+            forced_by_admin=r[5],
+            threshold=r[6],
+            window_seconds=r[7],
+            reset_after_seconds=r[8],
+            probe_job_id=r[9],
+            updated_at=r[10],
+            job_types=list(r[11]),
+            declared_by=r[12],
+        )
+        for r in rows
+    ]
 
 
 def list_all(name: str | None = None) -> Call[list[Circuit]]:

@@ -29,5 +29,8 @@ def unregister_listener(listener_id: str) -> Call[None]:
 
 
 def job_rows(job_ids: Sequence[uuid.UUID], *, recent_seconds: float) -> Call[dict[uuid.UUID, EventRow]]:
-    return Call("event_jobs", {"ids": list(job_ids), "recent_seconds": recent_seconds},
-                lambda rows: {r[0]: EventRow(*r[1:]) for r in rows})
+    return Call(
+        "event_jobs",
+        {"ids": list(job_ids), "recent_seconds": recent_seconds},
+        lambda rows: {r[0]: EventRow(*r[1:]) for r in rows},
+    )

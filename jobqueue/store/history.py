@@ -18,5 +18,8 @@ def prune(*, keep_seconds: float, now: datetime | None = None) -> Call[int]:
 
 
 def rates(*, minutes: int, now: datetime | None = None) -> Call[list[ThroughputMinute]]:
-    return Call("history_rates", {"minutes": minutes, "now": now},
-                lambda rows: [ThroughputMinute(r[0], r[1], float(r[2]), float(r[3]), float(r[4])) for r in rows])
+    return Call(
+        "history_rates",
+        {"minutes": minutes, "now": now},
+        lambda rows: [ThroughputMinute(r[0], r[1], float(r[2]), float(r[3]), float(r[4])) for r in rows],
+    )

@@ -27,19 +27,45 @@ from jobqueue.model.workers import RunningJob
 T = TypeVar("T")
 
 
-def enqueue(*, job_type: str, payload_json: str, priority: str, run_at: datetime | None,
-            delay: timedelta | None, queue: str, max_attempts: int | None,
-            idempotency_key: str | None, producer_id: str | None, traceparent: str | None,
-            timeout: timedelta | None = None, expires_at: datetime | None = None,
-            expire_after: timedelta | None = None, idempotency_window: timedelta | None = None,
-            idempotency_mismatch: str | None = None) -> Call[uuid.UUID]:
-    return Call("job_enqueue", {
-        "job_type": job_type, "payload": payload_json, "priority": priority, "run_at": run_at,
-        "delay": delay, "queue": queue, "max_attempts": max_attempts,
-        "idempotency_key": idempotency_key, "producer_id": producer_id, "traceparent": traceparent,
-        "timeout": timeout, "expires_at": expires_at, "expire_after": expire_after,
-        "idempotency_window": idempotency_window, "idempotency_mismatch": idempotency_mismatch,
-    }, scalar_or_none)
+def enqueue(
+    *,
+    job_type: str,
+    payload_json: str,
+    priority: str,
+    run_at: datetime | None,
+    delay: timedelta | None,
+    queue: str,
+    max_attempts: int | None,
+    idempotency_key: str | None,
+    producer_id: str | None,
+    traceparent: str | None,
+    timeout: timedelta | None = None,
+    expires_at: datetime | None = None,
+    expire_after: timedelta | None = None,
+    idempotency_window: timedelta | None = None,
+    idempotency_mismatch: str | None = None,
+) -> Call[uuid.UUID]:
+    return Call(
+        "job_enqueue",
+        {
+            "job_type": job_type,
+            "payload": payload_json,
+            "priority": priority,
+            "run_at": run_at,
+            "delay": delay,
+            "queue": queue,
+            "max_attempts": max_attempts,
+            "idempotency_key": idempotency_key,
+            "producer_id": producer_id,
+            "traceparent": traceparent,
+            "timeout": timeout,
+            "expires_at": expires_at,
+            "expire_after": expire_after,
+            "idempotency_window": idempotency_window,
+            "idempotency_mismatch": idempotency_mismatch,
+        },
+        scalar_or_none,
+    )
 
 
 def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list[tuple[uuid.UUID, bool]]]:
@@ -47,16 +73,46 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
     decode = lambda rows: [(r[0], r[1]) for r in rows]  # noqa: E731
     if lock_wait is None:
         return Call("job_enqueue_many", {"jobs": jobs_json}, decode)
-    return Call("job_enqueue_many_waiting_briefly", {"jobs": jobs_json, "lock_timeout": f"{int(lock_wait * 1000)}ms"},
-                decode)
+    return Call(
+        "job_enqueue_many_waiting_briefly", {"jobs": jobs_json, "lock_timeout": f"{int(lock_wait * 1000)}ms"}, decode
+    )
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
     """Claimed jobs; then each job's order key (run_at, seq) and its producer."""
-    return [Job(id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                created_at, timeout, (run_at, seq), producer_id)
-            for (id, queue, job_type, payload, priority, attempt, max_attempts, traceparent, cancel_requested,
-                 created_at, timeout, run_at, seq, producer_id) in rows]
+    return [
+        Job(
+            id,
+            queue,
+            job_type,
+            payload,
+            priority,
+            attempt,
+            max_attempts,
+            traceparent,
+            cancel_requested,
+            created_at,
+            timeout,
+            (run_at, seq),
+            producer_id,
+        )
+        for (
+            id,
+            queue,
+            job_type,
+            payload,
+            priority,
+            attempt,
+            max_attempts,
+            traceparent,
+            cancel_requested,
+            created_at,
+            timeout,
+            run_at,
+            seq,
+            producer_id,
+        ) in rows
+    ]
 
 
 #: Where a one-queue claim resumes, per priority level: the order key (run_at, seq) of the last
@@ -78,11 +134,21 @@ class Deadlines:
         return {"timeouts": self.timeouts_json, "default_timeout": self.default, "deadline_grace": self.grace}
 
 
-def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: float,
-          deadlines: Deadlines = Deadlines(), resume: ResumePoints = (), blocked: Sequence[str] = (),
-          only: Sequence[str] | None = None, limited: bool | None = None,
-          until: tuple[int, tuple | None] = (3, None), served: Sequence[str] | None = None,
-          now: datetime | None = None) -> Call[list[Job]]:
+def claim(
+    *,
+    worker_id: str,
+    queues: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    deadlines: Deadlines = Deadlines(),
+    resume: ResumePoints = (),
+    blocked: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+    limited: bool | None = None,
+    until: tuple[int, tuple | None] = (3, None),
+    served: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> Call[list[Job]]:
     """``resume`` applies to a one-queue claim only. ``served``: the job types the worker has
     handlers for, the only ones it claims (None: any type). ``blocked``: job types not to claim (those of
     open circuit breakers); ``only``: claim jobs of these types alone (a half-open circuit's probe).
@@ -90,28 +156,56 @@ def claim(*, worker_id: str, queues: Sequence[str], limit: int, lease_seconds: f
     False/True — a claim inside a transaction that holds `limits.allowances`, which marks what it
     takes as holding a limit's slot (True) or not (False). ``until``: (level, order key or None) —
     scan the levels before it whole, that level up to the key (None: whole), none after it."""
-    return Call("job_claim", {
-        "worker_id": worker_id, "queues": list(queues), "limit": limit,
-        "limits_checked": limited is not None, "mark_limited": bool(limited),
-        "until_level": until[0], "until_run_at": until[1][0] if until[1] else None,
-        "until_seq": until[1][1] if until[1] else None,
-        "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
-        "blocked": list(blocked), "only": None if only is None else list(only),
-        "served": None if served is None else list(served),
-        "after_run_at": [point[0] if point else None for point in resume],
-        "after_seq": [point[1] if point else None for point in resume],
-    }, _decode_jobs)
+    return Call(
+        "job_claim",
+        {
+            "worker_id": worker_id,
+            "queues": list(queues),
+            "limit": limit,
+            "limits_checked": limited is not None,
+            "mark_limited": bool(limited),
+            "until_level": until[0],
+            "until_run_at": until[1][0] if until[1] else None,
+            "until_seq": until[1][1] if until[1] else None,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            **deadlines.params(),
+            "blocked": list(blocked),
+            "only": None if only is None else list(only),
+            "served": None if served is None else list(served),
+            "after_run_at": [point[0] if point else None for point in resume],
+            "after_seq": [point[1] if point else None for point in resume],
+        },
+        _decode_jobs,
+    )
 
 
-def claim_weighted(*, worker_id: str, slots: Sequence[tuple[str, int, int]], lease_seconds: float,
-                   deadlines: Deadlines = Deadlines(), blocked: Sequence[str] = (),
-                   served: Sequence[str] | None = None, now: datetime | None = None) -> Call[list[Job]]:
+def claim_weighted(
+    *,
+    worker_id: str,
+    slots: Sequence[tuple[str, int, int]],
+    lease_seconds: float,
+    deadlines: Deadlines = Deadlines(),
+    blocked: Sequence[str] = (),
+    served: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> Call[list[Job]]:
     """slots: (queue, priority level, how many) triples; ``blocked`` and ``served`` as for `claim`."""
-    return Call("job_claim_weighted", {
-        "worker_id": worker_id, "blocked": list(blocked), "served": None if served is None else list(served),
-        "queues": [s[0] for s in slots], "priorities": [s[1] for s in slots],
-        "quotas": [s[2] for s in slots], "lease_seconds": lease_seconds, "now": now, **deadlines.params(),
-    }, _decode_jobs)
+    return Call(
+        "job_claim_weighted",
+        {
+            "worker_id": worker_id,
+            "blocked": list(blocked),
+            "served": None if served is None else list(served),
+            "queues": [s[0] for s in slots],
+            "priorities": [s[1] for s in slots],
+            "quotas": [s[2] for s in slots],
+            "lease_seconds": lease_seconds,
+            "now": now,
+            **deadlines.params(),
+        },
+        _decode_jobs,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,31 +221,54 @@ class Acked(Generic[T]):
 
 def _acked(written: Callable[[list[tuple]], T]) -> Callable[[list[tuple]], Acked[T]]:
     """Decodes rows whose last column says busy: the others, as ``written`` decodes them."""
+
     def decode(rows: list[tuple]) -> Acked[T]:
         return Acked(written([r[:-1] for r in rows if not r[-1]]), frozenset(r[0] for r in rows if r[-1]))
+
     return decode
 
 
-def complete_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int],
-                  results: list[str | None], durations: list[float]) -> Call[Acked[list[uuid.UUID]]]:
-    return Call("job_complete_many", {
-        "worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results,
-        "durations": durations,
-    }, _acked(column))
+def complete_many(
+    *, worker_id: str, ids: list[uuid.UUID], attempts: list[int], results: list[str | None], durations: list[float]
+) -> Call[Acked[list[uuid.UUID]]]:
+    return Call(
+        "job_complete_many",
+        {"worker_id": worker_id, "ids": ids, "attempts": attempts, "results": results, "durations": durations},
+        _acked(column),
+    )
 
 
-def fail_many(*, worker_id: str, ids: list[uuid.UUID], attempts: list[int], actions: list[str],
-              retry_in: list[float], error_types: list[str], messages: list[str],
-              tracebacks: list[str | None],
-              default_limits: tuple[int, int]) -> Call[Acked[list[tuple[uuid.UUID, str, datetime]]]]:
+def fail_many(
+    *,
+    worker_id: str,
+    ids: list[uuid.UUID],
+    attempts: list[int],
+    actions: list[str],
+    retry_in: list[float],
+    error_types: list[str],
+    messages: list[str],
+    tracebacks: list[str | None],
+    default_limits: tuple[int, int],
+) -> Call[Acked[list[tuple[uuid.UUID, str, datetime]]]]:
     """actions[i]: 'retry' (dead-lettered anyway when out of attempts, or shed), 'dead' or 'cancel'.
     ``default_limits``: the (soft, hard) depth limits of queues without their own (the API's
     JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT), against which load shedding measures a queue."""
-    return Call("job_fail_many", {
-        "worker_id": worker_id, "ids": ids, "attempts": attempts, "actions": actions,
-        "retry_in": retry_in, "error_types": error_types, "messages": messages, "tracebacks": tracebacks,
-        "default_soft_limit": default_limits[0], "default_hard_limit": default_limits[1],
-    }, _acked(lambda rows: [(r[0], r[1], r[2]) for r in rows]))
+    return Call(
+        "job_fail_many",
+        {
+            "worker_id": worker_id,
+            "ids": ids,
+            "attempts": attempts,
+            "actions": actions,
+            "retry_in": retry_in,
+            "error_types": error_types,
+            "messages": messages,
+            "tracebacks": tracebacks,
+            "default_soft_limit": default_limits[0],
+            "default_hard_limit": default_limits[1],
+        },
+        _acked(lambda rows: [(r[0], r[1], r[2]) for r in rows]),
+    )
 
 
 def ack_lock_wait(seconds: float) -> Call[None]:
@@ -167,16 +284,21 @@ Attempt = tuple[uuid.UUID, int]
 def release_many(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[int]:
     """Back to pending, the attempt not counted (cancelled instead when a cancel was requested);
     how many. One whose row another transaction holds locked is not released (see release_each)."""
-    return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
-                                     "attempts": [a[1] for a in attempts]}, scalar_or_none)
+    return Call(
+        "job_release_many",
+        {"worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts]},
+        scalar_or_none,
+    )
 
 
 def release_each(*, worker_id: str, attempts: Sequence[Attempt]) -> Call[Acked[set[uuid.UUID]]]:
     """`release_many`, answering which jobs it released and which it passed over as locked (acks
     of attempts a handler gave back)."""
-    return Call("job_release_many", {"worker_id": worker_id, "ids": [a[0] for a in attempts],
-                                     "attempts": [a[1] for a in attempts]},
-                lambda rows: Acked(set(rows[0][2] or ()), frozenset(rows[0][3] or ())))
+    return Call(
+        "job_release_many",
+        {"worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts]},
+        lambda rows: Acked(set(rows[0][2] or ()), frozenset(rows[0][3] or ())),
+    )
 
 
 def held_by(worker_id: str) -> Call[set[Attempt]]:
@@ -184,19 +306,32 @@ def held_by(worker_id: str) -> Call[set[Attempt]]:
     return Call("job_held_by", {"worker_id": worker_id}, lambda rows: {(r[0], r[1]) for r in rows})
 
 
-def extend_leases(*, worker_id: str, attempts: Sequence[Attempt], lease_seconds: float, deadline_grace: float,
-                  now: datetime | None = None) -> Call[Acked[dict[Attempt, bool]]]:
+def extend_leases(
+    *,
+    worker_id: str,
+    attempts: Sequence[Attempt],
+    lease_seconds: float,
+    deadline_grace: float,
+    now: datetime | None = None,
+) -> Call[Acked[dict[Attempt, bool]]]:
     """Extends the leases of the attempts still held; ``written`` maps them to their cancel flags,
     ``busy`` names the jobs whose row another transaction holds locked (still held, not renewed)."""
-    return Call("job_extend_leases", {
-        "worker_id": worker_id, "ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts],
-        "lease_seconds": lease_seconds, "deadline_grace": deadline_grace, "now": now,
-    }, _acked(lambda rows: {(r[0], r[1]): r[2] for r in rows}))
+    return Call(
+        "job_extend_leases",
+        {
+            "worker_id": worker_id,
+            "ids": [a[0] for a in attempts],
+            "attempts": [a[1] for a in attempts],
+            "lease_seconds": lease_seconds,
+            "deadline_grace": deadline_grace,
+            "now": now,
+        },
+        _acked(lambda rows: {(r[0], r[1]): r[2] for r in rows}),
+    )
 
 
 def reclaim_expired(*, limit: int = 1000, now: datetime | None = None) -> Call[list[tuple[uuid.UUID, str, str]]]:
-    return Call("job_reclaim_expired", {"limit": limit, "now": now},
-                lambda rows: [(r[0], r[1], r[2]) for r in rows])
+    return Call("job_reclaim_expired", {"limit": limit, "now": now}, lambda rows: [(r[0], r[1], r[2]) for r in rows])
 
 
 def expire_waiting(*, limit: int = 1000, now: datetime | None = None) -> Call[list[uuid.UUID]]:
@@ -210,11 +345,35 @@ def next_run_in(*, queues: Sequence[str], since: float = 0.0, now: datetime | No
     return Call("job_next_run_at", {"queues": list(queues), "since": since, "now": now}, scalar_or_none)
 
 
-_INFO_FIELDS = ("id", "queue", "job_type", "priority", "state", "attempts", "max_attempts", "payload",
-                "run_at", "created_at", "updated_at", "started_at", "finished_at", "idempotency_key",
-                "producer_id", "traceparent", "cancel_requested", "locked_by", "locked_until",
-                "result", "final_error", "duration_ms", "errors", "timeout", "expires_at", "deadline_at",
-                "dead_reason")
+_INFO_FIELDS = (
+    "id",
+    "queue",
+    "job_type",
+    "priority",
+    "state",
+    "attempts",
+    "max_attempts",
+    "payload",
+    "run_at",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "idempotency_key",
+    "producer_id",
+    "traceparent",
+    "cancel_requested",
+    "locked_by",
+    "locked_until",
+    "result",
+    "final_error",
+    "duration_ms",
+    "errors",
+    "timeout",
+    "expires_at",
+    "deadline_at",
+    "dead_reason",
+)
 
 
 def _decode_info(rows: list[tuple]) -> JobInfo | None:
@@ -224,9 +383,14 @@ def _decode_info(rows: list[tuple]) -> JobInfo | None:
     values["priority"] = Priority(values["priority"])
     values["state"] = JobState(values["state"])
     values["errors"] = [
-        AttemptError(attempt=e["attempt"], error_type=e["error_type"], message=e["message"],
-                     traceback=e.get("traceback"), worker_id=e.get("worker_id"),
-                     failed_at=datetime.fromisoformat(e["failed_at"]))
+        AttemptError(
+            attempt=e["attempt"],
+            error_type=e["error_type"],
+            message=e["message"],
+            traceback=e.get("traceback"),
+            worker_id=e.get("worker_id"),
+            failed_at=datetime.fromisoformat(e["failed_at"]),
+        )
         for e in values["errors"] or []
     ]
     return JobInfo(**values)
@@ -246,7 +410,6 @@ def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutc
     return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
-
 def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:
     """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
     return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
@@ -264,35 +427,62 @@ def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
 INDEXED_LIST_STATES = frozenset({"failed", "dead_letter", "cancelled"})
 
 
-def list_jobs(*, limit: int, scan: int, before: uuid.UUID | None = None, state: str | None = None,
-              queue: str | None = None, job_type: str | None = None, priority: int | None = None,
-              producer_id: str | None = None, scheduled: bool | None = None) -> Call[JobPage]:
+def list_jobs(
+    *,
+    limit: int,
+    scan: int,
+    before: uuid.UUID | None = None,
+    state: str | None = None,
+    queue: str | None = None,
+    job_type: str | None = None,
+    priority: int | None = None,
+    producer_id: str | None = None,
+    scheduled: bool | None = None,
+) -> Call[JobPage]:
     """One page, newest first, examining at most ``scan`` rows (see job_list). The page's cursor
     is its last row's id when it is full or the budget ran out; a page cut short by the budget
     may hold fewer than ``limit`` jobs, even none, and still have a cursor."""
+
     def decode(rows: list[tuple]) -> JobPage:
         more = bool(rows) and (len(rows) == limit or rows[-1][-1] == scan)
         return JobPage(_decode_summaries([r for r in rows if r[-2]]), str(rows[-1][0]) if more else None)
+
     name = "job_list_in_state" if state in INDEXED_LIST_STATES else "job_list"
-    return Call(name, {
-        "limit": limit, "scan": scan, "before": before, "state": state, "queue": queue, "job_type": job_type,
-        "priority": priority, "producer_id": producer_id, "scheduled": scheduled,
-    }, decode)
+    return Call(
+        name,
+        {
+            "limit": limit,
+            "scan": scan,
+            "before": before,
+            "state": state,
+            "queue": queue,
+            "job_type": job_type,
+            "priority": priority,
+            "producer_id": producer_id,
+            "scheduled": scheduled,
+        },
+        decode,
+    )
 
 
 def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:
     """Delete a job that has not started; (outcome, the job's state when it was found)."""
-    return Call("job_delete_waiting", {"id": job_id},
-                lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None))
+    return Call(
+        "job_delete_waiting",
+        {"id": job_id},
+        lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None),
+    )
 
 
 def running_by_worker(*, per_worker: int) -> Call[dict[str, tuple[int, list[RunningJob]]]]:
     """Per worker id: how many jobs it runs, and the oldest ``per_worker`` of them."""
+
     def decode(rows: list[tuple]) -> dict[str, tuple[int, list[RunningJob]]]:
         found: dict[str, tuple[int, list[RunningJob]]] = {}
         for worker_id, running, *job in rows:
             found.setdefault(worker_id, (running, []))[1].append(RunningJob(*job))
         return found
+
     return Call("job_running_by_worker", {"per_worker": per_worker}, decode)
 
 
@@ -300,18 +490,26 @@ def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:
     return Call("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
 
 
-def retry_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str | None) -> Call[tuple[int, int, int | None]]:
+def retry_dead_batch(
+    *, after: int, limit: int, queue: str | None, job_type: str | None
+) -> Call[tuple[int, int, int | None]]:
     """(retried, scanned, last seq scanned) of one batch."""
-    return Call("job_retry_dead_batch", {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
-                lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
+    return Call(
+        "job_retry_dead_batch",
+        {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
+        lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
+    )
 
 
-def purge_dead_batch(*, after: int, limit: int, queue: str | None, job_type: str | None,
-                     before: datetime | None) -> Call[tuple[int, int, int | None]]:
+def purge_dead_batch(
+    *, after: int, limit: int, queue: str | None, job_type: str | None, before: datetime | None
+) -> Call[tuple[int, int, int | None]]:
     """(purged, scanned, last seq scanned) of one batch."""
-    return Call("job_purge_dead_batch", {"after": after, "limit": limit, "queue": queue, "job_type": job_type,
-                                         "before": before},
-                lambda rows: (rows[0][0], rows[0][1], rows[0][2]))
+    return Call(
+        "job_purge_dead_batch",
+        {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
+        lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
+    )
 
 
 def session_producer() -> Call[str | None]:
@@ -336,10 +534,12 @@ class StoredValues:
     last_error: str | None
 
 
-def rewrap_scan(*, after: int, limit: int, kid: str, holding: str = "stale"
-                ) -> Call[tuple[int, int | None, list[StoredValues]]]:
+def rewrap_scan(
+    *, after: int, limit: int, kid: str, holding: str = "stale"
+) -> Call[tuple[int, int | None, list[StoredValues]]]:
     """(scanned, last seq scanned, the jobs holding values of the kind ``holding`` names: "stale",
     under another key than ``kid`` or unbound; "any"; "unbound")."""
+
     def decode(rows: list[tuple]) -> tuple[int, int | None, list[StoredValues]]:
         scanned, last_seq, found = rows[0]
         return scanned, last_seq, [StoredValues(seq, uuid.UUID(job_id), *rest) for seq, job_id, *rest in found]
@@ -347,13 +547,20 @@ def rewrap_scan(*, after: int, limit: int, kid: str, holding: str = "stale"
     return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid, "holding": holding}, decode)
 
 
-def rewrap_write(payloads: Sequence[tuple[uuid.UUID, Any, Any]],
-                 results: Sequence[tuple[uuid.UUID, Any, Any]]) -> Call[tuple[list[uuid.UUID], int]]:
+def rewrap_write(
+    payloads: Sequence[tuple[uuid.UUID, Any, Any]], results: Sequence[tuple[uuid.UUID, Any, Any]]
+) -> Call[tuple[list[uuid.UUID], int]]:
     """Store (id, old, new) payloads and results, each only where the old value is still there;
     returns the ids of the jobs whose payload was written, and how many results were."""
-    return Call("job_rewrap_write", {
-        "payload_ids": [p[0] for p in payloads], "old_payloads": [dumps(p[1]) for p in payloads],
-        "new_payloads": [dumps(p[2]) for p in payloads],
-        "result_ids": [r[0] for r in results], "old_results": [dumps(r[1]) for r in results],
-        "new_results": [dumps(r[2]) for r in results],
-    }, lambda rows: (list(rows[0][0]), rows[0][1]))
+    return Call(
+        "job_rewrap_write",
+        {
+            "payload_ids": [p[0] for p in payloads],
+            "old_payloads": [dumps(p[1]) for p in payloads],
+            "new_payloads": [dumps(p[2]) for p in payloads],
+            "result_ids": [r[0] for r in results],
+            "old_results": [dumps(r[1]) for r in results],
+            "new_results": [dumps(r[2]) for r in results],
+        },
+        lambda rows: (list(rows[0][0]), rows[0][1]),
+    )

@@ -82,19 +82,32 @@ class TypeDelta:
 
 def _decode_queue_counts(rows: list[tuple]) -> list[QueueCounts]:
     counts = []
-    for (queue, priority, runnable, scheduled, retrying, processing, oldest_started_at, overdue_seconds,
-         oldest_run_at, measured_at) in rows:
+    for (
+        queue,
+        priority,
+        runnable,
+        scheduled,
+        retrying,
+        processing,
+        oldest_started_at,
+        overdue_seconds,
+        oldest_run_at,
+        measured_at,
+    ) in rows:
         age = max((measured_at - oldest_run_at).total_seconds(), 0.0) if oldest_run_at is not None else 0.0
-        running_for = (max((measured_at - oldest_started_at).total_seconds(), 0.0)
-                       if oldest_started_at is not None else 0.0)
-        counts.append(QueueCounts(queue, priority, runnable, scheduled, retrying, processing, age, running_for,
-                                  overdue_seconds or 0.0))
+        running_for = (
+            max((measured_at - oldest_started_at).total_seconds(), 0.0) if oldest_started_at is not None else 0.0
+        )
+        counts.append(
+            QueueCounts(
+                queue, priority, runnable, scheduled, retrying, processing, age, running_for, overdue_seconds or 0.0
+            )
+        )
     return counts
 
 
 def queue_counts(*, cap: int, stale_seconds: float, now: datetime | None = None) -> Call[list[QueueCounts]]:
-    return Call("metrics_queue_counts", {"cap": cap, "stale_seconds": stale_seconds, "now": now},
-                _decode_queue_counts)
+    return Call("metrics_queue_counts", {"cap": cap, "stale_seconds": stale_seconds, "now": now}, _decode_queue_counts)
 
 
 def dead_letters(*, cap: int) -> Call[list[DeadCount]]:
@@ -106,40 +119,70 @@ def submitted() -> Call[int]:
 
 
 def worker_totals() -> Call[list[TypeTotals]]:
-    return Call("metrics_worker_totals", {}, lambda rows: [
-        TypeTotals(q, t, int(p), int(f), float(s or 0.0), tuple(int(b) for b in (buckets or ())), int(shed or 0))
-        for q, t, p, f, s, buckets, shed in rows])
+    return Call(
+        "metrics_worker_totals",
+        {},
+        lambda rows: [
+            TypeTotals(q, t, int(p), int(f), float(s or 0.0), tuple(int(b) for b in (buckets or ())), int(shed or 0))
+            for q, t, p, f, s, buckets, shed in rows
+        ],
+    )
 
 
 def workers(*, stale_seconds: float, limit: int = 200, now: datetime | None = None) -> Call[list[WorkerRow]]:
-    return Call("metrics_workers", {"stale_seconds": stale_seconds, "limit": limit, "now": now}, lambda rows: [
-        WorkerRow(r[0], r[1], r[2], tuple(r[3] or ()), *r[4:]) for r in rows])
+    return Call(
+        "metrics_workers",
+        {"stale_seconds": stale_seconds, "limit": limit, "now": now},
+        lambda rows: [WorkerRow(r[0], r[1], r[2], tuple(r[3] or ()), *r[4:]) for r in rows],
+    )
 
 
 def bucket_bounds() -> Call[tuple[float, ...]]:
     return Call("metrics_bucket_bounds", {}, lambda rows: tuple(rows[0][0]))
 
 
-def flush_worker_stats(*, worker_id: str, deltas: dict[tuple[str, str], TypeDelta], utilization: float,
-                       busy_seconds: float, now: datetime | None = None) -> Call[None]:
-    rows = [{"queue": queue, "job_type": job_type, "processed": d.processed, "failed": d.failed,
-             "duration_ms_sum": d.duration_ms_sum, "buckets": d.buckets or []}
-            for (queue, job_type), d in deltas.items()]
-    return Call("worker_stats_flush", {
-        "worker_id": worker_id, "rows": json.dumps(rows), "utilization": utilization,
-        "busy_seconds": busy_seconds, "now": now,
-    }, no_result)
+def flush_worker_stats(
+    *,
+    worker_id: str,
+    deltas: dict[tuple[str, str], TypeDelta],
+    utilization: float,
+    busy_seconds: float,
+    now: datetime | None = None,
+) -> Call[None]:
+    rows = [
+        {
+            "queue": queue,
+            "job_type": job_type,
+            "processed": d.processed,
+            "failed": d.failed,
+            "duration_ms_sum": d.duration_ms_sum,
+            "buckets": d.buckets or [],
+        }
+        for (queue, job_type), d in deltas.items()
+    ]
+    return Call(
+        "worker_stats_flush",
+        {
+            "worker_id": worker_id,
+            "rows": json.dumps(rows),
+            "utilization": utilization,
+            "busy_seconds": busy_seconds,
+            "now": now,
+        },
+        no_result,
+    )
 
 
 #: Rows of a worker silent this long are a crashed worker's: folded into '(retired)'.
 STALE_STATS_SECONDS = 3600.0
 
 
-def retire_worker_stats(*, worker_id: str | None, older_than_seconds: float = STALE_STATS_SECONDS,
-                        now: datetime | None = None) -> Call[None]:
-    return Call("worker_stats_retire", {
-        "worker_id": worker_id, "older_than_seconds": older_than_seconds, "now": now,
-    }, no_result)
+def retire_worker_stats(
+    *, worker_id: str | None, older_than_seconds: float = STALE_STATS_SECONDS, now: datetime | None = None
+) -> Call[None]:
+    return Call(
+        "worker_stats_retire", {"worker_id": worker_id, "older_than_seconds": older_than_seconds, "now": now}, no_result
+    )
 
 
 def bucket_index(duration_ms: float, bounds: Sequence[float] = DURATION_BUCKETS_MS) -> int:

@@ -22,8 +22,9 @@ def _decode_stats(rows: list[tuple]) -> list[QueueStats]:
         if stats is None:
             stats = by_queue[queue] = QueueStats(queue, QueueSettings(queue, *settings), [])
         if priority is not None:
-            stats.levels.append(PriorityStats(Priority.parse(priority), pending, scheduled, processing,
-                                              failed, dead, float(oldest)))
+            stats.levels.append(
+                PriorityStats(Priority.parse(priority), pending, scheduled, processing, failed, dead, float(oldest))
+            )
     return list(by_queue.values())
 
 
@@ -32,7 +33,9 @@ def stats() -> Call[list[QueueStats]]:
 
 
 def _waiting(rows: list[tuple]) -> WaitingCounts:
-    return WaitingCounts({queue: int(n) for queue, n, _ in rows}, frozenset(queue for queue, _, served in rows if served))
+    return WaitingCounts(
+        {queue: int(n) for queue, n, _ in rows}, frozenset(queue for queue, _, served in rows if served)
+    )
 
 
 def waiting_counts(*, cap: int, stale_seconds: float) -> Call[WaitingCounts]:
@@ -45,8 +48,11 @@ def replace_gates(gates: Sequence[Gate], *, valid_for: float) -> Call[list[tuple
     """Exactly ``gates`` closed from now, for ``valid_for`` seconds; (change, queue, reason) of each
     gate that opened or closed (change ``opened`` / ``closed``)."""
     rows = [{"queue": g.queue, "reason": g.reason, "waiting": g.waiting, "quota": g.quota} for g in gates]
-    return Call("queue_gates_replace", {"gates": json.dumps(rows), "valid_for": valid_for},
-                lambda found: [tuple(row) for row in found])
+    return Call(
+        "queue_gates_replace",
+        {"gates": json.dumps(rows), "valid_for": valid_for},
+        lambda found: [tuple(row) for row in found],
+    )
 
 
 def _one_settings(rows: list[tuple]) -> QueueSettings:
@@ -66,14 +72,17 @@ def set_paused(queue: str, paused: bool) -> Call[QueueSettings]:
 
 
 def set_limits(queue: str, *, soft_limit: int | None, hard_limit: int | None) -> Call[QueueSettings]:
-    return Call("queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit},
-                _one_settings)
+    return Call("queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit}, _one_settings)
 
 
-def set_enqueue_defaults(queue: str, *, job_ttl: timedelta | None,
-                         idempotency_window: timedelta | None) -> Call[QueueSettings]:
-    return Call("queue_set_enqueue_defaults", {"queue": queue, "job_ttl": job_ttl,
-                                               "idempotency_window": idempotency_window}, _one_settings)
+def set_enqueue_defaults(
+    queue: str, *, job_ttl: timedelta | None, idempotency_window: timedelta | None
+) -> Call[QueueSettings]:
+    return Call(
+        "queue_set_enqueue_defaults",
+        {"queue": queue, "job_ttl": job_ttl, "idempotency_window": idempotency_window},
+        _one_settings,
+    )
 
 
 def set_shedding(queue: str, shed_low_retries: bool) -> Call[QueueSettings]:
@@ -82,8 +91,11 @@ def set_shedding(queue: str, shed_low_retries: bool) -> Call[QueueSettings]:
 
 def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Call[dict[str, tuple[int, int]]]:
     """queue → (runnable depth counted up to per_worker x workers + 1, live workers serving it)."""
-    return Call("queue_load", {"queues": list(queues), "per_worker": per_worker, "stale_seconds": stale_seconds},
-                lambda rows: {name: (int(runnable), int(workers)) for name, workers, runnable in rows})
+    return Call(
+        "queue_load",
+        {"queues": list(queues), "per_worker": per_worker, "stale_seconds": stale_seconds},
+        lambda rows: {name: (int(runnable), int(workers)) for name, workers, runnable in rows},
+    )
 
 
 #: The most (queue, job type) pairs `unserved` looks at: its cost stays bounded whatever a producer
@@ -92,5 +104,8 @@ MAX_UNSERVED_PAIRS = 1000
 
 
 def unserved(*, cap: int, stale_seconds: float, max_pairs: int = MAX_UNSERVED_PAIRS) -> Call[list[Unserved]]:
-    return Call("queue_unserved", {"cap": cap, "stale_seconds": stale_seconds, "max_pairs": max_pairs},
-                lambda rows: [Unserved(q, t, int(n)) for q, t, n in rows])
+    return Call(
+        "queue_unserved",
+        {"cap": cap, "stale_seconds": stale_seconds, "max_pairs": max_pairs},
+        lambda rows: [Unserved(q, t, int(n)) for q, t, n in rows],
+    )

@@ -11,8 +11,15 @@ from jobqueue.db.gateway import Call, any_row, column, no_result
 #: Every index of ``jobqueue.jobs``: the live-state ones (claim, lease, expiry, retry) empty out
 #: as jobs move on, the ones that grow with history (primary key, finished, dead letters) as the
 #: pruner deletes; after a backlog is drained and pruned, each keeps its peak size until rebuilt.
-COVERED_INDEXES = ("jobs_pkey", "jobs_claim_idx", "jobs_lease_idx", "jobs_finished_idx", "jobs_expiry_idx",
-                   "jobs_retry_wait_idx", "jobs_dead_letter_idx")
+COVERED_INDEXES = (
+    "jobs_pkey",
+    "jobs_claim_idx",
+    "jobs_lease_idx",
+    "jobs_finished_idx",
+    "jobs_expiry_idx",
+    "jobs_retry_wait_idx",
+    "jobs_dead_letter_idx",
+)
 LEFTOVER_SUFFIXES = ("_ccnew", "_ccold")
 
 
@@ -33,9 +40,11 @@ def use_pgstattuple() -> Call[bool]:
 
 
 def bloated(*, exact: bool, factor: float, min_waste_mb: float) -> Call[list[Bloated]]:
-    return Call("reindex_bloated_exact" if exact else "reindex_bloated_estimate",
-                {"indexes": list(COVERED_INDEXES), "factor": factor, "min_waste_mb": min_waste_mb},
-                lambda rows: [Bloated(*row) for row in rows])
+    return Call(
+        "reindex_bloated_exact" if exact else "reindex_bloated_estimate",
+        {"indexes": list(COVERED_INDEXES), "factor": factor, "min_waste_mb": min_waste_mb},
+        lambda rows: [Bloated(*row) for row in rows],
+    )
 
 
 def drop_leftover(name: str) -> Call[None]:
@@ -43,8 +52,10 @@ def drop_leftover(name: str) -> Call[None]:
     for suffix in LEFTOVER_SUFFIXES:
         if name.endswith(suffix) and name.removesuffix(suffix) in COVERED_INDEXES:
             return Call(f"reindex_drop_{name.removesuffix(suffix)}_{suffix[1:]}", {}, no_result)
-    raise ValueError(f"the reindexer drops only what its rebuilds left ({', '.join(LEFTOVER_SUFFIXES)} "
-                     f"of {', '.join(COVERED_INDEXES)}), not {name!r}")
+    raise ValueError(
+        f"the reindexer drops only what its rebuilds left ({', '.join(LEFTOVER_SUFFIXES)} "
+        f"of {', '.join(COVERED_INDEXES)}), not {name!r}"
+    )
 
 
 def rebuild(index: str) -> Call[None]:

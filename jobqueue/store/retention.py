@@ -15,9 +15,9 @@ def prune_jobs(*, state: str, keep_seconds: float, limit: int, now: datetime | N
     (``keep_seconds`` where the queue sets none), with their results, errors and idempotency keys."""
     if state not in FINISHED_STATES:
         raise ValueError(f"only finished jobs are pruned, not {state!r}")
-    return Call("retention_prune_jobs", {
-        "state": state, "keep_seconds": keep_seconds, "limit": limit, "now": now,
-    }, scalar)
+    return Call(
+        "retention_prune_jobs", {"state": state, "keep_seconds": keep_seconds, "limit": limit, "now": now}, scalar
+    )
 
 
 def prune_idempotency_keys(*, limit: int, now: datetime | None = None) -> Call[int]:

@@ -25,8 +25,15 @@ def create_login(login: str, password: str | None) -> Call[bool]:
 
 def set_timeouts(login: str, *, statement_timeout: float, idle_timeout: float) -> Call[None]:
     """``login``'s statement and idle-in-transaction timeouts in this database, seconds (0: none)."""
-    return Call("role_set_timeouts", {"login": login, "statement_timeout": timedelta(seconds=statement_timeout),
-                                      "idle_timeout": timedelta(seconds=idle_timeout)}, no_result)
+    return Call(
+        "role_set_timeouts",
+        {
+            "login": login,
+            "statement_timeout": timedelta(seconds=statement_timeout),
+            "idle_timeout": timedelta(seconds=idle_timeout),
+        },
+        no_result,
+    )
 
 
 def grant(kind: str, login: str, producer: str | None = None) -> Call[str]:

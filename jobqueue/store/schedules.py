@@ -28,10 +28,19 @@ class DueSchedule:
 
 def _spec_params(spec: ScheduleSpec, next_fire_at: datetime | None, source: str) -> dict:
     return {
-        "name": spec.name, "cron": spec.cron, "timezone": spec.timezone, "job_type": spec.job_type,
-        "payload": spec.payload_json, "priority": spec.priority, "queue": spec.queue,
-        "max_attempts": spec.max_attempts, "enabled": spec.enabled, "misfire_policy": spec.misfire_policy,
-        "misfire_limit": spec.misfire_limit, "next_fire_at": next_fire_at, "source": source,
+        "name": spec.name,
+        "cron": spec.cron,
+        "timezone": spec.timezone,
+        "job_type": spec.job_type,
+        "payload": spec.payload_json,
+        "priority": spec.priority,
+        "queue": spec.queue,
+        "max_attempts": spec.max_attempts,
+        "enabled": spec.enabled,
+        "misfire_policy": spec.misfire_policy,
+        "misfire_limit": spec.misfire_limit,
+        "next_fire_at": next_fire_at,
+        "source": source,
     }
 
 
@@ -40,6 +49,7 @@ def _one(name: str):
         if not rows:
             raise ScheduleNotFound(name)
         return Schedule(*rows[0])
+
     return decode
 
 
@@ -48,6 +58,7 @@ def insert(spec: ScheduleSpec, *, next_fire_at: datetime | None, source: str) ->
         if not rows:
             raise Conflict(f"a schedule named {spec.name!r} exists already")
         return Schedule(*rows[0])
+
     return Call("schedule_insert", _spec_params(spec, next_fire_at, source), decode)
 
 
@@ -58,14 +69,24 @@ def put(spec: ScheduleSpec, *, next_fire_at: datetime | None, source: str) -> Ca
 def sync(specs: Sequence[ScheduleSpec], *, now: datetime) -> Call[list[str]]:
     """Create or redefine declared schedules (a new or changed one fires from ``now`` on);
     returns the names actually written."""
-    return Call("schedule_sync", {
-        "names": [s.name for s in specs], "crons": [s.cron for s in specs], "timezones": [s.timezone for s in specs],
-        "job_types": [s.job_type for s in specs], "payloads": [s.payload_json for s in specs],
-        "priorities": [s.priority for s in specs], "queues": [s.queue for s in specs],
-        "max_attempts": [s.max_attempts for s in specs], "enabled": [s.enabled for s in specs],
-        "misfire_policies": [s.misfire_policy for s in specs], "misfire_limits": [s.misfire_limit for s in specs],
-        "next_fire_ats": [s.schedule().next_after(now) for s in specs],
-    }, column)
+    return Call(
+        "schedule_sync",
+        {
+            "names": [s.name for s in specs],
+            "crons": [s.cron for s in specs],
+            "timezones": [s.timezone for s in specs],
+            "job_types": [s.job_type for s in specs],
+            "payloads": [s.payload_json for s in specs],
+            "priorities": [s.priority for s in specs],
+            "queues": [s.queue for s in specs],
+            "max_attempts": [s.max_attempts for s in specs],
+            "enabled": [s.enabled for s in specs],
+            "misfire_policies": [s.misfire_policy for s in specs],
+            "misfire_limits": [s.misfire_limit for s in specs],
+            "next_fire_ats": [s.schedule().next_after(now) for s in specs],
+        },
+        column,
+    )
 
 
 def list_all() -> Call[list[Schedule]]:
@@ -84,6 +105,7 @@ def delete(name: str) -> Call[None]:
     def decode(rows: list[tuple]) -> None:
         if not rows:
             raise ScheduleNotFound(name)
+
     return Call("schedule_delete", {"name": name}, decode)
 
 
@@ -92,6 +114,7 @@ def run_now(name: str) -> Call[uuid.UUID]:
         if not rows:
             raise ScheduleNotFound(name)
         return rows[0][0]
+
     return Call("schedule_run_now", {"name": name}, decode)
 
 
@@ -103,20 +126,32 @@ def next_due() -> Call[datetime | None]:
     return Call("schedule_next_due", {}, scalar_or_none)
 
 
-def fire(schedule: DueSchedule, *, ticks: Sequence[datetime], next_fire_at: datetime,
-         fired_by: str) -> Call[list[tuple[datetime, uuid.UUID]]]:
+def fire(
+    schedule: DueSchedule, *, ticks: Sequence[datetime], next_fire_at: datetime, fired_by: str
+) -> Call[list[tuple[datetime, uuid.UUID]]]:
     """Fire ``ticks`` and move next_fire_at on, if no one else did since ``schedule`` was read.
     Returns the (tick, job id) pairs created — empty when another scheduler got there first."""
-    return Call("schedule_fire", {
-        "id": schedule.id, "expected_next": schedule.next_fire_at, "cron": schedule.cron,
-        "timezone": schedule.timezone, "ticks": list(ticks), "next_fire_at": next_fire_at, "fired_by": fired_by,
-    }, lambda rows: [(r[0], r[1]) for r in rows])
+    return Call(
+        "schedule_fire",
+        {
+            "id": schedule.id,
+            "expected_next": schedule.next_fire_at,
+            "cron": schedule.cron,
+            "timezone": schedule.timezone,
+            "ticks": list(ticks),
+            "next_fire_at": next_fire_at,
+            "fired_by": fired_by,
+        },
+        lambda rows: [(r[0], r[1]) for r in rows],
+    )
 
 
 def set_error(schedule: DueSchedule, error: str) -> Call[bool]:
-    return Call("schedule_set_error", {
-        "id": schedule.id, "cron": schedule.cron, "timezone": schedule.timezone, "error": error,
-    }, any_row)
+    return Call(
+        "schedule_set_error",
+        {"id": schedule.id, "cron": schedule.cron, "timezone": schedule.timezone, "error": error},
+        any_row,
+    )
 
 
 def prune_fires(*, before: datetime, limit: int) -> Call[int]:

@@ -57,10 +57,17 @@ Written = tuple[set[uuid.UUID], set[uuid.UUID]]
 
 
 class AckBuffer:
-    def __init__(self, pool, worker_id: str, *, batch_size: int = 200, flush_interval: float = 0.005,
-                 on_flushed: Callable[[list[Outcome], set[uuid.UUID]], None] | None = None,
-                 backpressure: BackpressureSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool,
+        worker_id: str,
+        *,
+        batch_size: int = 200,
+        flush_interval: float = 0.005,
+        on_flushed: Callable[[list[Outcome], set[uuid.UUID]], None] | None = None,
+        backpressure: BackpressureSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         # The (soft, hard) queue depth limits load shedding applies where a queue sets none.
         limits = backpressure or BackpressureSettings()
@@ -234,7 +241,9 @@ class AckBuffer:
                 raise
             except Exception as exc:
                 refused = exc
-            log.warning("job %s: the database refused its outcome (%s); recording that instead", outcome.job.id, refused)
+            log.warning(
+                "job %s: the database refused its outcome (%s); recording that instead", outcome.job.id, refused
+            )
             try:
                 written, passed = await self._write([_refused(outcome, refused)], lock_wait)
                 accepted |= written
@@ -242,8 +251,9 @@ class AckBuffer:
             except DatabaseUnavailable:
                 raise
             except Exception:
-                log.exception("job %s: the database refused its ack; dropped, the job runs again after its lease",
-                              outcome.job.id)
+                log.exception(
+                    "job %s: the database refused its ack; dropped, the job runs again after its lease", outcome.job.id
+                )
         return accepted, busy
 
     async def _write(self, batch: list[Outcome], lock_wait: float | None = None) -> Written:
@@ -258,24 +268,39 @@ class AckBuffer:
             if lock_wait is not None:
                 await db.run(conn, job_store.ack_lock_wait(lock_wait))
             if done:
-                completed = await db.run(conn, job_store.complete_many(
-                    worker_id=self.worker_id,
-                    ids=[o.job.id for o in done], attempts=[o.job.attempt for o in done],
-                    results=[o.result_json for o in done], durations=[o.duration_ms for o in done]))
+                completed = await db.run(
+                    conn,
+                    job_store.complete_many(
+                        worker_id=self.worker_id,
+                        ids=[o.job.id for o in done],
+                        attempts=[o.job.attempt for o in done],
+                        results=[o.result_json for o in done],
+                        durations=[o.duration_ms for o in done],
+                    ),
+                )
                 accepted.update(completed.written)
                 busy |= completed.busy
             if failed:
-                rows = await db.run(conn, job_store.fail_many(
-                    worker_id=self.worker_id,
-                    ids=[o.job.id for o in failed], attempts=[o.job.attempt for o in failed],
-                    actions=[_action(o) for o in failed], retry_in=[o.retry_in for o in failed],
-                    error_types=[o.error_type for o in failed], messages=[o.message for o in failed],
-                    tracebacks=[o.traceback for o in failed], default_limits=self.default_limits))
+                rows = await db.run(
+                    conn,
+                    job_store.fail_many(
+                        worker_id=self.worker_id,
+                        ids=[o.job.id for o in failed],
+                        attempts=[o.job.attempt for o in failed],
+                        actions=[_action(o) for o in failed],
+                        retry_in=[o.retry_in for o in failed],
+                        error_types=[o.error_type for o in failed],
+                        messages=[o.message for o in failed],
+                        tracebacks=[o.traceback for o in failed],
+                        default_limits=self.default_limits,
+                    ),
+                )
                 accepted.update(row[0] for row in rows.written)
                 busy |= rows.busy
             if snoozed:
-                released = await db.run(conn, job_store.release_each(
-                    worker_id=self.worker_id, attempts=[o.job.key for o in snoozed]))
+                released = await db.run(
+                    conn, job_store.release_each(worker_id=self.worker_id, attempts=[o.job.key for o in snoozed])
+                )
                 accepted.update(released.written)
                 busy |= released.busy
         return accepted, busy
@@ -285,11 +310,21 @@ def _refused(outcome: Outcome, reason: Exception) -> Outcome:
     """What to record when the server refused ``outcome`` itself (its result or error text)."""
     text = str(reason).replace("\x00", "\\x00")[:2000]
     if outcome.kind == COMPLETED:
-        return Outcome(job=outcome.job, kind=DEAD, duration_ms=outcome.duration_ms, error_type="ResultRefused",
-                       message=f"PostgreSQL refused the handler's result: {text}")
-    return Outcome(job=outcome.job, kind=outcome.kind, duration_ms=outcome.duration_ms, retry_in=outcome.retry_in,
-                   error_type=outcome.error_type[:200] or "Error",
-                   message=f"(the original error text was refused by PostgreSQL: {text})")
+        return Outcome(
+            job=outcome.job,
+            kind=DEAD,
+            duration_ms=outcome.duration_ms,
+            error_type="ResultRefused",
+            message=f"PostgreSQL refused the handler's result: {text}",
+        )
+    return Outcome(
+        job=outcome.job,
+        kind=outcome.kind,
+        duration_ms=outcome.duration_ms,
+        retry_in=outcome.retry_in,
+        error_type=outcome.error_type[:200] or "Error",
+        message=f"(the original error text was refused by PostgreSQL: {text})",
+    )
 
 
 def _together(conn, both: bool):

@@ -37,8 +37,9 @@ class HeldAttempts:
         self._acks = acks
 
     def held(self) -> list[Attempt]:
-        return (list(self.running) + list(self.finishing) + list(self._breakers.reporting)
-                + self._acks.pending_attempts())
+        return (
+            list(self.running) + list(self.finishing) + list(self._breakers.reporting) + self._acks.pending_attempts()
+        )
 
     def running_job_ids(self, *, unless_cancel_requested: bool = False) -> set[uuid.UUID]:
         return {job.id for job, _ in self.running.values() if not (unless_cancel_requested and job.cancel_requested)}
@@ -50,5 +51,8 @@ class HeldAttempts:
 
     def lease_lost(self, attempt: Attempt) -> None:
         if attempt in self.running:
-            log.warning("job %s attempt %d: lease lost (reclaimed by the sweeper); its outcome is written only if "
-                        "no newer attempt has started by then", *attempt)
+            log.warning(
+                "job %s attempt %d: lease lost (reclaimed by the sweeper); its outcome is written only if "
+                "no newer attempt has started by then",
+                *attempt,
+            )

@@ -50,9 +50,17 @@ class _NoProbeJob(Exception):
 class Breakers(SharedStateCopy[list[Blocking]]):
     what = "the circuit breakers"
 
-    def __init__(self, pool, app: JobQueue, *, interval: float, retry_probe_after: float,
-                 on_unblocked: Callable[[], None] = lambda: None, clock: Clock | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool,
+        app: JobQueue,
+        *,
+        interval: float,
+        retry_probe_after: float,
+        on_unblocked: Callable[[], None] = lambda: None,
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(pool, interval=interval, log=log)
         self._handled = frozenset(app.tasks)
         self.app = app
@@ -91,8 +99,13 @@ class Breakers(SharedStateCopy[list[Blocking]]):
         for name, row in circuits.items():
             before = self.circuits.get(name)
             if before is None or (before.state, before.forced_by_admin) != (row.state, row.forced_by_admin):
-                log.warning("circuit %r is %s%s: not claiming %s", name, row.state.replace("_", "-"),
-                            " (held open by an operator)" if row.forced_by_admin else "", ", ".join(row.job_types))
+                log.warning(
+                    "circuit %r is %s%s: not claiming %s",
+                    name,
+                    row.state.replace("_", "-"),
+                    " (held open by an operator)" if row.forced_by_admin else "",
+                    ", ".join(row.job_types),
+                )
             if row.probe_in is None:
                 self._probe_at.pop(name, None)
             else:
@@ -141,8 +154,9 @@ class Breakers(SharedStateCopy[list[Blocking]]):
                 started.append(job)
         return started
 
-    async def _try_probe(self, row: Blocking, queues: Sequence[str], types: list[str],
-                         claim_probe: ClaimProbe) -> Job | None:
+    async def _try_probe(
+        self, row: Blocking, queues: Sequence[str], types: list[str], claim_probe: ClaimProbe
+    ) -> Job | None:
         stale = row.probe_job_id if row.state == HALF_OPEN else None
         try:
             async with db.connection(self._pool) as conn, conn.transaction():
@@ -164,8 +178,13 @@ class Breakers(SharedStateCopy[list[Blocking]]):
         probe_of = self._probes.pop(job.key, None)
         breaker = task.circuit if task is not None else None
         if probe_of is not None:
-            result = ("success" if outcome.kind == COMPLETED
-                      else "failure" if outcome.kind == SNOOZED or outcome.counts_failure else "inconclusive")
+            result = (
+                "success"
+                if outcome.kind == COMPLETED
+                else "failure"
+                if outcome.kind == SNOOZED or outcome.counts_failure
+                else "inconclusive"
+            )
             call = circuit_store.probe_finished(probe_of, job.id, result, now=self._now())
         elif breaker is not None and outcome.kind == SNOOZED:
             call = circuit_store.trip(breaker.name, now=self._now())

@@ -50,8 +50,16 @@ RESUME_FOR = 1.0
 
 
 class Claimer:
-    def __init__(self, pool, worker_id: str, settings: WorkerSettings, deadlines: Deadlines,
-                 limits: LimitWatch | None = None, *, served: Sequence[str] | None) -> None:
+    def __init__(
+        self,
+        pool,
+        worker_id: str,
+        settings: WorkerSettings,
+        deadlines: Deadlines,
+        limits: LimitWatch | None = None,
+        *,
+        served: Sequence[str] | None,
+    ) -> None:
         self._pool = pool
         #: the job types this worker has handlers for: the only ones its claims take (None: any
         #: type — for tests of the claim itself; a worker always gives its app's)
@@ -82,17 +90,26 @@ class Claimer:
             return await self._claim_weighted(queues, free, blocked)
         if len(queues) == 1:
             return await self._claim_resuming(queues[0], free, blocked)
-        return await self._run(job_store.claim(
-            worker_id=self.worker_id, queues=queues, limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, blocked=blocked, served=self.served))
+        return await self._run(
+            job_store.claim(
+                worker_id=self.worker_id,
+                queues=queues,
+                limit=free,
+                lease_seconds=self.settings.lease_seconds,
+                deadlines=self.deadlines,
+                blocked=blocked,
+                served=self.served,
+            )
+        )
 
     async def claim_limited(self, queues: Sequence[str], free: int, blocked: Sequence[str] = ()) -> list[Job]:
         """Up to ``free`` jobs, within every limit that applies to ``queues``, in one transaction."""
         async with db.connection(self._pool) as conn, conn.transaction():
             return await self._claim_within_limits(conn, queues, free, blocked)
 
-    async def _claim_within_limits(self, conn, queues: Sequence[str], free: int, blocked: Sequence[str],
-                                   only: Sequence[str] | None = None) -> list[Job]:
+    async def _claim_within_limits(
+        self, conn, queues: Sequence[str], free: int, blocked: Sequence[str], only: Sequence[str] | None = None
+    ) -> list[Job]:
         """In the caller's transaction: what `LimitPlan` allows (of ``only`` these job types, if given)."""
         jobs: list[Job] = []
         plan = LimitPlan(await db.run(conn, limit_store.allowances(queues)), queues, free, blocked)
@@ -102,15 +119,20 @@ class Claimer:
             typed_types = plan.typed(budget)
             rest_only = None if only is None else [t for t in only if t not in typed_types]
             if budget > 0 and rest_only != []:
-                rest = await db.run(conn, self._claim_call(group, budget, plan.rest_blocked(budget), only=rest_only,
-                                                            limited=plan.rest_marks(queue, budget)))
+                rest = await db.run(
+                    conn,
+                    self._claim_call(
+                        group, budget, plan.rest_blocked(budget), only=rest_only, limited=plan.rest_marks(queue, budget)
+                    ),
+                )
             horizon = plan.horizon(rest, budget)
             typed: list[Job] = []
             for job_type in typed_types:
                 room = plan.typed_room(job_type, budget - len(typed)) if only is None or job_type in only else 0
                 if room > 0:
-                    taken = await db.run(conn, self._claim_call(group, room, blocked, only=[job_type],
-                                                                limited=True, until=horizon))
+                    taken = await db.run(
+                        conn, self._claim_call(group, room, blocked, only=[job_type], limited=True, until=horizon)
+                    )
                     plan.took(taken, queue)
                     typed += taken
             excess = len(rest) + len(typed) - budget
@@ -125,27 +147,62 @@ class Claimer:
         self._limited.update(job.key for job in jobs if plan.holds_slot(job))
         return jobs
 
-    def _claim_call(self, queues: Sequence[str], limit: int, blocked: Sequence[str], *, limited: bool,
-                    only: Sequence[str] | None = None, until: tuple[int, tuple | None] = (3, None)) -> db.Call[list[Job]]:
-        return job_store.claim(worker_id=self.worker_id, queues=queues, limit=limit,
-                               lease_seconds=self.settings.lease_seconds, deadlines=self.deadlines,
-                               blocked=blocked, only=only, limited=limited, until=until, served=self.served)
+    def _claim_call(
+        self,
+        queues: Sequence[str],
+        limit: int,
+        blocked: Sequence[str],
+        *,
+        limited: bool,
+        only: Sequence[str] | None = None,
+        until: tuple[int, tuple | None] = (3, None),
+    ) -> db.Call[list[Job]]:
+        return job_store.claim(
+            worker_id=self.worker_id,
+            queues=queues,
+            limit=limit,
+            lease_seconds=self.settings.lease_seconds,
+            deadlines=self.deadlines,
+            blocked=blocked,
+            only=only,
+            limited=limited,
+            until=until,
+            served=self.served,
+        )
 
     async def claim_probe(self, conn, queues: Sequence[str], job_types: Sequence[str]) -> list[Job]:
         """One job of ``job_types`` (a half-open circuit's probe), on ``conn``: in the transaction
         that made the circuit half-open, so that it rolls back when there is none."""
         if self.limits is not None and self.limits.active:  # the probe job is held to its limits too
             return await self._claim_within_limits(conn, queues, 1, (), only=job_types)
-        return await db.run(conn, job_store.claim(
-            worker_id=self.worker_id, queues=queues, limit=1, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, only=job_types, served=self.served))
+        return await db.run(
+            conn,
+            job_store.claim(
+                worker_id=self.worker_id,
+                queues=queues,
+                limit=1,
+                lease_seconds=self.settings.lease_seconds,
+                deadlines=self.deadlines,
+                only=job_types,
+                served=self.served,
+            ),
+        )
 
     async def _claim_resuming(self, queue: str, free: int, blocked: Sequence[str]) -> list[Job]:
         resuming = time.monotonic() < self._resume_until and self._resume_queue == queue
         resume = self._resume if resuming else ()
-        jobs = await self._run(job_store.claim(
-            worker_id=self.worker_id, queues=[queue], limit=free, lease_seconds=self.settings.lease_seconds,
-            deadlines=self.deadlines, resume=resume, blocked=blocked, served=self.served))
+        jobs = await self._run(
+            job_store.claim(
+                worker_id=self.worker_id,
+                queues=[queue],
+                limit=free,
+                lease_seconds=self.settings.lease_seconds,
+                deadlines=self.deadlines,
+                resume=resume,
+                blocked=blocked,
+                served=self.served,
+            )
+        )
         if len(jobs) < free:
             self._resume_until = 0.0
             return jobs
@@ -161,13 +218,30 @@ class Claimer:
         lease = self.settings.lease_seconds
         slots = draw_slots(free, self.settings.priority_weights, list(queues), self._rng)
         async with db.connection(self._pool) as conn:
-            jobs = await db.run(conn, job_store.claim_weighted(
-                worker_id=self.worker_id, slots=slots, lease_seconds=lease, deadlines=self.deadlines, blocked=blocked,
-                served=self.served))
+            jobs = await db.run(
+                conn,
+                job_store.claim_weighted(
+                    worker_id=self.worker_id,
+                    slots=slots,
+                    lease_seconds=lease,
+                    deadlines=self.deadlines,
+                    blocked=blocked,
+                    served=self.served,
+                ),
+            )
             if len(jobs) < free:
-                more = await db.run(conn, job_store.claim(
-                    worker_id=self.worker_id, queues=queues, limit=free - len(jobs), lease_seconds=lease,
-                    deadlines=self.deadlines, blocked=blocked, served=self.served))
+                more = await db.run(
+                    conn,
+                    job_store.claim(
+                        worker_id=self.worker_id,
+                        queues=queues,
+                        limit=free - len(jobs),
+                        lease_seconds=lease,
+                        deadlines=self.deadlines,
+                        blocked=blocked,
+                        served=self.served,
+                    ),
+                )
                 jobs.extend(more)
         return jobs
 

@@ -22,8 +22,9 @@ from typing import Callable
 
 
 class DeadlineWatch:
-    def __init__(self, resolution: float = 0.05, *, grace: float = 0.0,
-                 on_overdue: Callable[[asyncio.Task], None] | None = None) -> None:
+    def __init__(
+        self, resolution: float = 0.05, *, grace: float = 0.0, on_overdue: Callable[[asyncio.Task], None] | None = None
+    ) -> None:
         self.resolution = resolution
         self.grace = grace
         self._on_overdue = on_overdue
@@ -66,8 +67,9 @@ class DeadlineWatch:
             del self._overdue_at[task]
             if not task.done():
                 self._on_overdue(task)  # type: ignore[misc]  # only filled with a callback
-        self._earliest = min(min(self._deadlines.values(), default=math.inf),
-                             min(self._overdue_at.values(), default=math.inf))
+        self._earliest = min(
+            min(self._deadlines.values(), default=math.inf), min(self._overdue_at.values(), default=math.inf)
+        )
         return len(due)
 
     async def run(self) -> None:

@@ -73,8 +73,12 @@ class Outcome:
 
 def error_outcome(job: Job, kind: str, started: float, exc: BaseException, retry_in: float = 0.0) -> Outcome:
     return Outcome(
-        job=job, kind=kind, duration_ms=(time.perf_counter() - started) * 1000, retry_in=retry_in,
-        error_type=type(exc).__qualname__, message=_storable(str(exc) or type(exc).__name__),
+        job=job,
+        kind=kind,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        retry_in=retry_in,
+        error_type=type(exc).__qualname__,
+        message=_storable(str(exc) or type(exc).__name__),
         traceback=_storable("".join(traceback.format_exception(exc))),
     )
 
@@ -93,8 +97,15 @@ def attempt_timeout(job: Job, task: TaskDef | None) -> float | None:
     return job.timeout if job.timeout is not None else (task.timeout if task else None)
 
 
-async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadlines: DeadlineWatch, *,
-                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, keys: KeyRing | None = None) -> Outcome:
+async def execute(
+    job: Job,
+    task: TaskDef | None,
+    threads: HandlerThreads,
+    deadlines: DeadlineWatch,
+    *,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    keys: KeyRing | None = None,
+) -> Outcome:
     """Runs the attempt in the current task, which the caller has put under ``deadlines``;
     ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks)."""
     started = time.perf_counter()
@@ -127,9 +138,15 @@ async def execute(job: Job, task: TaskDef | None, threads: HandlerThreads, deadl
     except CircuitOpen as exc:
         if breaker is not None:
             return error_outcome(job, SNOOZED, started, exc)
-        return failed(RETRY, RuntimeError(f"task {task.name!r} raised CircuitOpen({exc.reason!r}) but has no circuit "
-                                          "breaker: declare one with queue.circuit(...) and name it in "
-                                          "@queue.task(circuit=...)"), _backoff_for(task, job))
+        return failed(
+            RETRY,
+            RuntimeError(
+                f"task {task.name!r} raised CircuitOpen({exc.reason!r}) but has no circuit "
+                "breaker: declare one with queue.circuit(...) and name it in "
+                "@queue.task(circuit=...)"
+            ),
+            _backoff_for(task, job),
+        )
     except JobCancelled as exc:
         return error_outcome(job, CANCELLED, started, exc)
     except asyncio.CancelledError as exc:
@@ -173,27 +190,43 @@ async def _in_thread(threads: HandlerThreads, task: TaskDef, job: Job):
         raise
 
 
-def _completed(job: Job, result: object, started: float, max_result_bytes: int,
-               seal_with: KeyRing | None = None) -> Outcome:
+def _completed(
+    job: Job, result: object, started: float, max_result_bytes: int, seal_with: KeyRing | None = None
+) -> Outcome:
     if result is not None and (length := _oversized_string(result, max_result_bytes)):
-        return error_outcome(job, DEAD, started, PermanentError(
-            f"handler result holds a string of {length:,} characters, more than the {max_result_bytes:,} "
-            "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
+        return error_outcome(
+            job,
+            DEAD,
+            started,
+            PermanentError(
+                f"handler result holds a string of {length:,} characters, more than the {max_result_bytes:,} "
+                "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"
+            ),
+        )
     try:
         result_json = None if result is None else dumps(result)
     except (TypeError, ValueError) as exc:
         return error_outcome(job, DEAD, started, PermanentError(f"handler result is not JSON: {exc}"))
     if result_json is not None and holds_nul(result_json):
-        return error_outcome(job, DEAD, started, PermanentError(
-            "handler result holds a NUL character, which PostgreSQL's jsonb cannot store"))
+        return error_outcome(
+            job,
+            DEAD,
+            started,
+            PermanentError("handler result holds a NUL character, which PostgreSQL's jsonb cannot store"),
+        )
     if result_json is not None and seal_with is not None:  # @queue.task(encrypt_result=True)
         result_json = dumps(seal_result(result_json, seal_with, _binding(job)))
     if result_json is not None and len(result_json) > max_result_bytes:
-        return error_outcome(job, DEAD, started, PermanentError(
-            f"handler result is {len(result_json):,} bytes of JSON, more than the {max_result_bytes:,} "
-            "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"))
-    return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000,
-                   result_json=result_json)
+        return error_outcome(
+            job,
+            DEAD,
+            started,
+            PermanentError(
+                f"handler result is {len(result_json):,} bytes of JSON, more than the {max_result_bytes:,} "
+                "allowed (JOBQUEUE_MAX_RESULT_BYTES): store large outputs elsewhere and return a reference"
+            ),
+        )
+    return Outcome(job=job, kind=COMPLETED, duration_ms=(time.perf_counter() - started) * 1000, result_json=result_json)
 
 
 #: Items of a list or dict result that `_oversized_string` looks at.

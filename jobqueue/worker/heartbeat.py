@@ -70,8 +70,17 @@ class RegistryStatus(Protocol):
 
 
 class Heartbeat:
-    def __init__(self, pool, worker_id: str, lease_seconds: float, *, attempts: Holder, status: RegistryStatus,
-                 deadline_grace: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool,
+        worker_id: str,
+        lease_seconds: float,
+        *,
+        attempts: Holder,
+        status: RegistryStatus,
+        deadline_grace: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
@@ -108,12 +117,21 @@ class Heartbeat:
             self.blocked = frozenset()
             return
         async with db.connection(self._pool) as conn:
-            renewed = await db.run(conn, job_store.extend_leases(
-                worker_id=self.worker_id, attempts=attempts, lease_seconds=self.lease_seconds,
-                deadline_grace=self.deadline_grace))
+            renewed = await db.run(
+                conn,
+                job_store.extend_leases(
+                    worker_id=self.worker_id,
+                    attempts=attempts,
+                    lease_seconds=self.lease_seconds,
+                    deadline_grace=self.deadline_grace,
+                ),
+            )
         if renewed.busy != self.blocked and renewed.busy:
-            log.info("%d leases not renewed this time: another transaction holds their rows locked (jobs %s)",
-                     len(renewed.busy), ", ".join(str(job_id) for job_id in sorted(renewed.busy)))
+            log.info(
+                "%d leases not renewed this time: another transaction holds their rows locked (jobs %s)",
+                len(renewed.busy),
+                ", ".join(str(job_id) for job_id in sorted(renewed.busy)),
+            )
         self.blocked = renewed.busy
         for attempt in attempts:
             if attempt in renewed.written:
@@ -126,7 +144,15 @@ class Heartbeat:
         totals = (self._status.processed, self._status.failed)
         processed, failed = totals[0] - self._reported[0], totals[1] - self._reported[1]
         async with db.connection(self._pool) as conn:
-            await db.run(conn, worker_store.heartbeat(
-                worker_id=self.worker_id, status=self._status.state, processed=processed, failed=failed,
-                stuck_handlers=self._status.stuck_handlers, leases_blocked=sorted(self.blocked)))
+            await db.run(
+                conn,
+                worker_store.heartbeat(
+                    worker_id=self.worker_id,
+                    status=self._status.state,
+                    processed=processed,
+                    failed=failed,
+                    stuck_handlers=self._status.stuck_handlers,
+                    leases_blocked=sorted(self.blocked),
+                ),
+            )
         self._reported = totals

@@ -50,9 +50,20 @@ WAKE_GAP = 0.02
 
 
 class IdleWait:
-    def __init__(self, pool, wake: asyncio.Event, *, poll_interval: float, listen: bool, connected: asyncio.Event,
-                 paused: PausedQueues, claimer: JobSource, breakers: Breakers, limits: LimitWatch,
-                 acks: OutcomeSink) -> None:
+    def __init__(
+        self,
+        pool,
+        wake: asyncio.Event,
+        *,
+        poll_interval: float,
+        listen: bool,
+        connected: asyncio.Event,
+        paused: PausedQueues,
+        claimer: JobSource,
+        breakers: Breakers,
+        limits: LimitWatch,
+        acks: OutcomeSink,
+    ) -> None:
         self._pool = pool
         self._wake = wake
         self.poll_interval = poll_interval
@@ -95,8 +106,12 @@ class IdleWait:
     async def _next_run_in(self) -> float | None:
         try:
             async with db.connection(self._pool) as conn:
-                return await db.run(conn, job_store.next_run_in(
-                    queues=self._paused.claimable(), since=time.monotonic() - self._claimer.last_claim_at + 0.001))
+                return await db.run(
+                    conn,
+                    job_store.next_run_in(
+                        queues=self._paused.claimable(), since=time.monotonic() - self._claimer.last_claim_at + 0.001
+                    ),
+                )
         except DatabaseUnavailable:
             return None
         except Exception:

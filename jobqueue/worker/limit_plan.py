@@ -33,8 +33,9 @@ class LimitPlan:
     then the first claim's tail goes back so the group takes no more than its budget.
     """
 
-    def __init__(self, allowances: list[Allowance], queues: Sequence[str], free: int,
-                 blocked: Sequence[str] = ()) -> None:
+    def __init__(
+        self, allowances: list[Allowance], queues: Sequence[str], free: int, blocked: Sequence[str] = ()
+    ) -> None:
         self.room = {(a.scope, a.name): a.allowance for a in allowances}
         self.queues = list(queues)
         self.remaining = free

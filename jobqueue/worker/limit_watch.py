@@ -28,8 +28,9 @@ log = logging.getLogger("jobqueue.worker.limits")
 class LimitWatch(SharedStateCopy[bool]):
     what = "the limits"
 
-    def __init__(self, pool, app: JobQueue, queues: Sequence[str], *, interval: float,
-                 on_read: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, pool, app: JobQueue, queues: Sequence[str], *, interval: float, on_read: Callable[[], None] = lambda: None
+    ) -> None:
         """``on_read``: called after every read (the worker claims again: a claim made with the
         old copy may have left a job it can take now: a claim made while the copy says no limit
         applies, and one does, takes nothing — and a limit set and cleared between two reads,

@@ -4,7 +4,8 @@ The fleet's figures are the API's /metrics (workers report through the database,
 enough); this endpoint shows one process's view without the database in the way: its attempts
 per queue and job type since it started (under the same metric names), the processing-time
 histogram, its utilization, running jobs, slots (the most it runs) and its concurrency target (the
-slots it fills now: the autoscaler's choice with --concurrency MIN:MAX, else the concurrency). It listens on all interfaces; with
+slots it fills now: the autoscaler's choice with --concurrency MIN:MAX, else the concurrency). It listens on all
+interfaces; with
 ``--processes P``, process i listens on N + i. A minimal HTTP/1.1 responder: GET /metrics only.
 It reads the worker's figures from its `WorkerStats` and its `WorkerStatus` (``ShownStatus``).
 """
@@ -60,10 +61,15 @@ class MetricsServer:
 
     def body(self) -> str:
         status = self.status
-        return render_worker(worker_id=self.stats.worker_id, totals=self.stats.totals(),
-                             utilization=self.stats.utilization, running=status.running,
-                             concurrency=status.concurrency, stuck_handlers=status.stuck_handlers,
-                             concurrency_target=status.slots)
+        return render_worker(
+            worker_id=self.stats.worker_id,
+            totals=self.stats.totals(),
+            utilization=self.stats.utilization,
+            running=status.running,
+            concurrency=status.concurrency,
+            stuck_handlers=status.stuck_handlers,
+            concurrency_target=status.slots,
+        )
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -74,8 +80,11 @@ class MetricsServer:
                 status, kind, payload = "200 OK", CONTENT_TYPE, self.body().encode()
             else:
                 status, kind, payload = "404 Not Found", "text/plain; charset=utf-8", b"GET /metrics\n"
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(payload)}\r\n"
-                         f"Connection: close\r\n\r\n".encode() + payload)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(payload)}\r\n"
+                f"Connection: close\r\n\r\n".encode()
+                + payload
+            )
             await writer.drain()
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass

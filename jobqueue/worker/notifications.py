@@ -34,8 +34,16 @@ CONTROL_BURST = 4
 
 
 class WorkerNotifications:
-    def __init__(self, notifier: Notifier, *, wake: asyncio.Event, paused: PausedQueues, breakers: Breakers,
-                 limits: LimitWatch, cancel_hints: CancelHints) -> None:
+    def __init__(
+        self,
+        notifier: Notifier,
+        *,
+        wake: asyncio.Event,
+        paused: PausedQueues,
+        breakers: Breakers,
+        limits: LimitWatch,
+        cancel_hints: CancelHints,
+    ) -> None:
         """Subscribes at once: the notifier LISTENs to the channels known when it connects, so
         this is made before anything runs."""
         self._wake = wake

@@ -28,8 +28,16 @@ PAUSED_POLL = 0.5
 
 
 class PausedQueues:
-    def __init__(self, pool, queues: Sequence[str], *, interval: float, listen: bool, connected: asyncio.Event,
-                 on_resumed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        pool,
+        queues: Sequence[str],
+        *,
+        interval: float,
+        listen: bool,
+        connected: asyncio.Event,
+        on_resumed: Callable[[], None],
+    ) -> None:
         """``listen``: the worker LISTENs at all (JOBQUEUE_LISTEN); ``connected``: the notifier's
         connection is up (both: a NOTIFY can reach it)."""
         self._pool = pool

@@ -15,8 +15,9 @@ from typing import Sequence
 _RNG = random.Random()
 
 
-def draw_slots(free: int, weights: Sequence[int], queues: Sequence[str],
-               rng: random.Random | None = None) -> list[tuple[str, int, int]]:
+def draw_slots(
+    free: int, weights: Sequence[int], queues: Sequence[str], rng: random.Random | None = None
+) -> list[tuple[str, int, int]]:
     """(queue, priority level, slots) triples whose slots add up to ``free``."""
     draw = rng or _RNG
     levels = draw.choices(range(len(weights)), weights=weights, k=free)

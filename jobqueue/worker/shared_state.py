@@ -38,9 +38,14 @@ class SharedStateCopy(abc.ABC, Generic[T]):
         """Write the app's declarations (at worker start). One a live worker of another app made
         differently stays as that app made it (each app's declarations are its own): said here."""
         for what, name, owner in await db.run(conn, self.sync()):
-            self._log.warning("%s %r is declared otherwise by app %r, whose workers are running: it keeps that "
-                              "app's settings, not those of app %r (give it another name, or declare it alike)",
-                              what, name, owner, app)
+            self._log.warning(
+                "%s %r is declared otherwise by app %r, whose workers are running: it keeps that "
+                "app's settings, not those of app %r (give it another name, or declare it alike)",
+                what,
+                name,
+                owner,
+                app,
+            )
 
     @abc.abstractmethod
     def _read(self) -> db.Call[T]:

@@ -50,16 +50,31 @@ class ClaimableQueues(Protocol):
 
 
 class SlotScaler:
-    def __init__(self, pool, worker_id: str, worker: WorkerSettings, autoscale: AutoscaleSettings, *,
-                 stale_seconds: float, queues: ClaimableQueues, stats: WorkerStats, slots: Slots,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool,
+        worker_id: str,
+        worker: WorkerSettings,
+        autoscale: AutoscaleSettings,
+        *,
+        stale_seconds: float,
+        queues: ClaimableQueues,
+        stats: WorkerStats,
+        slots: Slots,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.interval = autoscale.interval
         self.stale_seconds = stale_seconds
-        self.scaler = Scaler(worker.concurrency_min, worker.concurrency, rule=Rule(step=autoscale.step),
-                             up_cooldown=autoscale.up_cooldown,
-                             down_cooldown=autoscale.down_cooldown, clock=clock)
+        self.scaler = Scaler(
+            worker.concurrency_min,
+            worker.concurrency,
+            rule=Rule(step=autoscale.step),
+            up_cooldown=autoscale.up_cooldown,
+            down_cooldown=autoscale.down_cooldown,
+            clock=clock,
+        )
         self._queues = queues
         self._stats = stats
         self._slots = slots
@@ -83,8 +98,14 @@ class SlotScaler:
         queues = list(self._queues.claimable())
         rule = self.scaler.rule
         async with db.connection(self._pool) as conn:
-            load = await db.run(conn, queue_store.load(queues, per_worker=math.ceil(rule.up_depth),
-                                                       stale_seconds=self.stale_seconds)) if queues else {}
+            load = (
+                await db.run(
+                    conn,
+                    queue_store.load(queues, per_worker=math.ceil(rule.up_depth), stale_seconds=self.stale_seconds),
+                )
+                if queues
+                else {}
+            )
             depth = max((depth_per_worker(runnable, workers) for runnable, workers in load.values()), default=0.0)
             before = self.target
             after = self.scaler.observe(depth, self._utilization())

@@ -20,8 +20,9 @@ def traced(tracing: Tracing | None, job: Job, run: Awaitable[Outcome]) -> Awaita
 
 
 async def _traced(tracing: Tracing, job: Job, run: Awaitable[Outcome]) -> Outcome:
-    with tracing.execution(job_id=job.id, job_type=job.job_type, queue=job.queue, attempt=job.attempt,
-                           traceparent=job.traceparent) as span:
+    with tracing.execution(
+        job_id=job.id, job_type=job.job_type, queue=job.queue, attempt=job.attempt, traceparent=job.traceparent
+    ) as span:
         outcome = await run
         set_outcome(span, outcome.kind, outcome.error_type, outcome.message)
         return outcome

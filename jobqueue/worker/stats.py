@@ -43,8 +43,16 @@ class Occupancy(Protocol):
 
 
 class WorkerStats:
-    def __init__(self, pool, worker_id: str, occupancy: Occupancy, *, interval: float = 5.0,
-                 sample_interval: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool,
+        worker_id: str,
+        occupancy: Occupancy,
+        *,
+        interval: float = 5.0,
+        sample_interval: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         self.worker_id = worker_id
         self.interval = interval
@@ -108,8 +116,12 @@ class WorkerStats:
         utilization = busy / slot_seconds if slot_seconds > 0 else self.utilization
         try:
             async with db.connection(self._pool, timeout=timeout) as conn:
-                await db.run(conn, metrics_store.flush_worker_stats(
-                    worker_id=self.worker_id, deltas=deltas, utilization=utilization, busy_seconds=busy))
+                await db.run(
+                    conn,
+                    metrics_store.flush_worker_stats(
+                        worker_id=self.worker_id, deltas=deltas, utilization=utilization, busy_seconds=busy
+                    ),
+                )
         except DatabaseUnavailable:
             _merge(self._deltas, deltas)  # kept for the next flush
             raise
@@ -132,8 +144,10 @@ class WorkerStats:
         merged: dict[tuple[str, str], TypeDelta] = {}
         _merge(merged, self._flushed)
         _merge(merged, self._deltas)
-        return [TypeTotals(queue, job_type, d.processed, d.failed, d.duration_ms_sum, tuple(d.buckets or ()))
-                for (queue, job_type), d in sorted(merged.items())]
+        return [
+            TypeTotals(queue, job_type, d.processed, d.failed, d.duration_ms_sum, tuple(d.buckets or ()))
+            for (queue, job_type), d in sorted(merged.items())
+        ]
 
 
 def _merge(into: dict[tuple[str, str], TypeDelta], deltas: dict[tuple[str, str], TypeDelta]) -> None:

@@ -107,9 +107,19 @@ LATE_COMMIT_WINDOW = 300.0
 
 
 class Worker:
-    def __init__(self, app: JobQueue, settings: WorkerSettings, database: DbSettings, metrics: MetricsSettings, *,
-                 autoscale: AutoscaleSettings, backpressure: BackpressureSettings, keys: KeyRing | None,
-                 worker_id: str | None = None, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        app: JobQueue,
+        settings: WorkerSettings,
+        database: DbSettings,
+        metrics: MetricsSettings,
+        *,
+        autoscale: AutoscaleSettings,
+        backpressure: BackpressureSettings,
+        keys: KeyRing | None,
+        worker_id: str | None = None,
+        notifier: Notifier,
+    ) -> None:
         """The sections it reads: its own, the connections', the figures' (its counters, which
         workers are alive), the slot scaler's, the depth limits its retries are shed by (where a
         queue sets none), and the key ring."""
@@ -121,42 +131,88 @@ class Worker:
         self.worker_id = worker_id or new_worker_id()
         self.queues = list(settings.queues)
         self.concurrency = settings.concurrency
-        self.pool = db.async_pool(database.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id),
-                                  settings=database)
+        self.pool = db.async_pool(
+            database.dsn, min_size=2, max_size=4, name=db.worker_name(self.worker_id), settings=database
+        )
         self.notifier = notifier  # run by WorkerProcess, which shares it with maintenance
         #: set by whatever may mean there is work: the idle claim loop wakes (`IdleWait`)
         self._wake = asyncio.Event()
         self.acks: OutcomeSink = AckBuffer(
-            self.pool, self.worker_id, batch_size=settings.ack_batch_size, flush_interval=settings.ack_flush_interval,
-            on_flushed=self._acked, backpressure=backpressure)
+            self.pool,
+            self.worker_id,
+            batch_size=settings.ack_batch_size,
+            flush_interval=settings.ack_flush_interval,
+            on_flushed=self._acked,
+            backpressure=backpressure,
+        )
         self.threads = HandlerThreads(self.concurrency, settings.stuck_handler_bound)
         interval = beat_interval(settings.lease_seconds)  # the heartbeat's: the shared state's fallback re-reads too
         self.limits = LimitWatch(self.pool, app, self.queues, interval=interval, on_read=self._wake.set)
-        self.breakers = Breakers(self.pool, app, interval=interval, retry_probe_after=settings.poll_interval,
-                                 on_unblocked=self._wake.set)
+        self.breakers = Breakers(
+            self.pool, app, interval=interval, retry_probe_after=settings.poll_interval, on_unblocked=self._wake.set
+        )
         self.attempts = HeldAttempts(self.breakers, self.acks)
         self.running = self.attempts.running  # attempt → (job, task): the jobs in the slots
         # slots: what the claim loop fills (an autoscaling worker starts at its minimum)
-        self.status = WorkerStatus(concurrency=self.concurrency, running=self.running, threads=self.threads,
-                                   slots=settings.concurrency_min if settings.autoscaling else settings.concurrency)
-        self.heartbeat = Heartbeat(self.pool, self.worker_id, settings.lease_seconds, attempts=self.attempts,
-                                   status=self.status)
+        self.status = WorkerStatus(
+            concurrency=self.concurrency,
+            running=self.running,
+            threads=self.threads,
+            slots=settings.concurrency_min if settings.autoscaling else settings.concurrency,
+        )
+        self.heartbeat = Heartbeat(
+            self.pool, self.worker_id, settings.lease_seconds, attempts=self.attempts, status=self.status
+        )
         # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
         # handler that swallowed its cancellation is written before the sweeper's would be.
         self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
-        self.claimer: JobSource = Claimer(self.pool, self.worker_id, settings, Deadlines(
-            timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
-            default=settings.processing_ttl, grace=self.heartbeat.deadline_grace), limits=self.limits,
-            served=list(app.tasks))
-        self.paused = PausedQueues(self.pool, self.queues, interval=interval, listen=database.listen,
-                                   connected=notifier.connected, on_resumed=self._wake.set)
-        self.idle = IdleWait(self.pool, self._wake, poll_interval=settings.poll_interval, listen=database.listen,
-                             connected=notifier.connected, paused=self.paused, claimer=self.claimer,
-                             breakers=self.breakers, limits=self.limits, acks=self.acks)
+        self.claimer: JobSource = Claimer(
+            self.pool,
+            self.worker_id,
+            settings,
+            Deadlines(
+                timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
+                default=settings.processing_ttl,
+                grace=self.heartbeat.deadline_grace,
+            ),
+            limits=self.limits,
+            served=list(app.tasks),
+        )
+        self.paused = PausedQueues(
+            self.pool,
+            self.queues,
+            interval=interval,
+            listen=database.listen,
+            connected=notifier.connected,
+            on_resumed=self._wake.set,
+        )
+        self.idle = IdleWait(
+            self.pool,
+            self._wake,
+            poll_interval=settings.poll_interval,
+            listen=database.listen,
+            connected=notifier.connected,
+            paused=self.paused,
+            claimer=self.claimer,
+            breakers=self.breakers,
+            limits=self.limits,
+            acks=self.acks,
+        )
         self.stats = WorkerStats(self.pool, self.worker_id, self.status, interval=metrics.stats_interval)
-        self.scaler = SlotScaler(self.pool, self.worker_id, settings, autoscale,
-                                 stale_seconds=metrics.worker_stale_seconds, queues=self.paused, stats=self.stats,
-                                 slots=self.status) if settings.autoscaling else None
+        self.scaler = (
+            SlotScaler(
+                self.pool,
+                self.worker_id,
+                settings,
+                autoscale,
+                stale_seconds=metrics.worker_stale_seconds,
+                queues=self.paused,
+                stats=self.stats,
+                slots=self.status,
+            )
+            if settings.autoscaling
+            else None
+        )
         self.tracing = tracing.from_env(service_name="jobqueue-worker")
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
@@ -169,8 +225,14 @@ class Worker:
         self._abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
         self._overdue_acks: set[asyncio.Task] = set()
         self.started = asyncio.Event()
-        self.notifications = WorkerNotifications(notifier, wake=self._wake, paused=self.paused, breakers=self.breakers,
-                                                 limits=self.limits, cancel_hints=CancelHints(self.pool, self.attempts))
+        self.notifications = WorkerNotifications(
+            notifier,
+            wake=self._wake,
+            paused=self.paused,
+            breakers=self.breakers,
+            limits=self.limits,
+            cancel_hints=CancelHints(self.pool, self.attempts),
+        )
 
     # --- control --------------------------------------------------------------------------
 
@@ -202,17 +264,25 @@ class Worker:
             return
         for outcome in batch:
             if outcome.job.id not in accepted:
-                log.info("job %s attempt %d: outcome refused (a newer attempt started, or the job was finished "
-                         "otherwise)", *outcome.job.key)
+                log.info(
+                    "job %s attempt %d: outcome refused (a newer attempt started, or the job was finished otherwise)",
+                    *outcome.job.key,
+                )
 
     # --- main loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
         await self.pool.open(wait=True, timeout=30)
-        jobs = [(self.acks.run(), "acks"), (self.heartbeat.run(), "heartbeat"), (self.stats.run(), "stats"),
-                (self.deadline_watch.run(), "deadlines"), (self.breakers.run(), "circuits"),
-                (self.limits.run(), "limits"), (self.paused.run(), "paused"),
-                (self._reconcile_late_claims(), "reconcile")]
+        jobs = [
+            (self.acks.run(), "acks"),
+            (self.heartbeat.run(), "heartbeat"),
+            (self.stats.run(), "stats"),
+            (self.deadline_watch.run(), "deadlines"),
+            (self.breakers.run(), "circuits"),
+            (self.limits.run(), "limits"),
+            (self.paused.run(), "paused"),
+            (self._reconcile_late_claims(), "reconcile"),
+        ]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
         if self.settings.metrics_port:
@@ -227,10 +297,16 @@ class Worker:
             if self.database.listen:
                 await self._wait_for_listen()
             else:
-                log.info("poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval)
+                log.info(
+                    "poll-only mode (JOBQUEUE_LISTEN=0): checking for work every %.1fs", self.settings.poll_interval
+                )
             self.started.set()
-            log.info("worker %s started: queues=%s concurrency=%s", self.worker_id, self.queues,
-                     f"{self.settings.concurrency_min}:{self.concurrency}" if self.scaler else self.concurrency)
+            log.info(
+                "worker %s started: queues=%s concurrency=%s",
+                self.worker_id,
+                self.queues,
+                f"{self.settings.concurrency_min}:{self.concurrency}" if self.scaler else self.concurrency,
+            )
             await self._claim_loop()
             await self._shutdown()
         finally:
@@ -245,25 +321,40 @@ class Worker:
         try:
             await asyncio.wait_for(self.notifier.connected.wait(), timeout=10)
         except asyncio.TimeoutError:
-            log.warning("LISTEN connection not up after 10 s; polling every %.1fs until it is",
-                        self.settings.poll_interval)
+            log.warning(
+                "LISTEN connection not up after 10 s; polling every %.1fs until it is", self.settings.poll_interval
+            )
 
     async def _register(self) -> None:
         async with db.connection(self.pool) as conn:
-            await db.run(conn, worker_store.register(
-                worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-                queues=self.queues, concurrency=self.concurrency, heartbeat_interval=self.heartbeat.interval,
-                concurrency_min=self.settings.concurrency_min or None,
-                concurrency_target=self.status.slots if self.scaler else None,
-                job_types=list(self.app.tasks), app=self.app.name))
+            await db.run(
+                conn,
+                worker_store.register(
+                    worker_id=self.worker_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    queues=self.queues,
+                    concurrency=self.concurrency,
+                    heartbeat_interval=self.heartbeat.interval,
+                    concurrency_min=self.settings.concurrency_min or None,
+                    concurrency_target=self.status.slots if self.scaler else None,
+                    job_types=list(self.app.tasks),
+                    app=self.app.name,
+                ),
+            )
             if self.app.tasks:
-                await db.run(conn, worker_store.sync_task_defaults(
-                    self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()))
+                await db.run(
+                    conn,
+                    worker_store.sync_task_defaults(
+                        self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()
+                    ),
+                )
                 await self.breakers.declare(conn, self.app.name)
             await self.limits.declare(conn, self.app.name)
             if self.app.schedules:  # @queue.periodic: create or redefine their rows
-                await db.run(conn, schedule_store.sync(list(self.app.schedules.values()),
-                                                       now=datetime.now(timezone.utc)))
+                await db.run(
+                    conn, schedule_store.sync(list(self.app.schedules.values()), now=datetime.now(timezone.utc))
+                )
 
     async def _claim_loop(self) -> None:
         backoff = 0.1
@@ -286,8 +377,9 @@ class Worker:
                         self._claim_uncertain = False
                     jobs = await self.breakers.probe(self.paused.claimable(), free, self.claimer.claim_probe)
                     if len(jobs) < free:
-                        jobs += await self.claimer.claim(self.paused.claimable(), free - len(jobs),
-                                                         self.breakers.blocked)
+                        jobs += await self.claimer.claim(
+                            self.paused.claimable(), free - len(jobs), self.breakers.blocked
+                        )
                     for job in jobs:
                         self._start(job)
                 backoff = 0.1
@@ -336,14 +428,20 @@ class Worker:
             except asyncio.TimeoutError:
                 pass
             if not warned and time.monotonic() - waiting_since > 2.0:
-                log.warning("%d finished jobs (%d bytes of results and errors) wait for their acks to be written; "
-                            "not claiming until they are", self.acks.backlog, self.acks.backlog_bytes)
+                log.warning(
+                    "%d finished jobs (%d bytes of results and errors) wait for their acks to be written; "
+                    "not claiming until they are",
+                    self.acks.backlog,
+                    self.acks.backlog_bytes,
+                )
                 warned = True
 
     def _acks_full(self) -> bool:
         """Too many outcomes, or too many bytes of them, wait to be written (max_unacked, _bytes)."""
-        return (self.acks.backlog >= self.settings.unacked_bound
-                or self.acks.backlog_bytes >= self.settings.max_unacked_bytes)
+        return (
+            self.acks.backlog >= self.settings.unacked_bound
+            or self.acks.backlog_bytes >= self.settings.max_unacked_bytes
+        )
 
     def _start(self, job: Job) -> None:
         handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
@@ -356,15 +454,30 @@ class Worker:
         # outside any loop, where asyncio.current_task() raises (and fails whatever runs then).
         this_task = asyncio.current_task()
         try:
-            outcome = await traced(self.tracing, job, execute(
-                job, task, self.threads, self.deadline_watch, max_result_bytes=self.settings.max_result_bytes,
-                keys=self.keys))
+            outcome = await traced(
+                self.tracing,
+                job,
+                execute(
+                    job,
+                    task,
+                    self.threads,
+                    self.deadline_watch,
+                    max_result_bytes=self.settings.max_result_bytes,
+                    keys=self.keys,
+                ),
+            )
         except asyncio.CancelledError:
             return  # released at shutdown: the job went back to pending, nothing to ack
         except Exception as exc:  # defensive: execute() classifies handler errors itself
             log.exception("job %s: executor failed", job.id)
-            outcome = Outcome(job=job, kind="retry", duration_ms=0.0, retry_in=1.0,
-                              error_type=type(exc).__qualname__, message=str(exc))
+            outcome = Outcome(
+                job=job,
+                kind="retry",
+                duration_ms=0.0,
+                retry_in=1.0,
+                error_type=type(exc).__qualname__,
+                message=str(exc),
+            )
         finally:
             self.running.pop(job.key, None)
             self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
@@ -390,8 +503,11 @@ class Worker:
         self._slot_freed.set()
         running.cancel()
         self.threads.mark_stuck(running)
-        log.error("job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
-                  "attempt fails as a timeout and the handler counts as stuck", *attempt)
+        log.error(
+            "job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
+            "attempt fails as a timeout and the handler counts as stuck",
+            *attempt,
+        )
         task = self.app.tasks.get(job.job_type)
         self._finishing.add(attempt)
         ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
@@ -416,9 +532,12 @@ class Worker:
         self.acks.add(outcome)
         self._finishing.discard(job.key)
         if self.threads.starving and not self.restart_requested:
-            log.error("%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
-                      "(limit %d): this worker stops claiming and restarts its process to get them back",
-                      self.threads.stuck, self.threads.max_stuck)
+            log.error(
+                "%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
+                "(limit %d): this worker stops claiming and restarts its process to get them back",
+                self.threads.stuck,
+                self.threads.max_stuck,
+            )
             self.request_restart()
 
     # --- shutdown -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Input limits on every enqueue path: name lengths, a past run_at means now, zone-less JSON times and unknown fields refused.
+"""Input limits on every enqueue path: name lengths, a past run_at means now, zone-less JSON times and unknown fields
+refused.
 
 Revision ID: 0017_input_limits
 Revises: 0016_lean_states

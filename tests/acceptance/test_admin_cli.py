@@ -46,9 +46,11 @@ def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
     assert {job_row(conn, j)["state"] for j in dead} == {"pending"}
     refused = jobqueue("dlq", "purge", dsn=dsn)
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    for command, says in ((["purge", "--before", "yesterday", "--yes"], "before: must be an ISO-8601 time"),
-                          (["purge", "--job-type", "", "--yes"], "job_type: must be a non-empty string"),
-                          (["retry-all", "--queue", ""], "queue: must be a non-empty string")):
+    for command, says in (
+        (["purge", "--before", "yesterday", "--yes"], "before: must be an ISO-8601 time"),
+        (["purge", "--job-type", "", "--yes"], "job_type: must be a non-empty string"),
+        (["retry-all", "--queue", ""], "queue: must be a non-empty string"),
+    ):
         bad = jobqueue("dlq", *command, dsn=dsn)  # an empty filter used to match nothing and print 0
         assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (command, bad.stderr)
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (1,)
@@ -71,8 +73,19 @@ def test_queues_and_workers(dsn, conn):
     table = jobqueue("queues", "list", dsn=dsn).stdout.splitlines()
     row = next(line.split() for line in table if line.startswith("q1 "))
     assert row[:3] == ["q1", "True", "1"] and row[-3:] == ["10", "20", "True"]
-    assert jobqueue("workers", dsn=dsn).stdout.split() == ["ID", "STATUS", "QUEUES", "CONCURRENCY", "TARGET", "PROCESSED",
-                                                          "FAILED", "STUCK", "LAST_HEARTBEAT", "APP", "JOB_TYPES"]
+    assert jobqueue("workers", dsn=dsn).stdout.split() == [
+        "ID",
+        "STATUS",
+        "QUEUES",
+        "CONCURRENCY",
+        "TARGET",
+        "PROCESSED",
+        "FAILED",
+        "STUCK",
+        "LAST_HEARTBEAT",
+        "APP",
+        "JOB_TYPES",
+    ]
     assert json.loads(jobqueue("workers", "--json", dsn=dsn).stdout) == []
 
 
@@ -84,10 +97,28 @@ def test_circuits_list_open_and_close(dsn, conn):
     app = circuit_app.queue
     db.run_sync(conn, circuit_store.sync(list(app.circuits.values()), app.circuit_by_type(), app=app.name))
     table = jobqueue("circuits", "list", dsn=dsn).stdout.splitlines()
-    assert table[0].split() == ["NAME", "STATE", "FAILURES", "THRESHOLD", "WINDOW_S", "RESET_AFTER_S", "OPENED_AT",
-                                "JOB_TYPES", "DECLARED_BY"]
-    assert table[1].split() == ["flaky-api", "closed", "0", "3", "30", "1.5", "-", "call_api,call_api_checked",
-                                "circuit-tests"]
+    assert table[0].split() == [
+        "NAME",
+        "STATE",
+        "FAILURES",
+        "THRESHOLD",
+        "WINDOW_S",
+        "RESET_AFTER_S",
+        "OPENED_AT",
+        "JOB_TYPES",
+        "DECLARED_BY",
+    ]
+    assert table[1].split() == [
+        "flaky-api",
+        "closed",
+        "0",
+        "3",
+        "30",
+        "1.5",
+        "-",
+        "call_api,call_api_checked",
+        "circuit-tests",
+    ]
     held = jobqueue("circuits", "open", "flaky-api", dsn=dsn)
     assert held.returncode == 0 and "open (held by an operator)" in held.stdout
     assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("open", True)

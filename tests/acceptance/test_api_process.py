@@ -19,8 +19,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def jobqueue(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
-                          env=dict(os.environ, JOBQUEUE_DSN=dsn), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def test_api_process_serves_submissions_that_a_worker_runs(dsn):
@@ -34,10 +40,23 @@ def test_api_process_serves_submissions_that_a_worker_runs(dsn):
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                            "api", "--port", str(port), "--workers", "2"],
-                           env=dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_KEY_CACHE_SECONDS="0.2"),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_KEY_CACHE_SECONDS="0.2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
     worker = spawn_worker(dsn, "tests.support.apps:queue")
     try:
         assert wait_ready(url, timeout=30), "API ready"
@@ -45,8 +64,11 @@ def test_api_process_serves_submissions_that_a_worker_runs(dsn):
             submitted = client.post("/jobs", json={"job_type": "record", "payload": {"n": 3}})
             assert submitted.status_code == 201, submitted.text
             job_id = submitted.json()["id"]
-            result = wait_until(lambda: (r := client.get(f"/jobs/{job_id}/result")).status_code == 200 and r,
-                                timeout=30, message="the worker's result")
+            result = wait_until(
+                lambda: (r := client.get(f"/jobs/{job_id}/result")).status_code == 200 and r,
+                timeout=30,
+                message="the worker's result",
+            )
             assert result.json()["result"] == {"ok": True, "n": 3}
             assert client.get("/schema/openapi.json").json()["info"]["title"] == "jobqueue"
 
@@ -66,11 +88,32 @@ def test_a_producers_rate_limit_holds_across_two_api_processes(dsn):
     key = jobqueue(dsn, "apikey", "create", "--producer", "busy").stdout.strip()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_SOFT_LIMIT="1", JOBQUEUE_API_HARD_LIMIT="100000",
-               JOBQUEUE_API_RATE_LIMIT="2", JOBQUEUE_API_RATE_BURST="10", JOBQUEUE_API_DEPTH_REFRESH="0.05")
-    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                            "api", "--port", str(port), "--workers", "2"],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    env = dict(
+        os.environ,
+        JOBQUEUE_DSN=dsn,
+        JOBQUEUE_API_SOFT_LIMIT="1",
+        JOBQUEUE_API_HARD_LIMIT="100000",
+        JOBQUEUE_API_RATE_LIMIT="2",
+        JOBQUEUE_API_RATE_BURST="10",
+        JOBQUEUE_API_DEPTH_REFRESH="0.05",
+    )
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert wait_ready(url, timeout=30), "API ready"
         statuses = []
@@ -88,8 +131,9 @@ def test_a_producers_rate_limit_holds_across_two_api_processes(dsn):
 
 
 def test_apikey_create_with_allow_lists_from_the_command_line(dsn):
-    created = jobqueue(dsn, "apikey", "create", "--producer", "billing", "--queues", "invoices,receipts",
-                       "--job-types", "render")
+    created = jobqueue(
+        dsn, "apikey", "create", "--producer", "billing", "--queues", "invoices,receipts", "--job-types", "render"
+    )
     assert created.returncode == 0, created.stderr
     assert "(only queues invoices,receipts; job types render)" in created.stderr
     assert "billing (only queues invoices,receipts; job types render)" in jobqueue(dsn, "apikey", "list").stdout

@@ -13,13 +13,18 @@ from tests.support.prometheus import parse
 from tests.support.waiting import wait_until
 from tests.support.workers import spawn_worker, terminate
 
-FAST = {"JOBQUEUE_AUTOSCALE_INTERVAL": "0.2", "JOBQUEUE_AUTOSCALE_UP_COOLDOWN": "0.5",
-        "JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN": "1", "JOBQUEUE_STATS_INTERVAL": "0.3"}
+FAST = {
+    "JOBQUEUE_AUTOSCALE_INTERVAL": "0.2",
+    "JOBQUEUE_AUTOSCALE_UP_COOLDOWN": "0.5",
+    "JOBQUEUE_AUTOSCALE_DOWN_COOLDOWN": "1",
+    "JOBQUEUE_STATS_INTERVAL": "0.3",
+}
 
 
 def _target(conn) -> tuple[int | None, int | None, int] | None:
-    row = conn.execute("SELECT concurrency_min, concurrency_target, concurrency FROM jobqueue.workers "
-                       "WHERE status = 'running'").fetchone()
+    row = conn.execute(
+        "SELECT concurrency_min, concurrency_target, concurrency FROM jobqueue.workers WHERE status = 'running'"
+    ).fetchone()
     return row
 
 
@@ -33,14 +38,17 @@ def _scraped_target(port: int) -> float | None:
 
 def test_slots_rise_under_a_backlog_and_fall_back_when_it_is_gone(conn, dsn):
     port = free_port()
-    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "1:7", "--metrics-port", str(port),
-                          env=FAST)
+    worker = spawn_worker(
+        dsn, "tests.support.apps:queue", "--concurrency", "1:7", "--metrics-port", str(port), env=FAST
+    )
     try:
         wait_until(lambda: _target(conn), timeout=30, message="the worker registered")
         assert _target(conn) == (1, 1, 7)  # starts at MIN
         assert wait_until(lambda: _scraped_target(port), timeout=10, message="metrics") == 1
-        conn.execute("SELECT * FROM jobqueue.enqueue_many(%s::jsonb)",
-                     (json.dumps([{"job_type": "slow", "payload": {"seconds": 0.4}}] * 400),))
+        conn.execute(
+            "SELECT * FROM jobqueue.enqueue_many(%s::jsonb)",
+            (json.dumps([{"job_type": "slow", "payload": {"seconds": 0.4}}] * 400),),
+        )
         seen: list[int] = []
 
         def risen() -> bool:
@@ -53,8 +61,11 @@ def test_slots_rise_under_a_backlog_and_fall_back_when_it_is_gone(conn, dsn):
         assert seen[0] == 1 and seen[-1] == 7
         assert all(b - a in (1, 2) for a, b in zip(seen, seen[1:])), seen  # step 2 (the last one clamped)
         assert wait_until(lambda: _scraped_target(port) == 7, timeout=5, message="/metrics shows the target")
-        running = wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'processing'")
-                             .fetchone()[0] >= 5, timeout=10, message="it runs more jobs at once")
+        running = wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'processing'").fetchone()[0] >= 5,
+            timeout=10,
+            message="it runs more jobs at once",
+        )
         assert running
         conn.execute("DELETE FROM jobqueue.jobs WHERE state = 'pending'")  # the backlog is gone
         wait_until(lambda: _target(conn)[1] == 1, timeout=30, message="slots fell back to MIN")

@@ -24,8 +24,20 @@ TINY = ["--jobs", "400", "--single", "40", "--chunk", "100", "--pickup-samples",
 
 
 def bench(dsn: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                           "bench", *args, "--dsn", dsn], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "bench",
+            *args,
+            "--dsn",
+            dsn,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def leftovers(conn: psycopg.Connection) -> dict[str, int]:
@@ -47,8 +59,9 @@ def leftovers(conn: psycopg.Connection) -> dict[str, int]:
 
 
 def others_connected(conn: psycopg.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND pid <> pg_backend_pid()").fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchone()[0]
 
 
 def clean(conn: psycopg.Connection) -> None:
@@ -83,9 +96,10 @@ def test_every_figure_beside_its_baseline_with_medians_and_nothing_left(dsn, con
         else:
             assert entry["jobqueue"]["median"] > 0 and entry["raw"]["median"] > 0, spec.key
         assert entry["jobqueue"]["min"] <= entry["jobqueue"]["median"] <= entry["jobqueue"]["max"]
-        assert math.isclose(entry["ratio"]["median"],
-                            _median([run["figures"][spec.key][0] / run["figures"][spec.key][1]
-                                     for run in document["runs"]]))
+        assert math.isclose(
+            entry["ratio"]["median"],
+            _median([run["figures"][spec.key][0] / run["figures"][spec.key][1] for run in document["runs"]]),
+        )
         assert (entry["met"] is None) == (spec.target is None), spec.key
     for spec in measured(specs, ("enqueue_one.", "bulk.", "drain.", "load.", "pickup.")):
         assert summary[spec.key]["jobqueue"] is None  # REST and backlog are asked for separately
@@ -157,19 +171,41 @@ def test_another_benchs_schema_is_refused_and_left_alone(dsn, conn):
 
 @pytest.mark.slow
 def test_an_interrupted_bench_stops_its_workers_and_cleans_up(dsn, conn):
-    process = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                                "bench", "--runs", "1", *TINY, "--pickup-samples", "100000", "--dsn", dsn],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "bench",
+            "--runs",
+            "1",
+            *TINY,
+            "--pickup-samples",
+            "100000",
+            "--dsn",
+            dsn,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         for line in process.stderr:  # interrupt it in its pick-up phase, with a worker running
             if "pick-up" in line or time.monotonic() > deadline:
                 break
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'")
-                   .fetchone()[0] == 1, timeout=30, message="the pick-up worker")
-        names = {name for (name,) in conn.execute(
-            "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")}
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'").fetchone()[0] == 1,
+            timeout=30,
+            message="the pick-up worker",
+        )
+        names = {
+            name
+            for (name,) in conn.execute(
+                "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+        }
         assert "jobqueue-bench" in names and all(name.startswith("jobqueue-") for name in names), names
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
@@ -185,27 +221,35 @@ def test_the_benchs_own_connections_are_named_and_have_no_timeouts(dsn):
     by the timeouts every other jobqueue connection carries."""
     bench_run = common.open_bench(Settings(db=DbSettings(dsn=dsn)), argparse.Namespace(), "bench")
     try:
-        shown = {name: bench_run.conn.execute(f"SHOW {name}").fetchone()[0] for name in (
-            "application_name", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")}
+        shown = {
+            name: bench_run.conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("application_name", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
+        }
     finally:
         bench_run.conn.close()
-    assert shown == {"application_name": "jobqueue-bench", "statement_timeout": "0", "lock_timeout": "0",
-                     "idle_in_transaction_session_timeout": "0"}
+    assert shown == {
+        "application_name": "jobqueue-bench",
+        "statement_timeout": "0",
+        "lock_timeout": "0",
+        "idle_in_transaction_session_timeout": "0",
+    }
     assert bench_run.queue.startswith("bench-") and bench_run.server_major >= 12
 
 
 def test_bench_enqueue_measures_every_mode_and_deletes_its_jobs_with_their_keys(dsn, conn):
     with Client(dsn) as client:
         other = client.enqueue("noop", queue="not-the-bench", idempotency_key="someone-elses")
-    result = bench(dsn, "enqueue", "--runs", "1", "--single", "5", "--batches", "1", "--batch-size", "10",
-                   timeout=120)
+    result = bench(dsn, "enqueue", "--runs", "1", "--single", "5", "--batches", "1", "--batch-size", "10", timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("jobqueue bench enqueue on ") and "queue bench-enq-" in lines[0]
     for path in ("single", "bulk"):
         for mode in ("no key", "new key", "held key"):
-            assert any(line.startswith(f"{path},") and f" {mode}" in line and "jobs/s" in line for line in lines), \
-                (path, mode, result.stdout)
+            assert any(line.startswith(f"{path},") and f" {mode}" in line and "jobs/s" in line for line in lines), (
+                path,
+                mode,
+                result.stdout,
+            )
     assert conn.execute("SELECT queue FROM jobqueue.jobs").fetchall() == [("not-the-bench",)]
     assert conn.execute("SELECT key, job_id FROM jobqueue.idempotency_keys").fetchall() == [("someone-elses", other)]
     conn.execute("DELETE FROM jobqueue.idempotency_keys")

@@ -16,8 +16,12 @@ from tests.support.workers import WorkerThread, test_settings
 
 
 def jobqueue(*args: str, dsn: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                           *args, "--dsn", dsn], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args, "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_enqueue_get_cancel(dsn):
@@ -43,9 +47,18 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(dsn, conn):
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize("command", [("enqueue", "echo"), ("migrate",), ("downgrade", "base"), ("schedule", "list"),
-                                     ("apikey", "list"), ("demo", "--count", "1"),
-                                     ("worker", "--app", "jobqueue.demo:queue")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("enqueue", "echo"),
+        ("migrate",),
+        ("downgrade", "base"),
+        ("schedule", "list"),
+        ("apikey", "list"),
+        ("demo", "--count", "1"),
+        ("worker", "--app", "jobqueue.demo:queue"),
+    ],
+)
 def test_unreachable_database_is_reported_not_a_traceback(command):
     started = time.monotonic()
     result = jobqueue(*command, dsn="postgresql://postgres@127.0.0.1:1/nothing?connect_timeout=1")
@@ -82,8 +95,13 @@ def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(
     reported as the app itself missing) or a syntax error in it is one line, not a traceback."""
     (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
     command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())"]
-    worker = subprocess.Popen([*command, "--app", "myapp:queue", "--dsn", dsn], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [*command, "--app", "myapp:queue", "--dsn", dsn],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         started = ""
@@ -95,12 +113,15 @@ def test_the_worker_finds_an_app_beside_it_and_says_clearly_what_it_cannot_load(
         worker.wait(30)
     (tmp_path / "needs.py").write_text("import nosuch_dependency\n")
     (tmp_path / "broken.py").write_text("def f(:\n")
-    for app, says in (("nosuch:queue", "no module named 'nosuch' (run from the folder"),
-                      ("myapp:nope", "has no attribute 'nope'"),
-                      ("needs:queue", "importing 'needs' failed: no module named 'nosuch_dependency' (is it installed"),
-                      ("broken:queue", "broken.py, line 1: ")):
-        result = subprocess.run([*command, "--app", app, "--dsn", dsn], cwd=tmp_path, capture_output=True,
-                                text=True, timeout=60)
+    for app, says in (
+        ("nosuch:queue", "no module named 'nosuch' (run from the folder"),
+        ("myapp:nope", "has no attribute 'nope'"),
+        ("needs:queue", "importing 'needs' failed: no module named 'nosuch_dependency' (is it installed"),
+        ("broken:queue", "broken.py, line 1: "),
+    ):
+        result = subprocess.run(
+            [*command, "--app", app, "--dsn", dsn], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
 
 
@@ -108,15 +129,22 @@ def test_a_worker_refuses_a_malformed_dsn_and_a_taken_metrics_port_in_one_line(d
     """Both used to start a worker anyway: the DSN ended in psycopg's traceback, the port in a
     worker that logged "serving none" and then stopped at once with exit status 0."""
     (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
-    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-               "--app", "myapp:queue"]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+        "--app",
+        "myapp:queue",
+    ]
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        for extra, says in ((["--dsn", "notadsn"], "is not a PostgreSQL connection string"),
-                            (["--dsn", dsn, "--metrics-port", str(port)], f"cannot listen on 0.0.0.0:{port}"),
-                            (["--dsn", dsn, "--metrics-port", "99999"], "metrics port must be from 1 to 65535")):
+        for extra, says in (
+            (["--dsn", "notadsn"], "is not a PostgreSQL connection string"),
+            (["--dsn", dsn, "--metrics-port", str(port)], f"cannot listen on 0.0.0.0:{port}"),
+            (["--dsn", dsn, "--metrics-port", "99999"], "metrics port must be from 1 to 65535"),
+        ):
             result = subprocess.run([*command, *extra], cwd=tmp_path, capture_output=True, text=True, timeout=60)
             assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
     with psycopg.connect(dsn) as conn:
@@ -128,8 +156,15 @@ def test_a_worker_on_a_database_without_the_schema_stops_with_one_error_line(emp
     the one `error:` line and exit 2 (the maintenance side used to be logged as a background task
     that 'ended unexpectedly', with its traceback, and the process exited 0)."""
     (tmp_path / "myapp.py").write_text("from jobqueue import JobQueue\nqueue = JobQueue()\n")
-    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-               "--app", "myapp:queue", "--dsn", empty_dsn]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+        "--app",
+        "myapp:queue",
+        "--dsn",
+        empty_dsn,
+    ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr

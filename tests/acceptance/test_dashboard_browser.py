@@ -29,8 +29,15 @@ from tests.support.workers import spawn_worker, terminate
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
@@ -38,13 +45,29 @@ def stack(dsn):
     """API (a real `jobqueue api` process) + a real worker, snapshots refreshed every 0.5 s."""
     assert os.path.exists(CHROMIUM), "chromium is missing: `make system-deps` installs Debian's chromium"
     port = free_port()
-    env = dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_METRICS_TTL="0.5", JOBQUEUE_STATS_INTERVAL="0.5",
-               JOBQUEUE_API_KEY_CACHE_SECONDS="0")
-    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                            "api", "--port", str(port)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "8",
-                          env={"JOBQUEUE_STATS_INTERVAL": "0.5"})
+    env = dict(
+        os.environ,
+        JOBQUEUE_DSN=dsn,
+        JOBQUEUE_METRICS_TTL="0.5",
+        JOBQUEUE_STATS_INTERVAL="0.5",
+        JOBQUEUE_API_KEY_CACHE_SECONDS="0",
+    )
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "8", env={"JOBQUEUE_STATS_INTERVAL": "0.5"})
     url = f"http://127.0.0.1:{port}"
     with Client(dsn, pool_size=2) as client:
         admin_key = client.create_api_key("ops", role="admin")[0]
@@ -70,8 +93,14 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
-                if message.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning")
+                else None
+            ),
+        )
         page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
         try:
             page.goto(url + "/dashboard")
@@ -85,8 +114,11 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             # Counters move: 300 quick jobs are submitted, then completed by the worker.
             client.enqueue_many([{"job_type": "record", "payload": {"n": i}} for i in range(300)])
             expect(page.locator("#m-submitted")).to_contain_text("300 submitted", timeout=15_000)
-            wait_until(lambda: _number(page.inner_text("#m-processed")) >= 300, timeout=30,
-                       message="300 completions on the page")
+            wait_until(
+                lambda: _number(page.inner_text("#m-processed")) >= 300,
+                timeout=30,
+                message="300 completions on the page",
+            )
             assert page.locator("#queues tr[data-queue='default']").count() == 1
 
             # Under load: a producer keeps submitting short jobs while the worker runs them.
@@ -95,15 +127,20 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             def produce() -> None:
                 with Client(client.dsn, pool_size=1) as producer:
                     while not stop.is_set():
-                        producer.enqueue_many([{"job_type": "slow", "payload": {"seconds": 0.02}}] * 40
-                                              + [{"job_type": "record", "priority": "high"}] * 40)
+                        producer.enqueue_many(
+                            [{"job_type": "slow", "payload": {"seconds": 0.02}}] * 40
+                            + [{"job_type": "record", "priority": "high"}] * 40
+                        )
                         time.sleep(0.1)
 
             producing = threading.Thread(target=produce, daemon=True)
             producing.start()
             try:
-                wait_until(lambda: (rate := page.inner_text("#m-done-rate")) not in ("–", "0.0") and rate,
-                           timeout=20, message="a completion rate on the page")
+                wait_until(
+                    lambda: (rate := page.inner_text("#m-done-rate")) not in ("–", "0.0") and rate,
+                    timeout=20,
+                    message="a completion rate on the page",
+                )
                 wait_until(lambda: _number(page.inner_text("#m-depth")) > 0, timeout=20, message="a backlog")
                 # Let the chart draw some load (JOBQUEUE_SCREENSHOT_LOAD_SECONDS: longer, for the docs pictures).
                 time.sleep(float(os.environ.get("JOBQUEUE_SCREENSHOT_LOAD_SECONDS", "6")))
@@ -139,8 +176,11 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
             # Dead letters: a job that failed all its attempts shows every error; the retry button
             # brings a dead job back (and the worker completes it); purge removes what matches.
             failing_id = client.enqueue("always_fails")
-            wait_until(lambda: job_row(conn, failing_id)["state"] == "dead_letter", timeout=20,
-                       message="always_fails dead-lettered")
+            wait_until(
+                lambda: job_row(conn, failing_id)["state"] == "dead_letter",
+                timeout=20,
+                message="always_fails dead-lettered",
+            )
             dead_id = make_job(conn, state="dead_letter", job_type="record", payload={"n": 7}, max_attempts=1)
             page.click("button.tab[data-view='dead']")
             expect(page.locator("#dead tbody tr")).to_have_count(2, timeout=10_000)
@@ -153,8 +193,9 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
 
             page.locator(f"#dead tbody tr[data-id='{dead_id}'] button.retry").click()
             expect(page.locator("#banner")).to_contain_text("back in its queue", timeout=10_000)
-            wait_until(lambda: job_row(conn, dead_id)["state"] == "completed", timeout=20,
-                       message="the retried job completed")
+            wait_until(
+                lambda: job_row(conn, dead_id)["state"] == "completed", timeout=20, message="the retried job completed"
+            )
             expect(page.locator("#dead tbody tr")).to_have_count(1, timeout=10_000)
 
             page.fill("#d-type", "always_fails")
@@ -173,8 +214,11 @@ def test_dashboard_live_in_a_real_browser(stack, conn):
 
 
 def _wait_state(conn, job_id, state: str) -> None:
-    wait_until(lambda: (row := job_row(conn, job_id)) is not None and row["state"] == state, timeout=15,
-               message=f"job {job_id} {state}")
+    wait_until(
+        lambda: (row := job_row(conn, job_id)) is not None and row["state"] == state,
+        timeout=15,
+        message=f"job {job_id} {state}",
+    )
 
 
 def _gone(conn, job_id) -> bool:
@@ -198,18 +242,28 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
     start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=30)
     for minute in range(20):
         at = start + timedelta(minutes=minute)
-        conn.execute("INSERT INTO jobqueue.throughput_history VALUES (%s, %s, %s, %s, %s)",
-                     (at, at, minute * 600, minute * 540, minute * 30))
-    conn.execute("INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
-                 "VALUES ('payments-api', 5, 60, 30)")
+        conn.execute(
+            "INSERT INTO jobqueue.throughput_history VALUES (%s, %s, %s, %s, %s)",
+            (at, at, minute * 600, minute * 540, minute * 30),
+        )
+    conn.execute(
+        "INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
+        "VALUES ('payments-api', 5, 60, 30)"
+    )
     conn.execute("INSERT INTO jobqueue.circuit_job_types (job_type, circuit) VALUES ('charge', 'payments-api')")
     client.schedules.add("nightly-report", "0 3 * * *", "record", payload={"n": 42})
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
-                if message.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning")
+                else None
+            ),
+        )
         page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
         try:
             page.goto(url + "/dashboard")
@@ -220,8 +274,9 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
             # History survives a reload: right after it, the hour chart holds the server's minutes,
             # and the failure rate says it counts only what the page has seen, not "last minute".
             page.reload()
-            expect(page.locator("#history-note")).to_have_text(re.compile(r"^(19|[2-9]\d) minute\(s\) recorded$"),
-                                                               timeout=10_000)
+            expect(page.locator("#history-note")).to_have_text(
+                re.compile(r"^(19|[2-9]\d) minute\(s\) recorded$"), timeout=10_000
+            )
             expect(page.locator("#m-failure-sub")).to_contain_text("page open since", timeout=10_000)
 
             # What each worker runs: a slow job appears under its worker; its link opens the job,
@@ -251,7 +306,9 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
             detail.locator("button.delete").click()  # destructive: the second click confirms
             expect(page.locator("#banner")).to_contain_text("deleted", timeout=10_000)
             assert _gone(conn, parked)
-            assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys WHERE key = 'parked-1'").fetchone()[0] == 0
+            assert (
+                conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys WHERE key = 'parked-1'").fetchone()[0] == 0
+            )
 
             # Scheduled: jobs whose run_at is ahead, shown with it; one cancelled, one deleted.
             to_cancel = client.enqueue("record", run_at=later)
@@ -260,12 +317,17 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
             rows = page.locator("#scheduled tbody tr")
             expect(rows).to_have_count(2, timeout=10_000)
             expect(page.locator(f"#scheduled tr[data-id='{to_cancel}'] td.run-at")).to_have_text(
-                later.astimezone().strftime("%Y-%m-%d %H:%M:%S"))
+                later.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+            )
             long_cell = page.locator(f"#scheduled tr[data-id='{to_delete}'] td.name[title='{LONG}']")
             # Cut with an ellipsis (whole in the tooltip), and the table still fits its panel.
-            cut = long_cell.locator(".cut").evaluate("e => [e.clientWidth, e.scrollWidth, getComputedStyle(e).textOverflow]")
+            cut = long_cell.locator(".cut").evaluate(
+                "e => [e.clientWidth, e.scrollWidth, getComputedStyle(e).textOverflow]"
+            )
             assert cut[0] <= 220 < cut[1] and cut[2] == "ellipsis", cut
-            assert page.locator("#scheduled").evaluate("t => t.parentElement.scrollWidth <= t.parentElement.clientWidth")
+            assert page.locator("#scheduled").evaluate(
+                "t => t.parentElement.scrollWidth <= t.parentElement.clientWidth"
+            )
             page.screenshot(path=str(ARTIFACTS / "dashboard-scheduled.png"))
             page.locator(f"#scheduled tr[data-id='{to_cancel}'] button.cancel").click()
             expect(rows).to_have_count(1, timeout=10_000)
@@ -277,8 +339,11 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
 
             # Retrying: a job waiting for its retry, with its last error and its retry time.
             waiting = make_job(conn, state="failed", job_type="record", run_at=later, queue="parked")
-            conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) "
-                         "VALUES (%s, 1, 'TimeoutError', 'the vendor took too long')", (waiting,))
+            conn.execute(
+                "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) "
+                "VALUES (%s, 1, 'TimeoutError', 'the vendor took too long')",
+                (waiting,),
+            )
             page.click("button.tab[data-view='retrying']")
             row = page.locator(f"#retrying tr[data-id='{waiting}']")
             expect(row).to_contain_text("TimeoutError: the vendor took too long", timeout=10_000)
@@ -303,10 +368,16 @@ def test_dashboard_actions_in_a_real_browser(stack, conn):
             expect(schedule).to_contain_text("0 3 * * * (UTC)", timeout=10_000)
             schedule.locator("button.pause").click()
             expect(schedule.locator(".pill")).to_have_text("paused", timeout=10_000)
-            assert conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0] is False
+            assert (
+                conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0]
+                is False
+            )
             schedule.locator("button.resume").click()
             expect(schedule.locator(".pill")).to_have_text("enabled", timeout=10_000)
-            assert conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0] is True
+            assert (
+                conn.execute("SELECT enabled FROM jobqueue.schedules WHERE name = 'nightly-report'").fetchone()[0]
+                is True
+            )
             schedule.locator("button.run").click()
             expect(page.locator("#banner")).to_contain_text("enqueued job", timeout=10_000)
             fired = page.inner_text("#banner").rsplit(" ", 1)[1].rstrip(".")
@@ -342,8 +413,14 @@ def test_the_api_docs_render_offline_in_a_real_browser(stack):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.on("request", lambda request: requested.append(request.url))
-        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
-                if message.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning")
+                else None
+            ),
+        )
         page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
         try:
             page.goto(url + "/schema")
@@ -365,8 +442,10 @@ class _FramingSite:
     def __init__(self, target: str) -> None:
         import http.server
 
-        page = (f'<!doctype html><title>win a prize</title><iframe id="victim" src="{target}" '
-                'width="1200" height="800"></iframe>').encode()
+        page = (
+            f'<!doctype html><title>win a prize</title><iframe id="victim" src="{target}" '
+            'width="1200" height="800"></iframe>'
+        ).encode()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
@@ -422,8 +501,10 @@ def test_another_site_cannot_frame_the_logged_in_dashboard(stack):
                         return False
 
                 assert not dashboard_in_frame(), "the dashboard rendered inside another site's frame"
-                assert frame.url != url + "/dashboard" or any("frame-ancestors" in text for text in console), \
-                    (frame.url, console)
+                assert frame.url != url + "/dashboard" or any("frame-ancestors" in text for text in console), (
+                    frame.url,
+                    console,
+                )
         finally:
             browser.close()
 
@@ -439,19 +520,28 @@ def test_the_dashboard_pauses_queues_whatever_their_names(stack, conn):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
-                if message.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning")
+                else None
+            ),
+        )
         try:
             page.goto(url + "/dashboard")
             page.fill("#api-key", admin_key)
             page.click("#key-form button")
             for name in names:
-                row = page.locator("#queues tbody tr").filter(has=page.locator(f"td.name[title={json.dumps(name, ensure_ascii=False)}]"))
+                row = page.locator("#queues tbody tr").filter(
+                    has=page.locator(f"td.name[title={json.dumps(name, ensure_ascii=False)}]")
+                )
                 expect(row).to_have_count(1, timeout=15_000)
                 row.locator("button").click()
                 expect(row.locator(".pill")).to_have_text("paused", timeout=10_000)
-                assert conn.execute("SELECT paused FROM jobqueue.queue_settings WHERE queue = %s",
-                                    (name,)).fetchone() == (True,), name
+                assert conn.execute(
+                    "SELECT paused FROM jobqueue.queue_settings WHERE queue = %s", (name,)
+                ).fetchone() == (True,), name
                 row.locator("button").click()
                 expect(row.locator(".pill")).to_have_text("active", timeout=10_000)
             assert page.locator("#banner").is_hidden() or "Could not" not in page.inner_text("#banner")

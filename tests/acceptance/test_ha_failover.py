@@ -1,6 +1,7 @@
 """jobqueue on a real HA stack (pg_auto_failover, the zero-loss topology: a monitor and three data
 nodes, a commit waiting for one of two standbys): a drain by 2 `jobqueue-worker` processes of
-3,000 seeded jobs topped up to hold ~10 s of work until the faults are over, with Python and REST producers enqueueing (each retrying a failed call
+3,000 seeded jobs topped up to hold ~10 s of work until the faults are over, with Python and REST producers enqueueing
+(each retrying a failed call
 with the same idempotency key) and a cron schedule firing every second, through a `pg_autoctl
 perform failover`, a crash of the new primary (keeper and postmaster SIGKILLed: the monitor
 promotes one of the others) and a crash of a standby (the primary goes on with the other: no
@@ -132,13 +133,35 @@ def _keep_artifacts(ha: hastack.HaStack, outcome: Outcome) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "figures.json").write_text(json.dumps(outcome.figures, indent=1, default=str))
     with (ARTIFACTS.parent / "ha-failover-runs.jsonl").open("a") as runs:
-        runs.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "passed": outcome.passed,
-                               "seconds": round(time.monotonic() - outcome.started),
-                               "load": [round(x, 1) for x in os.getloadavg()],
-                               **{key: outcome.figures.get(key) for key in (
-                                   "jobs", "lost", "primaries", "promotions", "switches", "crash_switched_after_s",
-                                   "jobs_per_s_before", "jobs_per_s_after", "worker_shares_after", "top_up_retries", "producers", "faults")}},
-                              default=str) + "\n")
+        runs.write(
+            json.dumps(
+                {
+                    "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "passed": outcome.passed,
+                    "seconds": round(time.monotonic() - outcome.started),
+                    "load": [round(x, 1) for x in os.getloadavg()],
+                    **{
+                        key: outcome.figures.get(key)
+                        for key in (
+                            "jobs",
+                            "lost",
+                            "primaries",
+                            "promotions",
+                            "switches",
+                            "crash_switched_after_s",
+                            "jobs_per_s_before",
+                            "jobs_per_s_after",
+                            "worker_shares_after",
+                            "top_up_retries",
+                            "producers",
+                            "faults",
+                        )
+                    },
+                },
+                default=str,
+            )
+            + "\n"
+        )
     for name, read in (("monitor-events.json", ha.events), ("node-states.json", ha.state)):
         try:
             (ARTIFACTS / name).write_text(json.dumps(read(), indent=1))
@@ -167,8 +190,13 @@ def _promotions(ha: hastack.HaStack, after: int) -> list[dict]:
         later = [(e["reportedstate"], _instant(e["eventtime"])) for e in events[i:] if e["nodeid"] == event["nodeid"]]
         waiting = next((at for state, at in later if state == "wait_primary"), None)
         primary = next((at for state, at in later if state == "primary" and waiting and at >= waiting), None)
-        promotions.append({"node": event["nodename"], "at": event["eventtime"],
-                           "wait_primary_s": round((primary - waiting).total_seconds(), 1) if primary else None})
+        promotions.append(
+            {
+                "node": event["nodename"],
+                "at": event["eventtime"],
+                "wait_primary_s": round((primary - waiting).total_seconds(), 1) if primary else None,
+            }
+        )
     return promotions
 
 
@@ -226,8 +254,10 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 (t0, d0), (t1, d1) = finished[0], finished[-1]
                 wanted = max(MIN_BACKLOG, round((d1 - d0) / max(t1 - t0, 0.5) * HOLD))
                 if batch is None and pending < wanted:
-                    batch = [{**job, "idempotency_key": job["payload"]["k"]}
-                             for job in stage.record_jobs(wanted, 2, 3, prefix=f"t{next(batches)}-")]
+                    batch = [
+                        {**job, "idempotency_key": job["payload"]["k"]}
+                        for job in stage.record_jobs(wanted, 2, 3, prefix=f"t{next(batches)}-")
+                    ]
                 if batch is not None:
                     await stage.seed(batch)
                     figures["top_up_batches"] = figures.get("top_up_batches", 0) + 1
@@ -236,8 +266,9 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 figures["top_up_retries"] = figures.get("top_up_retries", 0) + 1
             await asyncio.sleep(0.5)
 
-    async with stage.client(producer_id="ha-python", pool_size=PRODUCERS, pool_timeout=2.0,
-                            connect_timeout=2) as client:
+    async with stage.client(
+        producer_id="ha-python", pool_size=PRODUCERS, pool_timeout=2.0, connect_timeout=2
+    ) as client:
         api_key, _ = await client.create_api_key("ha-rest")
         stopping = asyncio.Event()
 
@@ -251,8 +282,10 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
 
         keys = key_stream()
         tasks = [produce(Paced(PythonSubmitter(client, 2, 3), PACE), keys, python) for _ in range(PRODUCERS)]
-        tasks += [produce(Paced(RestSubmitter(api.url, api_key, 2, 3, api_may_be_down=False), PACE), keys, rest)
-                  for _ in range(PRODUCERS)]
+        tasks += [
+            produce(Paced(RestSubmitter(api.url, api_key, 2, 3, api_may_be_down=False), PACE), keys, rest)
+            for _ in range(PRODUCERS)
+        ]
         producing = [asyncio.ensure_future(t) for t in tasks]
         topping = asyncio.ensure_future(top_up())
         try:
@@ -275,8 +308,10 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
                 finish again (the workers' pools reconnect later than the producers'): the next fault
                 then hits a recovered system, and pauses are not merged."""
                 done = (await stage.progress())[0]
-                while not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest)) \
-                        or (await stage.progress())[0] <= done:
+                while (
+                    not all(t.accepted_at and t.accepted_at[-1] > time.time() - 1 for t in (python, rest))
+                    or (await stage.progress())[0] <= done
+                ):
                     await asyncio.sleep(0.1)
 
             figures["events_before"] = max((e["eventid"] for e in stack.events()), default=0)
@@ -287,8 +322,9 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             _step("failed over")
             await flowing()
             await asyncio.sleep(2)
-            crash = await inject(f"crash of {second.name} (keeper and postmaster SIGKILLed)",
-                                 lambda: stack.crash(second), (1, 1))
+            crash = await inject(
+                f"crash of {second.name} (keeper and postmaster SIGKILLed)", lambda: stack.crash(second), (1, 1)
+            )
             # the monitor promotes one of the others; the crashed node comes back and rejoins as standby
             while (name := await asyncio.to_thread(_primary_name, stack)) in (second.name, None):
                 await asyncio.sleep(0.2)
@@ -303,8 +339,11 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
             _step("settled after crash")
             # a standby dies: the primary goes on acknowledging with the other one; no switch
             standby = next(n for n in stack.data_nodes if n not in (second, third))
-            last = await inject(f"crash of the standby {standby.name} (keeper and postmaster SIGKILLed)",
-                                lambda: stack.crash(standby), (0, 0))
+            last = await inject(
+                f"crash of the standby {standby.name} (keeper and postmaster SIGKILLed)",
+                lambda: stack.crash(standby),
+                (0, 0),
+            )
             await asyncio.sleep(3)  # the monitor notices (the standby is set to catchingup); writes go on
             figures["primary_with_a_standby_down"] = stack.primary().name
             await asyncio.to_thread(stack.run, standby)
@@ -344,8 +383,9 @@ async def _scenario(stack: hastack.HaStack, stage: Stage, figures: dict) -> list
     figures["worker_pids"] = sorted(w.pid for w in stage.fleet.running())
     # the leader row names a live worker process and is being renewed
     async with await psycopg.AsyncConnection.connect(stage.dsn) as conn:
-        leader_id, fresh = await (await conn.execute(
-            "SELECT leader_id, expires_at > now() FROM jobqueue.leaders WHERE name = 'maintenance'")).fetchone()
+        leader_id, fresh = await (
+            await conn.execute("SELECT leader_id, expires_at > now() FROM jobqueue.leaders WHERE name = 'maintenance'")
+        ).fetchone()
     assert fresh and int(leader_id.split(":")[-2]) in {w.pid for w in stage.fleet.running()}, leader_id
     # the cron stops firing before the drain is judged: a tick fired while the fleet shuts down
     # stays pending (not lost, but not run), and would be counted as an unfinished tick
@@ -369,9 +409,13 @@ def _primary_name(stack: hastack.HaStack) -> str | None:
 async def _leader_renewed(dsn: str, since: datetime) -> bool:
     try:
         async with await psycopg.AsyncConnection.connect(dsn, connect_timeout=2) as conn:
-            row = await (await conn.execute(
-                "SELECT expires_at - make_interval(secs => %s) > %s FROM jobqueue.leaders WHERE name = 'maintenance'",
-                (LEADER_TTL, since))).fetchone()
+            row = await (
+                await conn.execute(
+                    "SELECT expires_at - make_interval(secs => %s) > %s"
+                    " FROM jobqueue.leaders WHERE name = 'maintenance'",
+                    (LEADER_TTL, since),
+                )
+            ).fetchone()
         return bool(row and row[0])
     except psycopg.OperationalError:
         return False
@@ -381,8 +425,15 @@ async def _leader_renewed(dsn: str, since: datetime) -> bool:
 def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
     ha, dsn, outcome = stack
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the harness's own reconnects during switches
-    config = Config(jobs=SEEDED, workers=WORKERS, concurrency=CONCURRENCY, lease=LEASE, leader_ttl=LEADER_TTL,
-                    timeout=240, logdir=ARTIFACTS.parent)
+    config = Config(
+        jobs=SEEDED,
+        workers=WORKERS,
+        concurrency=CONCURRENCY,
+        lease=LEASE,
+        leader_ttl=LEADER_TTL,
+        timeout=240,
+        logdir=ARTIFACTS.parent,
+    )
     stage = Stage("ha-failover", HaCluster(ha, dsn), config)
     figures = outcome.figures
     try:
@@ -405,22 +456,30 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
     # was not (a busy machine) is a switch no fault asked for
     switches = _switches_per_fault([f.at.isoformat() for f in stage.run.faults], figures["promotions"])
     figures["switches"] = switches
-    assert switches[0] == 0 and all(low <= n <= high for n, (low, high) in
-                                    zip(switches[1:], figures["expected_switches"])), figures["promotions"]
+    assert switches[0] == 0 and all(
+        low <= n <= high for n, (low, high) in zip(switches[1:], figures["expected_switches"])
+    ), figures["promotions"]
     first, second, third, fourth = figures["primaries"]
-    assert second != first and third != second and fourth == third == figures["primary_with_a_standby_down"], \
-        figures["primaries"]
+    assert second != first and third != second and fourth == third == figures["primary_with_a_standby_down"], figures[
+        "primaries"
+    ]
 
     with psycopg.connect(dsn) as conn:
-        ticks = [t for t, in conn.execute(
-            "SELECT f.fire_at FROM jobqueue.schedule_fires f JOIN jobqueue.schedules s ON s.id = f.schedule_id "
-            "WHERE s.name = 'every-second' ORDER BY f.fire_at").fetchall()]
+        ticks = [
+            t
+            for (t,) in conn.execute(
+                "SELECT f.fire_at FROM jobqueue.schedule_fires f JOIN jobqueue.schedules s ON s.id = f.schedule_id "
+                "WHERE s.name = 'every-second' ORDER BY f.fire_at"
+            ).fetchall()
+        ]
         unfinished_ticks = conn.execute(
             "SELECT count(*) FROM jobqueue.schedule_fires f JOIN jobqueue.jobs j ON j.id = f.job_id "
-            "WHERE j.state <> 'completed'").fetchone()[0]
+            "WHERE j.state <> 'completed'"
+        ).fetchone()[0]
         cron_runs = conn.execute(
             "SELECT count(*), count(DISTINCT e.job_id) FROM jobqueue_faults.executions e "
-            "JOIN jobqueue.schedule_fires f ON f.job_id = e.job_id").fetchone()
+            "JOIN jobqueue.schedule_fires f ON f.job_id = e.job_id"
+        ).fetchone()
         runs = [(at.timestamp(), pid) for at, pid in db.run_sync(conn, faults_store.runs())]
     run_times = [at for at, _ in runs]
     # no tick lost (one per second from the first to the last), none fired twice, each job ran
@@ -436,18 +495,26 @@ def test_a_drain_with_producers_and_cron_survives_failover_and_failback(stack):
         until = following.at.timestamp() if following else figures["after_from"]
         gap, back = _longest_gap(run_times, at, until)
         enqueue_gap, enqueue_back = max(_longest_gap(sorted(t.accepted_at), at, until) for t in tallies)
-        figures["faults"].append({"what": fault.what, "at": fault.at.isoformat(), "window_s": round(until - at, 1),
-                                  "runs_in_window": sum(1 for t in run_times if at <= t <= until),
-                                  "runs_paused_s": round(gap, 1), "runs_back_after_s": round(back, 1),
-                                  "enqueues_paused_s": round(enqueue_gap, 1),
-                                  "enqueues_back_after_s": round(enqueue_back, 1)})
+        figures["faults"].append(
+            {
+                "what": fault.what,
+                "at": fault.at.isoformat(),
+                "window_s": round(until - at, 1),
+                "runs_in_window": sum(1 for t in run_times if at <= t <= until),
+                "runs_paused_s": round(gap, 1),
+                "runs_back_after_s": round(back, 1),
+                "enqueues_paused_s": round(enqueue_gap, 1),
+                "enqueues_back_after_s": round(enqueue_back, 1),
+            }
+        )
     first = faults[0].at.timestamp()
     figures["jobs_per_s_before"] = round(_rate(run_times, first - WINDOW, first))
     after = (figures["after_from"], figures["after_from"] + WINDOW)
     figures["jobs_per_s_after"] = round(_rate(run_times, *after))
     shares = Counter(pid for at, pid in runs if after[0] <= at < after[1])
-    figures["worker_shares_after"] = {str(pid): round(shares[pid] / max(sum(shares.values()), 1), 2)
-                                      for pid in figures["worker_pids"]}
+    figures["worker_shares_after"] = {
+        str(pid): round(shares[pid] / max(sum(shares.values()), 1), 2) for pid in figures["worker_pids"]
+    }
     print(json.dumps(figures, indent=1, default=str))
     # after the last switch every worker does at least half its share of the drain (one stuck on a
     # dead or demoted server would not), and the drain has not collapsed. Its rate against the one

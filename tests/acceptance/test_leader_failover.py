@@ -26,15 +26,20 @@ FAST = {"JOBQUEUE_LEADER_TTL": str(TTL), "JOBQUEUE_SWEEP_INTERVAL": "0.5"}
 
 def spawn_maintenance(dsn: str) -> subprocess.Popen:
     environment = dict(os.environ, JOBQUEUE_DSN=dsn, PYTHONUNBUFFERED="1", **FAST)
-    return subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                             "maintenance"], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", "maintenance"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def leader(conn) -> tuple[str, int] | None:
     """(leader id, pid) of the live lease, if any."""
-    row = conn.execute("SELECT leader_id FROM jobqueue.leaders WHERE name = 'maintenance' AND expires_at > now()"
-                       ).fetchone()
+    row = conn.execute(
+        "SELECT leader_id FROM jobqueue.leaders WHERE name = 'maintenance' AND expires_at > now()"
+    ).fetchone()
     return (row[0], int(row[0].split(":")[1])) if row else None
 
 
@@ -45,8 +50,12 @@ def kill_leader_and_time_takeover(conn, processes: list[subprocess.Popen]) -> tu
     victim.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     victim.wait(10)
-    new, _ = wait_until(lambda: (current := leader(conn)) and current[0] != old and current, timeout=TTL * 5,
-                        interval=0.01, message="a new leader")
+    new, _ = wait_until(
+        lambda: (current := leader(conn)) and current[0] != old and current,
+        timeout=TTL * 5,
+        interval=0.01,
+        message="a new leader",
+    )
     return old, new, time.monotonic() - killed
 
 
@@ -81,8 +90,10 @@ def test_killing_the_leading_worker(dsn, conn):
         old, new, took = kill_leader_and_time_takeover(conn, workers)
         count = len(fired_ticks(conn, "every-second"))
         wait_until(lambda: len(fired_ticks(conn, "every-second")) >= count + 3, timeout=10)
-        wait_until(lambda: conn.execute("SELECT status FROM jobqueue.workers WHERE id = %s",
-                                        (old,)).fetchone()[0] == "lost", timeout=10)
+        wait_until(
+            lambda: conn.execute("SELECT status FROM jobqueue.workers WHERE id = %s", (old,)).fetchone()[0] == "lost",
+            timeout=10,
+        )
     finally:
         for worker in workers:
             terminate(worker)

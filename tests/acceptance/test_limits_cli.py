@@ -12,13 +12,23 @@ def test_limits_set_list_and_clear(dsn, conn):
     set_ = jobqueue("limits", "set", "--job-type", "call_partner", "--concurrency", "5", "--rate", "10/s", dsn=dsn)
     assert set_.returncode == 0, set_.stderr
     table = set_.stdout.splitlines()
-    assert table[0].split() == ["SCOPE", "NAME", "CONCURRENCY", "RUNNING", "RATE", "WINDOW_STARTS", "SET_BY",
-                                "DECLARED_BY"]
+    assert table[0].split() == [
+        "SCOPE",
+        "NAME",
+        "CONCURRENCY",
+        "RUNNING",
+        "RATE",
+        "WINDOW_STARTS",
+        "SET_BY",
+        "DECLARED_BY",
+    ]
     assert table[1].split() == ["job_type", "call_partner", "5", "0", "10/s", "0", "admin", "-"]
     assert jobqueue("limits", "set", "--queue", "exports", "--rate", "100/m", dsn=dsn).returncode == 0
     listed = json.loads(jobqueue("limits", "list", "--json", dsn=dsn).stdout)
     assert [(lim["scope"], lim["name"], lim["concurrency"], lim["rate_text"]) for lim in listed] == [
-        ("job_type", "call_partner", 5, "10/s"), ("queue", "exports", None, "100/m")]
+        ("job_type", "call_partner", 5, "10/s"),
+        ("queue", "exports", None, "100/m"),
+    ]
     cleared = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)
     assert (cleared.returncode, cleared.stdout.strip()) == (0, "cleared")
     gone = jobqueue("limits", "clear", "--queue", "exports", dsn=dsn)
@@ -28,8 +38,11 @@ def test_limits_set_list_and_clear(dsn, conn):
 
 def test_bad_limits_exit_2_naming_the_field_and_write_nothing(dsn, conn):
     # (each value's checks are in tests/unit/test_limits.py; here, that the command line reports them)
-    for name, args, says in (("api", ["--concurrency", "-1"], "concurrency:"), ("api", ["--rate", "ten/s"], "rate:"),
-                             ("t" * 300, ["--concurrency", "1"], "name: must be at most 255 characters")):
+    for name, args, says in (
+        ("api", ["--concurrency", "-1"], "concurrency:"),
+        ("api", ["--rate", "ten/s"], "rate:"),
+        ("t" * 300, ["--concurrency", "1"], "name: must be at most 255 characters"),
+    ):
         refused = jobqueue("limits", "set", "--job-type", name, *args, dsn=dsn)
         assert refused.returncode == 2 and says in refused.stderr, (args, refused.stderr)
     both = jobqueue("limits", "set", "--job-type", "api", "--queue", "q", "--concurrency", "1", dsn=dsn)

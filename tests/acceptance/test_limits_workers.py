@@ -19,8 +19,9 @@ APP = "tests.support.limits_app:queue"
 
 @pytest.fixture
 def log(conn):
-    conn.execute("CREATE TABLE public.limit_log (job_id uuid, job_type text, attempt int, pid int, mark text, "
-                 "at timestamptz)")
+    conn.execute(
+        "CREATE TABLE public.limit_log (job_id uuid, job_type text, attempt int, pid int, mark text, at timestamptz)"
+    )
     return conn
 
 
@@ -29,15 +30,19 @@ def _running(conn) -> int:
 
 
 def _completed(conn, ids) -> int:
-    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'",
-                        (ids,)).fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'", (ids,)
+    ).fetchone()[0]
 
 
 def _intervals(conn, job_type: str) -> list[tuple]:
     """(start, end, pid) of each finished attempt, by start."""
-    return conn.execute("""SELECT s.at, e.at, s.pid FROM public.limit_log s
+    return conn.execute(
+        """SELECT s.at, e.at, s.pid FROM public.limit_log s
                            JOIN public.limit_log e ON e.job_id = s.job_id AND e.attempt = s.attempt AND e.mark = 'end'
-                           WHERE s.mark = 'start' AND s.job_type = %s ORDER BY s.at""", (job_type,)).fetchall()
+                           WHERE s.mark = 'start' AND s.job_type = %s ORDER BY s.at""",
+        (job_type,),
+    ).fetchall()
 
 
 def test_concurrency_one_across_two_processes_never_runs_two_at_once_and_other_types_flow(dsn, log):
@@ -47,8 +52,9 @@ def test_concurrency_one_across_two_processes_never_runs_two_at_once_and_other_t
     try:
         wait_until(lambda: _running(log) == 2, timeout=60)
         with Client(dsn) as client:
-            limited = client.enqueue_many([{"job_type": "one_at_a_time", "payload": {"seconds": 0.2},
-                                            "queue": "ab"[i % 2]} for i in range(8)])
+            limited = client.enqueue_many(
+                [{"job_type": "one_at_a_time", "payload": {"seconds": 0.2}, "queue": "ab"[i % 2]} for i in range(8)]
+            )
             free = client.enqueue_many([{"job_type": "free", "payload": {"seconds": 0.05}} for _ in range(16)])
         wait_until(lambda: _completed(log, free) == 16, timeout=30)
         limited_done_when_free_done = _completed(log, limited)
@@ -75,8 +81,13 @@ def test_a_rate_never_lets_more_than_its_starts_into_any_window(dsn, log):
     finally:
         outputs = [terminate(w) for w in worker]
     # started_at is the claim transaction's now(), the time the rate's log records
-    starts = [row[0] for row in log.execute("SELECT extract(epoch FROM started_at)::float8 FROM jobqueue.jobs "
-                                            "WHERE id = ANY(%s) ORDER BY started_at", (ids,)).fetchall()]
+    starts = [
+        row[0]
+        for row in log.execute(
+            "SELECT extract(epoch FROM started_at)::float8 FROM jobqueue.jobs WHERE id = ANY(%s) ORDER BY started_at",
+            (ids,),
+        ).fetchall()
+    ]
     for first in starts:
         assert sum(first <= s < first + 1.0 for s in starts) <= 4
     assert starts[-1] - starts[0] >= 2.0  # 12 starts at 4 per second need two full windows after the first
@@ -91,8 +102,10 @@ def test_a_worker_killed_holding_a_limited_job_gives_its_slot_back_when_the_leas
         held = client.enqueue("one_at_a_time", {"seconds": 600, "first_attempt_only": True})
     victim = spawn_worker(dsn, APP, "--lease", "2", "--no-maintenance")
     try:
-        wait_until(lambda: log.execute("SELECT count(*) FROM public.limit_log WHERE job_id = %s",
-                                       (held,)).fetchone()[0] == 1, timeout=30)
+        wait_until(
+            lambda: log.execute("SELECT count(*) FROM public.limit_log WHERE job_id = %s", (held,)).fetchone()[0] == 1,
+            timeout=30,
+        )
         with Client(dsn) as client:
             waiting = client.enqueue("one_at_a_time", {"seconds": 0})
         victim.send_signal(signal.SIGKILL)

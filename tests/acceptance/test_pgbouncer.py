@@ -35,8 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: What the role is given on the server (docs/operations.md: PgBouncer) and what jobqueue is told to expect.
 ROLE_WAITS = {"statement_timeout": "30s", "lock_timeout": "5s", "idle_in_transaction_session_timeout": "30s"}
-ENV = {"JOBQUEUE_PGBOUNCER": "1", "JOBQUEUE_STATEMENT_TIMEOUT": "30", "JOBQUEUE_LOCK_TIMEOUT": "5",
-       "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT": "30"}
+ENV = {
+    "JOBQUEUE_PGBOUNCER": "1",
+    "JOBQUEUE_STATEMENT_TIMEOUT": "30",
+    "JOBQUEUE_LOCK_TIMEOUT": "5",
+    "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT": "30",
+}
 PREPARED_STATEMENT_ERRORS = ("DuplicatePreparedStatement", "InvalidSqlStatementName", "prepared statement")
 
 
@@ -53,15 +57,23 @@ def give_role_the_waits(conn, bouncer: PgBouncer) -> None:
     """The server-side configuration behind PgBouncer (docs/operations.md): the role's settings in this
     database, then RECONNECT so that server connections opened before take them too."""
     for name, value in ROLE_WAITS.items():
-        conn.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}").format(
-            sql.Identifier(conn.info.dbname), sql.Identifier(name), sql.Literal(value)))
+        conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}").format(
+                sql.Identifier(conn.info.dbname), sql.Identifier(name), sql.Literal(value)
+            )
+        )
     bouncer.admin("RECONNECT")
 
 
 def jobqueue(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
-                          env=dict(os.environ, JOBQUEUE_DSN=dsn, **ENV), capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn, **ENV),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def test_pgbouncer_mode_sends_no_startup_options_and_checks_the_role_applies_the_waits(bouncer, dsn, conn, caplog):
@@ -92,19 +104,24 @@ def test_pgbouncer_mode_sends_no_startup_options_and_checks_the_role_applies_the
 
 def leader(conn) -> int | None:
     """The pid of the process holding the live maintenance lease."""
-    row = conn.execute("SELECT leader_id FROM jobqueue.leaders WHERE name = 'maintenance' AND expires_at > now()"
-                       ).fetchone()
+    row = conn.execute(
+        "SELECT leader_id FROM jobqueue.leaders WHERE name = 'maintenance' AND expires_at > now()"
+    ).fetchone()
     return int(row[0].split(":")[1]) if row else None
 
 
 def application_names(conn) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT application_name FROM pg_stat_activity "
-                                           "WHERE datname = current_database()")]
+    return [
+        row[0]
+        for row in conn.execute("SELECT application_name FROM pg_stat_activity WHERE datname = current_database()")
+    ]
 
 
 def completed(conn, ids: list) -> int:
-    return conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s::uuid[]) AND state = 'completed'",
-                        ([str(job_id) for job_id in ids],)).fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s::uuid[]) AND state = 'completed'",
+        ([str(job_id) for job_id in ids],),
+    ).fetchone()[0]
 
 
 @pytest.mark.slow
@@ -120,9 +137,21 @@ def test_workers_api_cron_and_leader_election_through_pgbouncer(bouncer, dsn, co
     insert_schedule(conn, "every-second", "* * * * * *", job_type="record")
     workers = [spawn_worker(through, "tests.support.apps:queue", "--concurrency", "4", env=fast) for _ in range(2)]
     port = free_port()
-    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                            "api", "--port", str(port)], env=dict(os.environ, JOBQUEUE_DSN=through, **ENV),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+        ],
+        env=dict(os.environ, JOBQUEUE_DSN=through, **ENV),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         with Client(settings=Settings.from_env(dict(fast, JOBQUEUE_DSN=through))) as client:
             ids = [client.enqueue("record", {"n": n}) for n in range(200)]
@@ -144,15 +173,22 @@ def test_workers_api_cron_and_leader_election_through_pgbouncer(bouncer, dsn, co
         first = wait_until(lambda: leader(conn), timeout=10, message="a leader")
         victim = next(worker for worker in workers if worker.pid == first)
         victim.send_signal(signal.SIGTERM)  # resigns; its NOTIFY reaches nobody (no LISTEN here)
-        second = wait_until(lambda: (pid := leader(conn)) and pid != first and pid, timeout=10,
-                            message="the other worker to take over")
+        second = wait_until(
+            lambda: (pid := leader(conn)) and pid != first and pid, timeout=10, message="the other worker to take over"
+        )
         ticks = len(fired_ticks(conn, "every-second"))
-        wait_until(lambda: len(fired_ticks(conn, "every-second")) >= ticks + 2, timeout=20,
-                   message="cron ticks under the new leader")
+        wait_until(
+            lambda: len(fired_ticks(conn, "every-second")) >= ticks + 2,
+            timeout=20,
+            message="cron ticks under the new leader",
+        )
         # PgBouncer passes each client's name on to the server connection it lends it; the lender's
         # last borrower shows, so the worker's polling claims appear among the maintenance calls.
-        wait_until(lambda: any(name.startswith("jobqueue-worker ") for name in application_names(conn)),
-                   timeout=10, message="a server connection named after the worker using it")
+        wait_until(
+            lambda: any(name.startswith("jobqueue-worker ") for name in application_names(conn)),
+            timeout=10,
+            message="a server connection named after the worker using it",
+        )
     finally:
         outputs = [terminate(worker) for worker in workers] + [terminate(api, timeout=20)]
     assert second in (worker.pid for worker in workers)
@@ -184,5 +220,8 @@ def test_with_a_direct_dsn_listen_bypasses_pgbouncer_wakes_workers_and_streams_e
     finally:
         api.stop()
     assert [(name, data["job_id"]) for name, data in events] == [
-        ("job.queued", str(job_id)), ("job.started", str(job_id)), ("job.completed", str(job_id))]
+        ("job.queued", str(job_id)),
+        ("job.started", str(job_id)),
+        ("job.completed", str(job_id)),
+    ]
     assert took < 10  # a NOTIFY woke the idle worker: its poll interval is 60 s

@@ -20,20 +20,29 @@ from tests.support.workers import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-QUICK_START = README[README.index("## Quick start"):README.index("## Documentation")]
+QUICK_START = README[README.index("## Quick start") : README.index("## Documentation")]
 README_DSN = "postgresql://localhost/app"
 
 
 def _block(language: str, containing: str) -> str:
-    blocks = [body for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", QUICK_START, re.S | re.M)
-              if lang == language and containing in body]
+    blocks = [
+        body
+        for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", QUICK_START, re.S | re.M)
+        if lang == language and containing in body
+    ]
     assert len(blocks) == 1, f"one {language} block with {containing!r} in the quick start"
     return blocks[0]
 
 
 def _jobqueue(dsn: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
-                          env=dict(os.environ, JOBQUEUE_DSN=dsn), capture_output=True, text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", *args],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def _state(conn: psycopg.Connection, job_id: str) -> str:
@@ -42,27 +51,54 @@ def _state(conn: psycopg.Connection, job_id: str) -> str:
 
 def test_the_quick_start_runs_as_written(dsn, conn, tmp_path):
     (tmp_path / "myapp.py").write_text(_block("python", "@queue.task"))
-    worker_line = next(line for line in _block("sh", "jobqueue-worker").splitlines() if line.startswith("jobqueue-worker"))
+    worker_line = next(
+        line for line in _block("sh", "jobqueue-worker").splitlines() if line.startswith("jobqueue-worker")
+    )
     worker_args = worker_line.split("#")[0].split()[1:]
-    worker = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-                               *worker_args], cwd=tmp_path, env=dict(os.environ, JOBQUEUE_DSN=dsn, PYTHONUNBUFFERED="1"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+            *worker_args,
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, JOBQUEUE_DSN=dsn, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     port = free_port()
-    api = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                            "api", "--port", str(port)], env=dict(os.environ, JOBQUEUE_DSN=dsn),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jobqueue.cli import main; sys.exit(main())",
+            "api",
+            "--port",
+            str(port),
+        ],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         python_example = _block("python", "AsyncClient")
         assert README_DSN in python_example
-        script = "import asyncio\n\nasync def main():\n" + "".join(
-            f"    {line}\n" for line in python_example.replace(README_DSN, dsn).splitlines()) + "\nasyncio.run(main())\n"
+        script = (
+            "import asyncio\n\nasync def main():\n"
+            + "".join(f"    {line}\n" for line in python_example.replace(README_DSN, dsn).splitlines())
+            + "\nasyncio.run(main())\n"
+        )
         ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.strip() == "{'sent': True}"
 
         sql = _block("sql", "jobqueue.enqueue(")
         job_id = str(conn.execute(sql).fetchone()[0])
-        assert _state(conn, job_id) == "pending"   # delayed ten minutes, as written
+        assert _state(conn, job_id) == "pending"  # delayed ten minutes, as written
         conn.execute("UPDATE jobqueue.jobs SET run_at = now() WHERE id = %s", (job_id,))
         wait_until(lambda: _state(conn, job_id) == "completed", timeout=30, message="the SQL example's job")
 
@@ -70,12 +106,15 @@ def test_the_quick_start_runs_as_written(dsn, conn, tmp_path):
         curl = next(line for line in _block("sh", "curl").replace("\\\n", " ").splitlines() if line.startswith("curl"))
         body = re.search(r"-d '([^']*)'", curl).group(1)
         assert wait_ready(f"http://127.0.0.1:{port}", timeout=30), "API ready"
-        posted = httpx.post(f"http://127.0.0.1:{port}/jobs", content=body,
-                            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+        posted = httpx.post(
+            f"http://127.0.0.1:{port}/jobs",
+            content=body,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
         assert posted.status_code == 201, posted.text
         rest_id = posted.json()["id"]
         wait_until(lambda: _state(conn, rest_id) == "completed", timeout=30, message="the REST example's job")
-        listed = _jobqueue(dsn, "jobs", "list", "--json", cwd=tmp_path)   # "Look at it"
+        listed = _jobqueue(dsn, "jobs", "list", "--json", cwd=tmp_path)  # "Look at it"
         assert listed.returncode == 0, listed.stderr
         assert {rest_id, job_id} <= set(re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", listed.stdout))
     finally:

@@ -35,12 +35,23 @@ def test_stuck_handlers_restart_the_worker_and_the_other_jobs_complete(dsn, conn
     """Two handlers stuck for good in a worker of two slots would starve it: it stops claiming,
     restarts its process (in place when alone, through the supervisor under --processes), and
     every other job completes. The stuck handlers' attempts failed as timeouts."""
-    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "2", "--processes", processes,
-                          "--lease", "3", "--shutdown-grace", "1")
+    worker = spawn_worker(
+        dsn,
+        "tests.support.apps:queue",
+        "--concurrency",
+        "2",
+        "--processes",
+        processes,
+        "--lease",
+        "3",
+        "--shutdown-grace",
+        "1",
+    )
     try:
         blocked, rest = enqueue(dsn, blockers=4, others=30)
-        wait_until(lambda: set(states(conn, rest).values()) == {"completed"}, timeout=60,
-                   message="the other jobs to complete")
+        wait_until(
+            lambda: set(states(conn, rest).values()) == {"completed"}, timeout=60, message="the other jobs to complete"
+        )
         wait_until(lambda: set(states(conn, blocked).values()) == {"dead_letter"}, timeout=30)
         assert worker.poll() is None  # still serving
         worker.send_signal(signal.SIGTERM)
@@ -52,8 +63,9 @@ def test_stuck_handlers_restart_the_worker_and_the_other_jobs_complete(dsn, conn
         assert "starting this worker process afresh" in output
     else:
         assert "asked to be started afresh; starting a new one" in output
-    errors = conn.execute("SELECT DISTINCT error_type FROM jobqueue.job_errors WHERE job_id = ANY(%s)",
-                          (blocked,)).fetchall()
+    errors = conn.execute(
+        "SELECT DISTINCT error_type FROM jobqueue.job_errors WHERE job_id = ANY(%s)", (blocked,)
+    ).fetchall()
     assert errors == [("JobTimeout",)]
 
 
@@ -61,14 +73,18 @@ def test_stuck_handlers_restart_the_worker_and_the_other_jobs_complete(dsn, conn
 def test_sigterm_ends_a_worker_whose_handler_is_stuck_within_the_grace(dsn, conn, blocker):
     """A sync handler blocked for good, or an async one that swallows every cancellation (before,
     asyncio.run's last step waited for its task for ever: the process never exited)."""
-    worker = spawn_worker(dsn, "tests.support.apps:queue", "--concurrency", "4", "--shutdown-grace", "2",
-                          "--lease", "3")
+    worker = spawn_worker(
+        dsn, "tests.support.apps:queue", "--concurrency", "4", "--shutdown-grace", "2", "--lease", "3"
+    )
     try:
         blocked, rest = enqueue(dsn, blockers=1, others=3, blocker=blocker)
         wait_until(lambda: states(conn, blocked) == {blocked[0]: "dead_letter"}, timeout=30)
         wait_until(lambda: set(states(conn, rest).values()) == {"completed"}, timeout=30)
-        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
-                   timeout=20, message="the registry to show the stuck handler")
+        wait_until(
+            lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+            timeout=20,
+            message="the registry to show the stuck handler",
+        )
         stopping = time.monotonic()
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(15) == 0

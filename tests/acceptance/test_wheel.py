@@ -34,7 +34,9 @@ def _shipped_files() -> list[str]:
     """The files `jobqueue migrate` needs, as the wheel's data scheme lays them out."""
     wanted = [f"share/jobqueue/sql/queries/{p.name}" for p in (CHECKOUT / "sql" / "queries").glob("*.sql")]
     wanted += [f"share/jobqueue/sql/migrations/{p.name}" for p in (CHECKOUT / "sql" / "migrations").glob("*.sql")]
-    wanted += [f"share/jobqueue/migrations/versions/{p.name}" for p in (CHECKOUT / "migrations" / "versions").glob("*.py")]
+    wanted += [
+        f"share/jobqueue/migrations/versions/{p.name}" for p in (CHECKOUT / "migrations" / "versions").glob("*.py")
+    ]
     wanted += ["share/jobqueue/migrations/env.py", "share/jobqueue/migrations/script.py.mako"]
     return wanted
 
@@ -47,8 +49,12 @@ def wheel(tmp_path_factory) -> Path:
     for name in ("jobqueue", "sql", "migrations"):
         shutil.copytree(CHECKOUT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     dist = tmp_path_factory.mktemp("dist")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(source), "-w", str(dist)],
-                           capture_output=True, text=True, timeout=400)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(source), "-w", str(dist)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     (found,) = dist.glob("jobqueue-*.whl")
     return found
@@ -69,11 +75,20 @@ def test_installed_outside_the_checkout_it_migrates_and_runs_the_demo_worker(whe
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "jobqueue_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
+    )
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -91,8 +106,14 @@ def test_installed_outside_the_checkout_it_migrates_and_runs_the_demo_worker(whe
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
     assert "jobqueue schema at" in migrated.stdout
 
-    worker = subprocess.Popen([str(venv / "bin" / "jobqueue-worker"), "--app", "jobqueue.demo:queue", "--no-maintenance"],
-                              cwd=elsewhere, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [str(venv / "bin" / "jobqueue-worker"), "--app", "jobqueue.demo:queue", "--no-maintenance"],
+        cwd=elsewhere,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         demo = run(str(venv / "bin" / "jobqueue"), "demo", "--count", "1", "--timeout", "60")
     finally:

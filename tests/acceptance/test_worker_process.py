@@ -38,8 +38,9 @@ def test_job_of_a_killed_worker_completes_on_another_after_its_lease(dsn, conn):
         output = terminate(rescuer)
     row = job_row(conn, job_id)
     assert row["attempts"] == 2
-    errors = conn.execute("SELECT attempt, error_type, worker_id FROM jobqueue.job_errors WHERE job_id = %s",
-                          (job_id,)).fetchall()
+    errors = conn.execute(
+        "SELECT attempt, error_type, worker_id FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)
+    ).fetchall()
     assert errors == [(1, "LeaseExpired", holder)]
     assert "lease of" in output  # the sweeper said what it did
 
@@ -64,12 +65,18 @@ def test_two_processes_share_the_work_exactly_once(dsn, conn):
     worker = spawn_worker(dsn, "tests.support.apps:queue", "--processes", "2", "--concurrency", "8")
     try:
         # both processes up before the work arrives, or the first one alone may drain it all
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'"
-                                        ).fetchone()[0] == 2, timeout=30)
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'").fetchone()[0] == 2,
+            timeout=30,
+        )
         with Client(dsn) as client:
             ids = client.enqueue_many([{"job_type": "slow", "payload": {"seconds": 0.01}} for _ in range(400)])
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
-                                        ).fetchone()[0] == len(ids), timeout=60)
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'").fetchone()[0] == len(ids)
+            ),
+            timeout=60,
+        )
     finally:
         assert "Traceback" not in terminate(worker)
     workers = conn.execute("SELECT count(DISTINCT worker_id) FROM jobqueue.job_results").fetchone()[0]
@@ -106,16 +113,30 @@ def test_supervisor_restarts_a_crashed_worker_process(dsn, conn):
 
     supervisor = spawn_worker(dsn, "tests.support.apps:queue", "--processes", "2", "--concurrency", "2")
     try:
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'"
-                                        ).fetchone()[0] == 2, timeout=30)
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status = 'running'").fetchone()[0] == 2,
+            timeout=30,
+        )
         pids = [r[0] for r in conn.execute("SELECT pid FROM jobqueue.workers").fetchall()]
         os.kill(pids[0], signal.SIGKILL)
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.workers WHERE pid <> ALL(%s)",
-                                        (pids,)).fetchone()[0] == 1, timeout=30, message="a replacement child")
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobqueue.workers WHERE pid <> ALL(%s)", (pids,)).fetchone()[0] == 1
+            ),
+            timeout=30,
+            message="a replacement child",
+        )
         with Client(dsn) as client:
             ids = client.enqueue_many([{"job_type": "record"} for _ in range(20)])
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'",
-                                        (ids,)).fetchone()[0] == 20, timeout=30)
+        wait_until(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND state = 'completed'", (ids,)
+                ).fetchone()[0]
+                == 20
+            ),
+            timeout=30,
+        )
     finally:
         output = terminate(supervisor)
     assert "restarting it" in output

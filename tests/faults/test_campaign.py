@@ -36,8 +36,9 @@ def fault_cluster():
 @pytest.fixture
 def config(tmp_path) -> Config:
     # 300 jobs on 2 workers x 5, each job sleeping so a drain takes ~5-7 s: long enough for faults.
-    return Config(jobs=300, workers=2, concurrency=5, drain_scale=0.3, timeout=150, logdir=tmp_path,
-                  huge_result_chars=16 * 2**20)
+    return Config(
+        jobs=300, workers=2, concurrency=5, drain_scale=0.3, timeout=150, logdir=tmp_path, huge_result_chars=16 * 2**20
+    )
 
 
 #: A failed scenario's logs are copied here: pytest keeps only its last three temporary roots, so

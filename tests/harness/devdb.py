@@ -31,7 +31,9 @@ def pg_bindir() -> Path:
         return Path(found).resolve().parent
     pg_config = shutil.which("pg_config")
     if pg_config:
-        bindir = Path(subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip())
+        bindir = Path(
+            subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
+        )
         if (bindir / "pg_ctl").exists():
             return bindir
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]))
@@ -96,30 +98,53 @@ class LocalCluster:
 
     def init(self) -> None:
         hand_over(self.datadir, self.run_as)
-        subprocess.run(self._cmd("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust",
-                                 "-E", "UTF8", "--no-instructions"), check=True, capture_output=True)
+        subprocess.run(
+            self._cmd(
+                "initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"
+            ),
+            check=True,
+            capture_output=True,
+        )
 
     def running(self) -> bool:
-        return subprocess.run(self._cmd("pg_ctl", "status", "-D", str(self.datadir)),
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(self._cmd("pg_ctl", "status", "-D", str(self.datadir)), capture_output=True).returncode == 0
+        )
 
     def start(self) -> None:
         if not self.initialised:
             self.init()
         if self.running():
             return
-        options = [f"-p {self.port}", f"-k {self.datadir}", "-c listen_addresses=127.0.0.1",
-                   "-c max_connections=300"]
+        options = [f"-p {self.port}", f"-k {self.datadir}", "-c listen_addresses=127.0.0.1", "-c max_connections=300"]
         if self.fast:
             # 64MB, not 256MB: CREATE/DROP DATABASE walk all of shared_buffers, and the suite makes a
             # database per test (measured: 0.025 s each at 64MB, 0.22-0.4 s at 256MB)
-            options += ["-c shared_buffers=64MB", "-c fsync=off", "-c synchronous_commit=off",
-                        "-c full_page_writes=off"]
+            options += [
+                "-c shared_buffers=64MB",
+                "-c fsync=off",
+                "-c synchronous_commit=off",
+                "-c full_page_writes=off",
+            ]
         else:
             options += ["-c shared_buffers=256MB"]
-        subprocess.run(self._cmd("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.datadir),
-                                 "-l", str(self.datadir / "server.log"), "-o", " ".join(options)),
-                       check=True, capture_output=True)
+        subprocess.run(
+            self._cmd(
+                "pg_ctl",
+                "start",
+                "-w",
+                "-t",
+                "60",
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.datadir / "server.log"),
+                "-o",
+                " ".join(options),
+            ),
+            check=True,
+            capture_output=True,
+        )
         self.wait_ready()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
@@ -135,8 +160,9 @@ class LocalCluster:
 
     def stop(self, mode: str = "fast") -> None:
         if self.initialised and self.running():
-            subprocess.run(self._cmd("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.datadir)),
-                           check=True, capture_output=True)
+            subprocess.run(
+                self._cmd("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.datadir)), check=True, capture_output=True
+            )
 
     def ensure_database(self, dbname: str) -> str:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
@@ -166,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             print(cluster.dsn(args.dbname))
     except subprocess.CalledProcessError as exc:  # initdb/pg_ctl said why on stderr
         detail = (exc.stderr or b"").decode(errors="replace").strip() if isinstance(exc.stderr, bytes) else exc.stderr
-        print(f"devdb: {' '.join(map(str, exc.cmd))} failed: {detail or exc} (log: {args.datadir}/server.log)",
-              file=sys.stderr)
+        print(
+            f"devdb: {' '.join(map(str, exc.cmd))} failed: {detail or exc} (log: {args.datadir}/server.log)",
+            file=sys.stderr,
+        )
         return 1
     except (psycopg.OperationalError, OSError, KeyError) as exc:
         print(f"devdb: {exc} (log: {args.datadir}/server.log)", file=sys.stderr)

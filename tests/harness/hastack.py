@@ -62,9 +62,16 @@ DATA_NODES = 3
 #: What the data nodes run with instead of pg_auto_failover's machine-sized tuning (max_connections
 #: as the local cluster has it: workers, the API and producers of the failover test at once). The
 #: log goes to the server's stderr, which pg_autoctl writes to ``startup.log``: see `_keep_log_outside`.
-NODE_SETTINGS = {"max_connections": "300", "shared_buffers": "'128MB'", "wal_keep_size": "'512MB'",
-                 "effective_cache_size": "'1GB'", "maintenance_work_mem": "'64MB'", "work_mem": "'4MB'",
-                 "logging_collector": "off", "log_line_prefix": "'%m [%p] %q%a '"}
+NODE_SETTINGS = {
+    "max_connections": "300",
+    "shared_buffers": "'128MB'",
+    "wal_keep_size": "'512MB'",
+    "effective_cache_size": "'1GB'",
+    "maintenance_work_mem": "'64MB'",
+    "work_mem": "'4MB'",
+    "logging_collector": "off",
+    "log_line_prefix": "'%m [%p] %q%a '",
+}
 #: A standby rejoining (catchingup) counts as caught up, becomes a secondary and a candidate for
 #: promotion, once its WAL is within this many bytes of what the primary last reported (default
 #: 16 MB). With two data nodes, acknowledged WAL that far behind could be missing from it when the
@@ -75,9 +82,14 @@ NODE_SETTINGS = {"max_connections": "300", "shared_buffers": "'128MB'", "wal_kee
 #: difference with a dead primary's last report, which a standby that received the primary's last
 #: second of WAL is ahead of, and a lower bar would refuse such a failover for good.
 CATCHUP_WAL_BYTES = 4 * 1024 * 1024
-MONITOR_SETTINGS = {"logging_collector": "off", "shared_buffers": "'32MB'", "effective_cache_size": "'256MB'",
-                    "maintenance_work_mem": "'16MB'", "work_mem": "'4MB'",
-                    "pgautofailover.enable_sync_wal_log_threshold": str(CATCHUP_WAL_BYTES)}
+MONITOR_SETTINGS = {
+    "logging_collector": "off",
+    "shared_buffers": "'32MB'",
+    "effective_cache_size": "'256MB'",
+    "maintenance_work_mem": "'16MB'",
+    "work_mem": "'4MB'",
+    "pgautofailover.enable_sync_wal_log_threshold": str(CATCHUP_WAL_BYTES),
+}
 #: The monitor declares a primary dead once its keeper has been silent for 6 s and its health
 #: checks (2 s each) fail, and promotes a standby 5 s later (defaults: 20 s, then 30 s). Not
 #: shorter: on a machine kept busy (the failover test under four CPU-bound loops) a live keeper's
@@ -86,16 +98,23 @@ MONITOR_SETTINGS = {"logging_collector": "off", "shared_buffers": "'32MB'", "eff
 #: after which a cut-off primary demotes itself: no two primaries. A postmaster that dies is
 #: restarted in place by its keeper, which meanwhile reports it running (pg_autoctl's
 #: postgresql_restart_failure_timeout, 20 s): no failover.
-FAST_MONITOR = {"pgautofailover.health_check_period": "1000", "pgautofailover.health_check_timeout": "2000",
-                "pgautofailover.health_check_max_retries": "2", "pgautofailover.health_check_retry_delay": "1000",
-                "pgautofailover.node_considered_unhealthy_timeout": "6000",
-                "pgautofailover.primary_demote_timeout": "5000", "pgautofailover.startup_grace_period": "3000"}
+FAST_MONITOR = {
+    "pgautofailover.health_check_period": "1000",
+    "pgautofailover.health_check_timeout": "2000",
+    "pgautofailover.health_check_max_retries": "2",
+    "pgautofailover.health_check_retry_delay": "1000",
+    "pgautofailover.node_considered_unhealthy_timeout": "6000",
+    "pgautofailover.primary_demote_timeout": "5000",
+    "pgautofailover.startup_grace_period": "3000",
+}
 FAST_KEEPER = {"timeout.network_partition_timeout": "3"}
 #: The states of a node that takes writes (pg_auto_failover's primary states).
 WRITABLE = ("primary", "wait_primary", "join_primary", "apply_settings")
 INCLUDE = "jobqueue-ha.conf"
-MISSING = ("pg_autoctl is not installed: `make install` installs Debian's pg-auto-failover-cli and "
-           "postgresql-15-auto-failover (Makefile target system-deps)")
+MISSING = (
+    "pg_autoctl is not installed: `make install` installs Debian's pg-auto-failover-cli and "
+    "postgresql-15-auto-failover (Makefile target system-deps)"
+)
 
 
 def free_ports(count: int, *, lowest: int = 20000) -> int:
@@ -138,20 +157,32 @@ class Node:
 
 
 class HaStack:
-    def __init__(self, root: Path | str, port: int = DEFAULT_PORT, *, fast_failover: bool = False,
-                 data_nodes: int | None = None, user: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        port: int = DEFAULT_PORT,
+        *,
+        fast_failover: bool = False,
+        data_nodes: int | None = None,
+        user: str | None = None,
+    ) -> None:
         if not installed():
             raise HaStackError(MISSING)
         self.root = Path(root).resolve()
         self.fast_failover = fast_failover
         self.run_as = server_user(user)
         self.pg_ctl = pg_bindir() / "pg_ctl"
-        self._env = dict(os.environ, XDG_CONFIG_HOME=str(self.root / "config"),
-                         XDG_DATA_HOME=str(self.root / "share"), XDG_RUNTIME_DIR=str(self.root / "run"))
+        self._env = dict(
+            os.environ,
+            XDG_CONFIG_HOME=str(self.root / "config"),
+            XDG_DATA_HOME=str(self.root / "share"),
+            XDG_RUNTIME_DIR=str(self.root / "run"),
+        )
         self.monitor = Node("monitor", self.root / "monitor", self._port("monitor", port))
         count = self._data_node_count(data_nodes)
-        self.data_nodes = [Node(f"node{i}", self.root / f"node{i}", self._port(f"node{i}", port + i))
-                           for i in range(1, count + 1)]
+        self.data_nodes = [
+            Node(f"node{i}", self.root / f"node{i}", self._port(f"node{i}", port + i)) for i in range(1, count + 1)
+        ]
 
     def _data_node_count(self, wanted: int | None) -> int:
         """``wanted`` data nodes, or (None) as many as the folder's stack has, else `DATA_NODES`. A
@@ -162,8 +193,10 @@ class HaStack:
         if wanted not in (2, 3):
             raise HaStackError(f"a stack has 2 or 3 data nodes, not {wanted}")
         if existing > wanted:
-            raise HaStackError(f"{self.root} holds a stack of {existing} data nodes: stop it and remove the folder "
-                               f"to make one of {wanted}")
+            raise HaStackError(
+                f"{self.root} holds a stack of {existing} data nodes: stop it and remove the folder "
+                f"to make one of {wanted}"
+            )
         return wanted
 
     @property
@@ -199,8 +232,10 @@ class HaStack:
 
     def created(self, node: Node) -> bool:
         """Registered for good: pg_autoctl removes its ``.init`` file once a create completed."""
-        return (self._xdg("config", node.name, "pg_autoctl.cfg").exists()
-                and not self._xdg("share", node.name, "pg_autoctl.init").exists())
+        return (
+            self._xdg("config", node.name, "pg_autoctl.cfg").exists()
+            and not self._xdg("share", node.name, "pg_autoctl.init").exists()
+        )
 
     def supervisor_pid(self, node: Node) -> int | None:
         """The ``pg_autoctl run`` process of ``node`` when it is alive."""
@@ -222,31 +257,63 @@ class HaStack:
     def autoctl(self, *args: str, timeout: float = 120.0) -> str:
         """``pg_autoctl args`` as the server user; its stdout, or HaStackError with its last words."""
         try:
-            done = subprocess.run(as_user(self.run_as, ["pg_autoctl", *args]), env=self._env, capture_output=True,
-                                  text=True, timeout=timeout)
+            done = subprocess.run(
+                as_user(self.run_as, ["pg_autoctl", *args]),
+                env=self._env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             raise HaStackError(f"pg_autoctl {' '.join(args)}: no answer within {timeout:.0f} s") from None
         if done.returncode != 0:
             failures = self.root / "pg_autoctl-failures.log"  # the whole story, beside the nodes' logs
             if self.root.is_dir():
                 with failures.open("a") as out:
-                    out.write(f"--- {time.strftime('%H:%M:%S')} pg_autoctl {' '.join(args)} -> {done.returncode}\n"
-                              f"{done.stdout}{done.stderr}\n")
+                    out.write(
+                        f"--- {time.strftime('%H:%M:%S')} pg_autoctl {' '.join(args)} -> {done.returncode}\n"
+                        f"{done.stdout}{done.stderr}\n"
+                    )
             tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-            raise HaStackError(f"pg_autoctl {' '.join(args)} failed ({done.returncode}): {tail} (all of it: {failures})")
+            raise HaStackError(
+                f"pg_autoctl {' '.join(args)} failed ({done.returncode}): {tail} (all of it: {failures})"
+            )
         return done.stdout
 
     def _common(self, node: Node) -> list[str]:
-        return ["--pgdata", str(node.pgdata), "--pgport", str(node.port), "--hostname", "127.0.0.1",
-                "--auth", "trust", "--no-ssl", "--pgctl", str(self.pg_ctl)]
+        return [
+            "--pgdata",
+            str(node.pgdata),
+            "--pgport",
+            str(node.port),
+            "--hostname",
+            "127.0.0.1",
+            "--auth",
+            "trust",
+            "--no-ssl",
+            "--pgctl",
+            str(self.pg_ctl),
+        ]
 
     def _create(self, node: Node) -> None:
         if node is self.monitor:
             self.autoctl("create", "monitor", *self._common(node))
             self.autoctl("config", "set", "--pgdata", str(node.pgdata), "postgresql.listen_addresses", "127.0.0.1")
         else:
-            self.autoctl("create", "postgres", *self._common(node), "--listen", "127.0.0.1", "--name", node.name,
-                         "--dbname", DATABASE, "--monitor", self.monitor_uri(), timeout=300)
+            self.autoctl(
+                "create",
+                "postgres",
+                *self._common(node),
+                "--listen",
+                "127.0.0.1",
+                "--name",
+                node.name,
+                "--dbname",
+                DATABASE,
+                "--monitor",
+                self.monitor_uri(),
+                timeout=300,
+            )
 
     def monitor_uri(self) -> str:
         return f"postgres://autoctl_node@127.0.0.1:{self.monitor.port}/pg_auto_failover?sslmode=disable"
@@ -258,8 +325,10 @@ class HaStack:
         else:
             settings = NODE_SETTINGS
         include = node.pgdata / INCLUDE
-        include.write_text("# written by tests.harness.hastack on every start\n"
-                           + "".join(f"{key} = {value}\n" for key, value in settings.items()))
+        include.write_text(
+            "# written by tests.harness.hastack on every start\n"
+            + "".join(f"{key} = {value}\n" for key, value in settings.items())
+        )
         conf = node.pgdata / "postgresql.conf"
         if f"include_if_exists = '{INCLUDE}'" not in conf.read_text():
             with conf.open("a") as out:
@@ -311,9 +380,18 @@ class HaStack:
             entry = pwd.getpwnam(self.run_as)
             user, group = entry.pw_uid, entry.pw_gid
         with open(self.root / f"{node.name}.log", "a") as log:
-            subprocess.Popen(["pg_autoctl", "run", "--pgdata", str(node.pgdata)], env=self._env, stdout=log,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                             cwd=self.root, user=user, group=group, extra_groups=[] if user is not None else None)
+            subprocess.Popen(
+                ["pg_autoctl", "run", "--pgdata", str(node.pgdata)],
+                env=self._env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.root,
+                user=user,
+                group=group,
+                extra_groups=[] if user is not None else None,
+            )
         self._wait(lambda: self.supervisor_pid(node) is not None, 30, f"pg_autoctl run for {node.name}")
 
     def _wait(self, predicate, timeout: float, what: str) -> None:
@@ -347,8 +425,11 @@ class HaStack:
             nodes = self.state()
         except (HaStackError, ValueError):
             return False
-        states = sorted(n["current_group_state"] for n in nodes
-                        if n["current_group_state"] == n["assigned_group_state"] and n["health"] == 1)
+        states = sorted(
+            n["current_group_state"]
+            for n in nodes
+            if n["current_group_state"] == n["assigned_group_state"] and n["health"] == 1
+        )
         return states == ["primary"] + ["secondary"] * (len(self.data_nodes) - 1)
 
     def primary(self) -> Node:
@@ -356,8 +437,11 @@ class HaStack:
         primary whose standby is not there yet), and the monitor keeps it one (a wait_primary
         assigned primary, a primary assigned apply_settings or join_primary) — a crashed primary
         keeps reporting ``primary`` until it is back, but is assigned ``draining`` or ``demoted``."""
-        names = [n["nodename"] for n in self.state()
-                 if n["current_group_state"] in WRITABLE and n["assigned_group_state"] in WRITABLE]
+        names = [
+            n["nodename"]
+            for n in self.state()
+            if n["current_group_state"] in WRITABLE and n["assigned_group_state"] in WRITABLE
+        ]
         if len(names) != 1:
             raise HaStackError(f"expected one primary, the monitor reports {names or 'none'}")
         return self.node(names[0])
@@ -393,14 +477,24 @@ class HaStack:
         monitor = str(self.monitor.pgdata)
         current = self.autoctl("get", "formation", "number-sync-standbys", "--pgdata", monitor, timeout=30)
         if int(current.strip()) != self.number_sync_standbys:
-            self.autoctl("set", "formation", "number-sync-standbys", str(self.number_sync_standbys),
-                         "--pgdata", monitor, timeout=60)
+            self.autoctl(
+                "set",
+                "formation",
+                "number-sync-standbys",
+                str(self.number_sync_standbys),
+                "--pgdata",
+                monitor,
+                timeout=60,
+            )
 
     def events(self, count: int = 1000) -> list[dict]:
         """The monitor's last ``count`` events, oldest first (``pg_autoctl show events --json``):
         every state a node was assigned or reported, with the monitor's reason."""
-        return json.loads(self.autoctl("show", "events", "--count", str(count), "--json", "--pgdata",
-                                       str(self.monitor.pgdata), timeout=30))
+        return json.loads(
+            self.autoctl(
+                "show", "events", "--count", str(count), "--json", "--pgdata", str(self.monitor.pgdata), timeout=30
+            )
+        )
 
     def dsn(self) -> str:
         hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.data_nodes)
@@ -431,8 +525,11 @@ class HaStack:
             if self.supervisor_pid(node):
                 self.autoctl("stop", "--pgdata", str(node.pgdata), timeout=30)
         for node in self.nodes:
-            self._wait(lambda: self.supervisor_pid(node) is None and not self._postmaster_alive(node),
-                       timeout, f"stopping {node.name}")
+            self._wait(
+                lambda: self.supervisor_pid(node) is None and not self._postmaster_alive(node),
+                timeout,
+                f"stopping {node.name}",
+            )
 
     def _postmaster_alive(self, node: Node) -> bool:
         """A postmaster runs for ``node`` (a pid file a killed one left behind does not count)."""
@@ -489,8 +586,10 @@ class HaStack:
             self._wait(lambda: self.supervisor_pid(node) is None, 30, f"stopping {node.name}")
         if any(n["nodename"] == node.name for n in self.state()):
             self.autoctl("drop", "node", "--monitor", self.monitor_uri(), "--name", node.name, "--force", timeout=90)
-        for path in [node.pgdata, *(self._xdg(kind, node.name, "pg_autoctl.cfg").parent
-                                    for kind in ("config", "share", "run"))]:
+        for path in [
+            node.pgdata,
+            *(self._xdg(kind, node.name, "pg_autoctl.cfg").parent for kind in ("config", "share", "run")),
+        ]:
             shutil.rmtree(path, ignore_errors=True)
         self.start()
 
@@ -502,24 +601,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.hastack", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["start", "stop", "state", "events", "failover", "replace"])
     parser.add_argument("--dir", default=".pgdata-ha", help="the stack's folder (default .pgdata-ha)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),
-                        help=f"the monitor's port; the data nodes take the next ones (JOBQUEUE_HA_PORT, "
-                             f"default {DEFAULT_PORT}; a created stack keeps its ports)")
-    parser.add_argument("--fast-failover", action="store_true",
-                        help="detect a dead primary in seconds (test settings; default: pg_auto_failover's)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("JOBQUEUE_HA_PORT", DEFAULT_PORT)),
+        help=f"the monitor's port; the data nodes take the next ones (JOBQUEUE_HA_PORT, "
+        f"default {DEFAULT_PORT}; a created stack keeps its ports)",
+    )
+    parser.add_argument(
+        "--fast-failover",
+        action="store_true",
+        help="detect a dead primary in seconds (test settings; default: pg_auto_failover's)",
+    )
     parser.add_argument("--node", help="replace: the data node to drop and create anew (node1, node2, node3)")
-    parser.add_argument("--two-nodes", action="store_true",
-                        help="create two data nodes instead of three: writes go on while the one standby is "
-                             "away, acknowledged by the primary alone (docs/high-availability.md)")
+    parser.add_argument(
+        "--two-nodes",
+        action="store_true",
+        help="create two data nodes instead of three: writes go on while the one standby is "
+        "away, acknowledged by the primary alone (docs/high-availability.md)",
+    )
     args = parser.parse_args(argv)
     try:
         stack = HaStack(args.dir, args.port, fast_failover=args.fast_failover, data_nodes=2 if args.two_nodes else None)
         if args.action == "start":
             print(stack.start())
             if len(stack.data_nodes) == 2:
-                print(f"hastack: {stack.root} has two data nodes: while its standby is away the primary acknowledges "
-                      "writes alone (docs/high-availability.md); remove the folder for the three-node stack",
-                      file=sys.stderr)
+                print(
+                    f"hastack: {stack.root} has two data nodes: while its standby is away the primary acknowledges "
+                    "writes alone (docs/high-availability.md); remove the folder for the three-node stack",
+                    file=sys.stderr,
+                )
         elif args.action == "stop":
             stack.stop()
         elif args.action == "state":
@@ -538,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hastack: {exc}", file=sys.stderr)
         return 1
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -33,8 +33,12 @@ def runs_of(job_id) -> list[int]:
 
 
 def error_types(conn, job_id) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt",
-                                       (job_id,)).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt", (job_id,)
+        ).fetchall()
+    ]
 
 
 def test_a_retryable_failure_after_a_cancel_request_ends_the_job_cancelled(dsn, conn):
@@ -52,8 +56,15 @@ def test_a_retryable_failure_after_a_cancel_request_ends_the_job_cancelled(dsn, 
 
 
 def test_an_expired_lease_of_a_cancel_requested_job_ends_it_cancelled(dsn, conn):
-    job_id = make_job(conn, job_type="record", state="processing", attempts=1, max_attempts=3, locked_by="gone",
-                      locked_until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    job_id = make_job(
+        conn,
+        job_type="record",
+        state="processing",
+        attempts=1,
+        max_attempts=3,
+        locked_by="gone",
+        locked_until=datetime.now(timezone.utc) - timedelta(seconds=1),
+    )
     assert conn.execute("SELECT jobqueue.cancel(%s)", (job_id,)).fetchone() == ("cancel_requested",)
     rows = db.run_sync(conn, job_store.reclaim_expired())
     assert [(r[0], r[1]) for r in rows] == [(job_id, "cancelled")]
@@ -117,8 +128,13 @@ def test_cancels_racing_claims_never_start_a_second_attempt(dsn, conn):
         canceller = threading.Thread(target=cancel_all)
         canceller.start()
         canceller.join(30)
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'cancelled'").fetchone()[0]
-                   == len(ids), timeout=20, message="every job cancelled")
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'cancelled'").fetchone()[0] == len(ids)
+            ),
+            timeout=20,
+            message="every job cancelled",
+        )
     finally:
         for worker in workers:
             worker.stop()

@@ -53,7 +53,9 @@ def test_a_forged_cancel_notify_does_not_stop_someone_elses_running_job(dsn, con
     cooperative handler stopped and the job ended cancelled while its row said
     cancel_requested = false."""
     with WorkerThread(apps.queue, test_settings(dsn, lease_seconds=30.0)):
-        job_id = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 1.0}', producer_id => 'victim')").fetchone()[0]
+        job_id = conn.execute(
+            "SELECT jobqueue.enqueue('slow', '{\"seconds\": 1.0}', producer_id => 'victim')"
+        ).fetchone()[0]
         wait_until(lambda: _running(conn, job_id), message="the job running")
         notify(stranger_dsn, "jobqueue_cancel", str(job_id), times=5)
         wait_until(lambda: job_row(conn, job_id)["state"] in ("completed", "cancelled"), timeout=10)
@@ -61,8 +63,12 @@ def test_a_forged_cancel_notify_does_not_stop_someone_elses_running_job(dsn, con
     assert (row["state"], row["cancel_requested"]) == ("completed", False)
 
 
-def test_a_real_cancel_reaches_the_handler_at_once_even_in_a_flood_of_forged_ones(dsn, conn, stranger_dsn,  # noqa: F811
-                                                                                   monkeypatch):
+def test_a_real_cancel_reaches_the_handler_at_once_even_in_a_flood_of_forged_ones(
+    dsn,
+    conn,
+    stranger_dsn,  # noqa: F811
+    monkeypatch,
+):
     """The NOTIFY is checked against the row, not dropped: a real cancel still stops the handler
     within milliseconds (measured: ~25 ms before and after, the handler polling every 20 ms), long
     before the heartbeat (every 10 s here) would deliver it — and a flood of forged ones naming the
@@ -78,8 +84,11 @@ def test_a_real_cancel_reaches_the_handler_at_once_even_in_a_flood_of_forged_one
     with WorkerThread(apps.queue, test_settings(dsn, lease_seconds=30.0)):
         job_id = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 30}')").fetchone()[0]
         wait_until(lambda: _running(conn, job_id), message="the job running")
-        with Flooding(stranger_dsn, [("jobqueue_cancel", str(job_id)), ("jobqueue_cancel", str(uuid.uuid4()))],
-                      seconds=FLOOD_SECONDS) as attack:
+        with Flooding(
+            stranger_dsn,
+            [("jobqueue_cancel", str(job_id)), ("jobqueue_cancel", str(uuid.uuid4()))],
+            seconds=FLOOD_SECONDS,
+        ) as attack:
             time.sleep(FLOOD_SECONDS / 2)
             assert job_row(conn, job_id)["state"] == "processing"  # the forged ones changed nothing
             started = time.monotonic()
@@ -107,8 +116,11 @@ def test_a_flood_of_forged_wakeups_makes_few_claims(dsn, conn, stranger_dsn, mon
     with WorkerThread(apps.queue, test_settings(dsn, poll_interval=5.0, queues=("default", "other"))):
         time.sleep(0.2)
         claims.clear()
-        with Flooding(stranger_dsn, [("jobqueue_jobs", "default"), ("jobqueue_jobs", "other"),
-                                     ("jobqueue_jobs", "not-mine")], seconds=FLOOD_SECONDS) as attack:
+        with Flooding(
+            stranger_dsn,
+            [("jobqueue_jobs", "default"), ("jobqueue_jobs", "other"), ("jobqueue_jobs", "not-mine")],
+            seconds=FLOOD_SECONDS,
+        ) as attack:
             time.sleep(FLOOD_SECONDS / 2)
             job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait_until(lambda: job_row(conn, job_id)["state"] == "completed", timeout=5)
@@ -119,10 +131,10 @@ def test_a_flood_of_forged_wakeups_makes_few_claims(dsn, conn, stranger_dsn, mon
 
 def test_a_flood_on_the_control_channels_makes_few_reads(dsn, conn, stranger_dsn, monkeypatch):  # noqa: F811
     """jobqueue_control used to start one read of the paused queues per notification (as many at
-    once as arrived), jobqueue_circuits and jobqueue_limits a read back to back for as long as
-    the flood lasted. Each is read CONTROL_BURST times at once and then at most once per CONTROL_GAP
-now, and a real pause during
-    the flood still reaches the worker."""
+        once as arrived), jobqueue_circuits and jobqueue_limits a read back to back for as long as
+        the flood lasted. Each is read CONTROL_BURST times at once and then at most once per CONTROL_GAP
+    now, and a real pause during
+        the flood still reaches the worker."""
     reads: dict[str, int] = {"paused": 0, "shared": 0}
     refresh_paused, refresh_shared = PausedQueues.refresh, SharedStateCopy.refresh
 
@@ -140,19 +152,25 @@ now, and a real pause during
     with worker:
         time.sleep(0.2)
         reads.update(paused=0, shared=0)
-        with Flooding(stranger_dsn, [("jobqueue_control", "x"), ("jobqueue_circuits", "y"), ("jobqueue_limits", "z")],
-                      seconds=FLOOD_SECONDS) as attack:
+        with Flooding(
+            stranger_dsn,
+            [("jobqueue_control", "x"), ("jobqueue_circuits", "y"), ("jobqueue_limits", "z")],
+            seconds=FLOOD_SECONDS,
+        ) as attack:
             time.sleep(FLOOD_SECONDS / 2)
             conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('default', true)")
         wait_until(lambda: worker.worker.paused.names == {"default"}, timeout=5, message="the pause seen")
         counted = dict(reads)
     assert attack.sent > 200  # a flood even on a loaded machine (~5,000 a second on a quiet one)
     assert counted["paused"] <= CONTROL_BURST + CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3, counted
-    assert counted["shared"] <= 2 * (CONTROL_BURST + CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3), counted  # breakers + limits
+    assert counted["shared"] <= 2 * (CONTROL_BURST + CONTROL_READS_PER_SECOND * FLOOD_SECONDS + 3), (
+        counted
+    )  # breakers + limits
 
 
 def test_a_flood_on_the_leader_and_schedule_channels_makes_few_elections_and_scheduler_runs(
-        dsn, conn, stranger_dsn, monkeypatch):  # noqa: F811
+    dsn, conn, stranger_dsn, monkeypatch
+):  # noqa: F811
     """A forged resignation (jobqueue_leader, the role's name) made every candidate try to take
     the lead, a write, back to back for as long as the flood lasted; jobqueue_schedules ran the
     scheduler the same way. Each is woken at most once per MAINTENANCE_HINT_GAP now."""
@@ -170,12 +188,12 @@ def test_a_flood_on_the_leader_and_schedule_channels_makes_few_elections_and_sch
     monkeypatch.setattr(Elector, "attempt", elect)
     monkeypatch.setattr(Scheduler, "run_once", schedule)
     with WorkerThread(apps.queue, test_settings(dsn, poll_interval=5.0)):
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.leaders").fetchone()[0] == 1,
-                   message="a leader")
+        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.leaders").fetchone()[0] == 1, message="a leader")
         time.sleep(0.2)
         runs.update(elections=0, scheduler=0)
-        with Flooding(stranger_dsn, [("jobqueue_leader", "maintenance"), ("jobqueue_schedules", "s")],
-                      seconds=FLOOD_SECONDS) as attack:
+        with Flooding(
+            stranger_dsn, [("jobqueue_leader", "maintenance"), ("jobqueue_schedules", "s")], seconds=FLOOD_SECONDS
+        ) as attack:
             pass
         counted = dict(runs)
     assert attack.sent > 200  # a flood even on a loaded machine (~5,000 a second on a quiet one)
@@ -187,8 +205,10 @@ def test_a_flood_on_the_leader_and_schedule_channels_makes_few_elections_and_sch
 
 
 def _listeners(conn) -> list[tuple[str, float]]:
-    return conn.execute("SELECT listener_id, extract(epoch FROM expires_at - now())::float8 "
-                        "FROM jobqueue.event_listeners ORDER BY listener_id").fetchall()
+    return conn.execute(
+        "SELECT listener_id, extract(epoch FROM expires_at - now())::float8 "
+        "FROM jobqueue.event_listeners ORDER BY listener_id"
+    ).fetchall()
 
 
 def test_a_producer_cannot_switch_job_events_on_for_good(login_as, conn):  # noqa: F811
@@ -200,10 +220,18 @@ def test_a_producer_cannot_switch_job_events_on_for_good(login_as, conn):  # noq
     assert 0 < mine <= 120 and 0 < infinite <= 120  # clamped to at most two minutes
 
 
-@pytest.mark.parametrize("listener_id, ttl, field", [
-    ("neg", -5.0, "ttl"), ("zero", 0.0, "ttl"), ("nan", float("nan"), "ttl"), ("null", None, "ttl"),
-    ("x" * 100_000, 30.0, "listener_id"), ("", 30.0, "listener_id"), (None, 30.0, "listener_id"),
-])
+@pytest.mark.parametrize(
+    "listener_id, ttl, field",
+    [
+        ("neg", -5.0, "ttl"),
+        ("zero", 0.0, "ttl"),
+        ("nan", float("nan"), "ttl"),
+        ("null", None, "ttl"),
+        ("x" * 100_000, 30.0, "listener_id"),
+        ("", 30.0, "listener_id"),
+        (None, 30.0, "listener_id"),
+    ],
+)
 def test_a_bad_listener_registration_is_refused_and_writes_nothing(login_as, conn, listener_id, ttl, field):  # noqa: F811
     with psycopg.connect(login_as("producer", producer="p"), autocommit=True) as producer:
         with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
@@ -246,8 +274,11 @@ def test_two_registrations_at_once_cannot_pass_the_bound_together(login_as, conn
     """Each registration counted the login's committed rows, so two at once both saw 63 and both
     inserted: 65. A login's registrations now queue on one lock, and the second sees the first."""
     login = login_as("producer", producer="p")
-    with psycopg.connect(login, autocommit=True) as a, psycopg.connect(login) as open_tx, \
-            psycopg.connect(login, autocommit=True) as c:
+    with (
+        psycopg.connect(login, autocommit=True) as a,
+        psycopg.connect(login) as open_tx,
+        psycopg.connect(login, autocommit=True) as c,
+    ):
         for i in range(63):
             a.execute("SELECT jobqueue.register_event_listener(%s, 30)", (f"l{i}",))
         open_tx.execute("SELECT jobqueue.register_event_listener('the-64th', 30)")  # not committed yet
@@ -259,8 +290,10 @@ def test_a_login_that_waited_on_another_logins_registration_of_its_id_is_told(lo
     """The second login's insert waited on the first's uncommitted row, then updated nothing and
     returned as if registered: its listener would have stopped getting events at the other's
     expiry without a word."""
-    with psycopg.connect(login_as("producer", producer="a")) as first, \
-            psycopg.connect(login_as("producer", producer="b"), autocommit=True) as second:
+    with (
+        psycopg.connect(login_as("producer", producer="a")) as first,
+        psycopg.connect(login_as("producer", producer="b"), autocommit=True) as second,
+    ):
         first.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
         assert _register_while_open(first, second, "api-1") == "refused"
 
@@ -273,4 +306,3 @@ def test_a_login_cannot_take_over_or_remove_another_logins_registration(login_as
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             b.execute("SELECT jobqueue.register_event_listener('api-1', 30)")
     assert [listener for listener, _ in _listeners(conn)] == ["api-1"]
-

@@ -60,8 +60,11 @@ def test_workers_write_the_breakers_and_their_job_types_without_resetting_a_runn
 
 
 def _live_worker(conn, app: str, worker_id: str = "w-live") -> None:
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app, job_types) "
-                 "VALUES (%s, 'h', 1, '{default}', 1, %s, '{}')", (worker_id, app))
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app, job_types) "
+        "VALUES (%s, 'h', 1, '{default}', 1, %s, '{}')",
+        (worker_id, app),
+    )
 
 
 def test_another_apps_same_named_task_neither_removes_nor_redefines_a_breaker(conn):
@@ -73,32 +76,44 @@ def test_another_apps_same_named_task_neither_removes_nor_redefines_a_breaker(co
     neighbour.circuit("flaky-api", threshold=99, window=5, reset_after=60)  # same name, other settings
     neighbour.task("call_api")(lambda job: None)  # no breaker
     neighbour.task("call_api_checked", circuit="flaky-api")(lambda job: None)
-    overruled = db.run_sync(conn, circuit_store.sync(list(neighbour.circuits.values()), neighbour.circuit_by_type(),
-                                                     app="neighbour"))
+    overruled = db.run_sync(
+        conn, circuit_store.sync(list(neighbour.circuits.values()), neighbour.circuit_by_type(), app="neighbour")
+    )
     assert overruled == [("circuit", "flaky-api", circuit_app.queue.name)]  # the worker logs it
     row = circuit(conn)
     assert (row.threshold, row.window_seconds, row.reset_after_seconds, row.declared_by) == (
-        3, 30.0, 1.5, circuit_app.queue.name)
+        3,
+        30.0,
+        1.5,
+        circuit_app.queue.name,
+    )
     assert row.job_types == ["call_api", "call_api_checked"]
     # the neighbour's own membership is its own: it leaves it, and the shop's stays
     neighbour_later = JobQueue("neighbour")
     neighbour_later.task("call_api_checked")(lambda job: None)
     db.run_sync(conn, circuit_store.sync([], neighbour_later.circuit_by_type(), app="neighbour"))
     assert circuit(conn).job_types == ["call_api", "call_api_checked"]
-    assert conn.execute("SELECT count(*) FROM jobqueue.circuit_job_types WHERE declared_by = 'neighbour'"
-                        ).fetchone()[0] == 0
+    assert (
+        conn.execute("SELECT count(*) FROM jobqueue.circuit_job_types WHERE declared_by = 'neighbour'").fetchone()[0]
+        == 0
+    )
 
 
 def test_a_breaker_whose_app_has_no_live_worker_is_taken_over_by_the_next_that_declares_it(conn):
     """A renamed app, or one gone for good: its declaration does not hold another's hostage."""
     sync(conn)
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app, status) "
-                 "VALUES ('gone', 'h', 1, '{default}', 1, %s, 'stopped')", (circuit_app.queue.name,))
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app, status) "
+        "VALUES ('gone', 'h', 1, '{default}', 1, %s, 'stopped')",
+        (circuit_app.queue.name,),
+    )
     renamed = JobQueue("renamed")
     renamed.circuit("flaky-api", threshold=7, window=30, reset_after=1.5)
     renamed.task("call_api", circuit="flaky-api")(lambda job: None)
-    assert db.run_sync(conn, circuit_store.sync(list(renamed.circuits.values()), renamed.circuit_by_type(),
-                                                app="renamed")) == []
+    assert (
+        db.run_sync(conn, circuit_store.sync(list(renamed.circuits.values()), renamed.circuit_by_type(), app="renamed"))
+        == []
+    )
     row = circuit(conn)
     assert (row.threshold, row.declared_by) == (7, "renamed")
 
@@ -166,8 +181,9 @@ def _probe_claim(conn, worker_id: str, seconds: float, stale: uuid.UUID | None =
         types = db.run_sync(conn, circuit_store.probe_begin("flaky-api", stale_probe=stale, now=at(seconds)))
         if types is None:
             return None
-        jobs = db.run_sync(conn, job_store.claim(worker_id=worker_id, queues=["default"], limit=1, lease_seconds=30,
-                                                 only=types))
+        jobs = db.run_sync(
+            conn, job_store.claim(worker_id=worker_id, queues=["default"], limit=1, lease_seconds=30, only=types)
+        )
         assert jobs, "the tests give every probe a job"
         db.run_sync(conn, circuit_store.probe_claimed("flaky-api", jobs[0].id))
         return jobs[0]
@@ -187,8 +203,9 @@ def test_after_reset_after_exactly_one_worker_wins_the_probe(dsn, conn):
         racer.start()
         racer.join(0.5)
         assert racer.is_alive()  # waits for the winner's row lock
-        [probe] = db.run_sync(first, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30,
-                                                     only=["call_api"]))
+        [probe] = db.run_sync(
+            first, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30, only=["call_api"])
+        )
         db.run_sync(first, circuit_store.probe_claimed("flaky-api", probe.id))
         first.execute("COMMIT")
         racer.join(10)
@@ -214,8 +231,10 @@ def test_a_probe_job_no_longer_running_lets_the_next_probe_take_over_but_only_on
     assert _probe_claim(conn, "C", 3, stale=first.id) is None
 
 
-@pytest.mark.parametrize("outcome, state, opened_at", [("success", "closed", None), ("failure", "open", at(7)),
-                                                       ("inconclusive", "open", at(0))])
+@pytest.mark.parametrize(
+    "outcome, state, opened_at",
+    [("success", "closed", None), ("failure", "open", at(7)), ("inconclusive", "open", at(0))],
+)
 def test_the_probe_outcome_closes_reopens_or_lets_the_next_probe_come(conn, outcome, state, opened_at):
     sync(conn)
     make_job(conn, job_type="call_api")
@@ -237,18 +256,24 @@ def test_the_claim_skips_blocked_types_and_the_rest_of_the_queue_keeps_flowing(c
     other = [make_job(conn, job_type="local_work") for _ in range(3)]
     for queues in (["default"], ["default", "other"]):
         conn.execute("BEGIN")
-        taken = db.run_sync(conn, job_store.claim(worker_id="w", queues=queues, limit=10, lease_seconds=30,
-                                                  blocked=["call_api", "call_api_checked"]))
+        taken = db.run_sync(
+            conn,
+            job_store.claim(
+                worker_id="w", queues=queues, limit=10, lease_seconds=30, blocked=["call_api", "call_api_checked"]
+            ),
+        )
         conn.execute("ROLLBACK")
         assert [job.id for job in taken] == other
     conn.execute("BEGIN")
     slots = [("default", 2, 10)]
-    taken = db.run_sync(conn, job_store.claim_weighted(worker_id="w", slots=slots, lease_seconds=30,
-                                                       blocked=["call_api"]))
+    taken = db.run_sync(
+        conn, job_store.claim_weighted(worker_id="w", slots=slots, lease_seconds=30, blocked=["call_api"])
+    )
     conn.execute("ROLLBACK")
     assert [job.id for job in taken] == other
-    only = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=10, lease_seconds=30,
-                                             only=["call_api"]))
+    only = db.run_sync(
+        conn, job_store.claim(worker_id="w", queues=["default"], limit=10, lease_seconds=30, only=["call_api"])
+    )
     assert [job.id for job in only] == blocked
 
 
@@ -285,9 +310,13 @@ def test_every_change_of_state_notifies_the_workers(dsn, conn):
 
 # --- a worker with breakers -------------------------------------------------------------------
 
+
 def _states(conn, job_type: str) -> dict[str, int]:
-    return dict(conn.execute("SELECT state, count(*) FROM jobqueue.jobs WHERE job_type = %s GROUP BY state",
-                             (job_type,)).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT state, count(*) FROM jobqueue.jobs WHERE job_type = %s GROUP BY state", (job_type,)
+        ).fetchall()
+    )
 
 
 def _enqueue(client: Client, job_type: str, n: int, down) -> list[uuid.UUID]:
@@ -295,7 +324,8 @@ def _enqueue(client: Client, job_type: str, n: int, down) -> list[uuid.UUID]:
 
 
 def test_a_worker_stops_claiming_a_failing_dependency_keeps_other_work_flowing_and_a_probe_closes_it(
-        dsn, conn, tmp_path):
+    dsn, conn, tmp_path
+):
     from tests.support.waiting import wait_until
     from tests.support.workers import WorkerThread, test_settings
 
@@ -303,11 +333,14 @@ def test_a_worker_stops_claiming_a_failing_dependency_keeps_other_work_flowing_a
     down.touch()
     with Client(dsn) as client, WorkerThread(circuit_app.queue, test_settings(dsn, concurrency=1)):
         failing = _enqueue(client, "call_api", 10, down)
+
         def untouched_once_open() -> tuple[int] | None:
             # read together with the state, before a probe after the 1.5 s reset can start one more
             state, untouched = conn.execute(
                 "SELECT (SELECT state FROM jobqueue.circuits WHERE name = 'flaky-api'), "
-                "count(*) FILTER (WHERE attempts = 0) FROM jobqueue.jobs WHERE id = ANY(%s)", (failing,)).fetchone()
+                "count(*) FILTER (WHERE attempts = 0) FROM jobqueue.jobs WHERE id = ANY(%s)",
+                (failing,),
+            ).fetchone()
             return (untouched,) if state == "open" else None
 
         (untouched,) = wait_until(untouched_once_open, timeout=20, message="the breaker open")
@@ -323,8 +356,10 @@ def test_a_worker_stops_claiming_a_failing_dependency_keeps_other_work_flowing_a
         down.unlink()  # the dependency is back: the next probe succeeds and closes the breaker
         wait_until(lambda: _states(conn, "call_api") == {"completed": 10}, timeout=30)
     assert circuit(conn).state == "closed"
-    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND attempts = 1",
-                        (local,)).fetchone()[0] == 5
+    assert (
+        conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE id = ANY(%s) AND attempts = 1", (local,)).fetchone()[0]
+        == 5
+    )
 
 
 def test_circuit_open_from_a_handler_opens_it_for_everyone_and_gives_the_attempt_back(dsn, conn, tmp_path):
@@ -358,17 +393,21 @@ def test_with_blocked_types_the_claims_still_probe_the_claim_index(dsn):
                         FROM generate_series(1, 20000) g""")
         conn.execute("ANALYZE jobqueue.jobs")
         params = claim_params(limit=100, blocked=["call_api", "call_api_checked"])
-        plans = [conn.execute("EXPLAIN (FORMAT JSON) " + queries()[name], dict(params, **extra)).fetchone()[0]
-                 for name, extra in (("job_claim", {"queues": ["default"]}),
-                                     ("job_claim", {"queues": ["default", "other"]}),
-                                     ("job_claim_weighted", {"queues": ["default"], "priorities": [2],
-                                                             "quotas": [10]}))]
+        plans = [
+            conn.execute("EXPLAIN (FORMAT JSON) " + queries()[name], dict(params, **extra)).fetchone()[0]
+            for name, extra in (
+                ("job_claim", {"queues": ["default"]}),
+                ("job_claim", {"queues": ["default", "other"]}),
+                ("job_claim_weighted", {"queues": ["default"], "priorities": [2], "quotas": [10]}),
+            )
+        ]
         conn.rollback()
     for plan in plans:
         assert "jobs_claim_idx" in str(plan) and seq_scanned(plan) <= SMALL_TABLES
 
 
 # --- one worker's Breakers against the database, with an injected clock --------------------------
+
 
 def _run_breakers(dsn: str, body):
     """Run ``body(breakers, claimer)`` with a Breakers and a Claimer on a pool of their own."""
@@ -427,8 +466,9 @@ def test_a_breaker_table_the_worker_cannot_read_or_write_keeps_its_last_view_and
     sync(conn)
     db.run_sync(conn, circuit_store.trip("flaky-api", now=at(0)))
     job_id = make_job(conn, job_type="call_api")
-    [job] = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
-                                             only=["call_api"]))
+    [job] = db.run_sync(
+        conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30, only=["call_api"])
+    )
 
     async def body(breakers, claimer, clock):
         await breakers.refresh()

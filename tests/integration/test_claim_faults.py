@@ -39,9 +39,11 @@ def fail_next_claims(conn, worker_id: str, times: int) -> None:
             END IF;
             RETURN NEW;
         END $$""")
-    conn.execute("""CREATE TRIGGER test_fail_claim BEFORE UPDATE ON jobqueue.jobs FOR EACH ROW
+    conn.execute(
+        """CREATE TRIGGER test_fail_claim BEFORE UPDATE ON jobqueue.jobs FOR EACH ROW
                     WHEN (NEW.state = 'processing' AND OLD.state <> 'processing' AND NEW.locked_by = %s)
-                    EXECUTE FUNCTION test_fail_claim()""".replace("%s", psycopg.sql.quote(worker_id)))
+                    EXECUTE FUNCTION test_fail_claim()""".replace("%s", psycopg.sql.quote(worker_id))
+    )
 
 
 def test_a_claim_the_server_refuses_is_logged_and_retried(dsn, conn, caplog):
@@ -64,8 +66,7 @@ def test_attempts_claimed_by_a_statement_whose_reply_was_lost_are_released_uncou
     and the worker's own next claim fails, so it cannot know whether it got anything."""
     worker = WorkerThread(apps.queue, test_settings(dsn, lease_seconds=60.0))
     lost = make_job(conn, job_type="record", max_attempts=1)
-    db.run_sync(conn, job_store.claim(worker_id=worker.worker.worker_id, queues=["default"], limit=1,
-                                      lease_seconds=60))
+    db.run_sync(conn, job_store.claim(worker_id=worker.worker.worker_id, queues=["default"], limit=1, lease_seconds=60))
     assert job_row(conn, lost)["attempts"] == 1
     fail_next_claims(conn, worker.worker.worker_id, times=1)
     fresh = make_job(conn, job_type="record", max_attempts=1)
@@ -90,22 +91,35 @@ def test_the_worker_stops_claiming_while_too_many_outcomes_wait_for_their_acks(d
             assert taken <= 20 + 5 + 10  # the bound, the slots, one batch in flight
             assert len(apps.runs) <= 20 + 5 + 10
             blocker.rollback()
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
-                                        ).fetchone()[0] == len(ids), timeout=20)
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'").fetchone()[0] == len(ids)
+            ),
+            timeout=20,
+        )
 
 
 def test_a_worker_that_is_not_the_leader_still_returns_expired_leases(dsn, conn):
     """The sweeper runs in every maintenance process: a crashed leader's jobs do not wait for a
     new leader to be elected (recovery is lease + sweep interval)."""
-    conn.execute("INSERT INTO jobqueue.leaders (name, leader_id, expires_at) "
-                 "VALUES ('maintenance', 'someone-else', now() + interval '1 hour')")
-    expired = make_job(conn, job_type="record", state="processing", attempts=1, locked_by="crashed",
-                       locked_until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    conn.execute(
+        "INSERT INTO jobqueue.leaders (name, leader_id, expires_at) "
+        "VALUES ('maintenance', 'someone-else', now() + interval '1 hour')"
+    )
+    expired = make_job(
+        conn,
+        job_type="record",
+        state="processing",
+        attempts=1,
+        locked_by="crashed",
+        locked_until=datetime.now(timezone.utc) - timedelta(seconds=1),
+    )
     with WorkerThread(apps.queue, test_settings(dsn, sweep_interval=0.2)) as worker:
         wait_until(lambda: job_row(conn, expired)["state"] == "completed", timeout=10)
         assert not worker.process.maintenance.elector.is_leader
     assert conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s", (expired,)).fetchone() == (
-        "LeaseExpired",)
+        "LeaseExpired",
+    )
 
 
 def test_a_claim_that_commits_after_the_reconcile_is_released_uncounted_too(dsn, conn):
@@ -121,8 +135,9 @@ def test_a_claim_that_commits_after_the_reconcile_is_released_uncounted_too(dsn,
     with worker:
         wait_until(lambda: job_row(conn, first)["state"] == "completed", timeout=10)  # failed once, then claimed
         late = make_job(conn, queue="elsewhere", job_type="record", max_attempts=1)
-        db.run_sync(conn, job_store.claim(worker_id=worker.worker.worker_id, queues=["elsewhere"], limit=1,
-                                          lease_seconds=3))
+        db.run_sync(
+            conn, job_store.claim(worker_id=worker.worker.worker_id, queues=["elsewhere"], limit=1, lease_seconds=3)
+        )
         wait_until(lambda: job_row(conn, late)["state"] == "pending", timeout=2.5, message="the late claim's release")
         time.sleep(3.5)  # past the lease it was claimed with: nothing for the sweeper to take
     row = job_row(conn, late)
@@ -163,9 +178,14 @@ def test_an_outcome_on_its_way_to_the_acks_is_not_released_as_a_lost_reply(dsn, 
             worker.loop.call_soon_threadsafe(worker.worker._wake.set)
             time.sleep(0.5)  # the claim loop reconciles meanwhile
             gate.set()
-            first_attempts = "SELECT job_id FROM jobqueue.job_errors WHERE attempt = 1 AND error_type = 'ConnectionError'"
-            wait_until(lambda: len(conn.execute(first_attempts).fetchall()) == 3, timeout=10,
-                       message="each job's first failure written")
+            first_attempts = (
+                "SELECT job_id FROM jobqueue.job_errors WHERE attempt = 1 AND error_type = 'ConnectionError'"
+            )
+            wait_until(
+                lambda: len(conn.execute(first_attempts).fetchall()) == 3,
+                timeout=10,
+                message="each job's first failure written",
+            )
     finally:
         gate.set()
         os.unlink(down.name)
@@ -188,6 +208,10 @@ def test_the_worker_stops_claiming_while_the_results_waiting_for_their_acks_are_
             blocker.rollback()
         assert 3_000_000 <= held <= 3_000_000 + 2 * 1_000_100  # the bound, and what the two slots finished meanwhile
         assert taken <= 3 + 2 + 2  # the bound, the slots, the claims that filled them
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
-                                        ).fetchone()[0] == len(ids), timeout=30)
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'").fetchone()[0] == len(ids)
+            ),
+            timeout=30,
+        )
     assert worker.worker.acks.backlog_bytes == 0

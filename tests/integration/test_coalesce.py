@@ -23,11 +23,13 @@ def refuse_marked_jobs_like_a_server_limit(conn) -> None:
         CREATE FUNCTION public.refuse_too_big() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.payload ? 'too_big' THEN
-                RAISE EXCEPTION USING ERRCODE = '54000', MESSAGE = 'index row requires 8032 bytes, maximum size is 2704';
+                RAISE EXCEPTION USING ERRCODE = '54000',
+                    MESSAGE = 'index row requires 8032 bytes, maximum size is 2704';
             END IF;
             RETURN NEW;
         END $$;
-        CREATE TRIGGER jobs_test_limit BEFORE INSERT ON jobqueue.jobs FOR EACH ROW EXECUTE FUNCTION public.refuse_too_big();
+        CREATE TRIGGER jobs_test_limit BEFORE INSERT ON jobqueue.jobs
+            FOR EACH ROW EXECUTE FUNCTION public.refuse_too_big();
     """)
 
 
@@ -54,9 +56,12 @@ def test_waiting_callers_share_one_statement_and_each_get_their_own_ids(dsn, con
     async def scenario():
         async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
-            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n, "k": k}}
-                                                          for k in range(n % 3 + 1)]))
-                       for n in range(20)]
+            callers = [
+                asyncio.create_task(
+                    client.submit([{"job_type": "c", "payload": {"n": n, "k": k}} for k in range(n % 3 + 1)])
+                )
+                for n in range(20)
+            ]
             await asyncio.sleep(0.1)
             await holder.rollback()  # the key is free: the first statement inserts, then the group goes
             await holder.close()
@@ -115,15 +120,20 @@ def test_a_caller_that_gives_up_while_waiting_writes_nothing(dsn, conn):
 
 def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
     def kill_enqueues() -> None:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                     "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND query LIKE '%%enqueue_many%%'"
+        )
 
     async def scenario():
-        async with AsyncClient(dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0,
-                               coalesce_lock_wait=30.0) as client:
+        async with AsyncClient(
+            dsn, submit_lanes=1, pool_size=2, coalesce_stall_after=30.0, coalesce_lock_wait=30.0
+        ) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             # the group holds the held key too, so its statement waits on the holder as well
-            callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))]
+            callers = [
+                asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": 0}, "idempotency_key": "gate"}]))
+            ]
             callers += [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in (1, 2)]
             await asyncio.sleep(0.05)
             kill_enqueues()
@@ -145,11 +155,13 @@ def test_a_lost_database_fails_every_caller_of_the_statement(dsn, conn):
 
 def test_a_statement_stuck_on_a_lock_stops_holding_its_lane(dsn, conn):
     """The lane's statement waits on another transaction: after stall_after the others go on."""
+
     async def scenario():
         async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=0.1) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
-            others = await asyncio.wait_for(asyncio.gather(
-                *(client.submit([{"job_type": "c", "payload": {"n": n}}]) for n in range(5))), 5)
+            others = await asyncio.wait_for(
+                asyncio.gather(*(client.submit([{"job_type": "c", "payload": {"n": n}}]) for n in range(5))), 5
+            )
             still_blocked = not first.done()
             await holder.rollback()
             await holder.close()
@@ -207,9 +219,21 @@ def test_a_refused_idempotency_mismatch_in_a_group_fails_only_its_caller(dsn, co
         async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             callers = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(2)]
-            callers.insert(1, asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": "again"},
-                                                                  "idempotency_key": "paid",
-                                                                  "idempotency_mismatch": "reject"}])))
+            callers.insert(
+                1,
+                asyncio.create_task(
+                    client.submit(
+                        [
+                            {
+                                "job_type": "c",
+                                "payload": {"n": "again"},
+                                "idempotency_key": "paid",
+                                "idempotency_mismatch": "reject",
+                            }
+                        ]
+                    )
+                ),
+            )
             await asyncio.sleep(0.1)
             await holder.rollback()
             await holder.close()
@@ -227,12 +251,15 @@ def test_a_held_key_in_a_group_makes_only_its_own_caller_wait(dsn, conn):
     """Another transaction holds caller K's idempotency key uncommitted. Grouped with K, the other
     callers must not wait for that transaction: the group's lock wait is cut short, and each
     caller goes again alone — the others at once, K waiting for the holder."""
+
     async def scenario():
         async with AsyncClient(dsn, submit_lanes=1, coalesce_stall_after=30.0) as client:
             holder, first = await _blocked_lane(dsn, client, "gate")
             keyed_holder = await psycopg.AsyncConnection.connect(dsn)
             await keyed_holder.execute("SELECT jobqueue.enqueue('c', '{\"n\": \"held\"}', idempotency_key => 'k')")
-            keyed = asyncio.create_task(client.submit([{"job_type": "c", "idempotency_key": "k", "payload": {"n": "k"}}]))
+            keyed = asyncio.create_task(
+                client.submit([{"job_type": "c", "idempotency_key": "k", "payload": {"n": "k"}}])
+            )
             others = [asyncio.create_task(client.submit([{"job_type": "c", "payload": {"n": n}}])) for n in range(4)]
             await asyncio.sleep(0.05)
             await holder.rollback()  # the lane frees: K and the others go as one group
@@ -282,8 +309,15 @@ def test_groups_stop_at_max_jobs_and_keep_arrival_order():
     assert [[job for job, _ in answer] for answer in answers] == [[10 * n, 10 * n + 1] for n in range(1, 6)]
 
 
-@pytest.mark.parametrize("options", [dict(lanes=0, max_jobs=10), dict(lanes=1, max_jobs=0),
-                                     dict(lanes=1, max_jobs=10, max_wait=0), dict(lanes=1, max_jobs=10, stall_after=0)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(lanes=0, max_jobs=10),
+        dict(lanes=1, max_jobs=0),
+        dict(lanes=1, max_jobs=10, max_wait=0),
+        dict(lanes=1, max_jobs=10, stall_after=0),
+    ],
+)
 def test_coalescer_settings_are_checked(options):
     with pytest.raises(ValueError):
         SubmitCoalescer(lambda jobs, grouped: None, **options)  # type: ignore[arg-type, return-value]
@@ -292,6 +326,7 @@ def test_coalescer_settings_are_checked(options):
 def test_outages_are_told_from_refusals():
     """Only a lost or unreachable database fails a whole group; what the server refused (deadlock,
     lock timeout, a limit) is replayed caller by caller."""
+
     def unavailable(cause: Exception) -> Exception:  # what db.run raises for the driver's error
         try:
             with translated_errors():

@@ -43,29 +43,49 @@ def backends(conn: psycopg.Connection) -> list[tuple[str, str]]:
     that has finished starting: an autovacuum worker of the database (no name: not ours), or a
     backend seen while it still authenticates (its startup packet's name not read yet, state
     NULL), made the check fail about once a full run."""
-    return conn.execute("SELECT application_name, query FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                        "AND backend_type = 'client backend' AND state IS NOT NULL").fetchall()
+    return conn.execute(
+        "SELECT application_name, query FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend' AND state IS NOT NULL"
+    ).fetchall()
 
 
 def test_every_connection_names_what_opened_it(dsn, conn):
     settings = test_settings(dsn)
-    standalone = subprocess.Popen([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                                   "maintenance"], env=dict(os.environ, JOBQUEUE_DSN=dsn), cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    standalone = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())", "maintenance"],
+        env=dict(os.environ, JOBQUEUE_DSN=dsn),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     api = ApiServer(api_settings(dsn)).start()
     try:
-        with Client(dsn, settings=settings) as client, Client(dsn, settings=settings, application_name="billing"), \
-                open_client(settings), WorkerThread(apps.queue, settings) as worker:
+        with (
+            Client(dsn, settings=settings) as client,
+            Client(dsn, settings=settings, application_name="billing"),
+            open_client(settings),
+            WorkerThread(apps.queue, settings) as worker,
+        ):
             key = client.create_api_key("alice")[0]
             with httpx.stream("GET", api.url + "/events", headers={"Authorization": f"Bearer {key}"}) as stream:
                 assert stream.status_code == 200  # its LISTEN connection is open now
                 worker_id = worker.worker.worker_id
-                expected = {"jobqueue-client", "billing", "jobqueue-cli", f"jobqueue-worker {worker_id}",
-                            f"jobqueue-maintenance {worker_id}", "jobqueue-api",
-                            f"jobqueue-maintenance {socket.gethostname()}:{standalone.pid}:maintenance"}
-                seen = wait_until(lambda: (rows := backends(conn)) and expected <= {name for name, _ in rows} and rows,
-                                  timeout=15, message=f"connections named {expected}")
+                expected = {
+                    "jobqueue-client",
+                    "billing",
+                    "jobqueue-cli",
+                    f"jobqueue-worker {worker_id}",
+                    f"jobqueue-maintenance {worker_id}",
+                    "jobqueue-api",
+                    f"jobqueue-maintenance {socket.gethostname()}:{standalone.pid}:maintenance",
+                }
+                seen = wait_until(
+                    lambda: (rows := backends(conn)) and expected <= {name for name, _ in rows} and rows,
+                    timeout=15,
+                    message=f"connections named {expected}",
+                )
     finally:
         api.stop()
         terminate(standalone)
@@ -75,8 +95,10 @@ def test_every_connection_names_what_opened_it(dsn, conn):
 
 
 def settings_of(conn: psycopg.Connection) -> tuple[str, str, str]:
-    return conn.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), "
-                        "current_setting('idle_in_transaction_session_timeout')").fetchone()
+    return conn.execute(
+        "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), "
+        "current_setting('idle_in_transaction_session_timeout')"
+    ).fetchone()
 
 
 def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection_is_left_alone(dsn):
@@ -88,9 +110,13 @@ def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection
         await pool.open(wait=True)
         try:
             async with db.connection(pool) as conn:
-                from_pool = await (await conn.execute("SELECT current_setting('statement_timeout'), "
-                                                      "current_setting('lock_timeout'), current_setting("
-                                                      "'idle_in_transaction_session_timeout')")).fetchone()
+                from_pool = await (
+                    await conn.execute(
+                        "SELECT current_setting('statement_timeout'), "
+                        "current_setting('lock_timeout'), current_setting("
+                        "'idle_in_transaction_session_timeout')"
+                    )
+                ).fetchone()
         finally:
             await pool.close()
         async with await db.connect(dsn, settings=settings) as own:
@@ -102,23 +128,35 @@ def test_pools_and_own_connections_get_the_configured_waits_a_callers_connection
     with db.connect_sync(db.Session.of(settings, "sync")) as conn:
         assert settings_of(conn) == wanted
     # the DSN's own options win where they clash (and are kept where they do not)
-    with db.connect_sync(db.Session.of(settings.with_(dsn=make_conninfo(dsn, options="-c lock_timeout=4s "
-                                                                                "-c search_path=elsewhere")), "x")) as conn:
+    with db.connect_sync(
+        db.Session.of(
+            settings.with_(dsn=make_conninfo(dsn, options="-c lock_timeout=4s -c search_path=elsewhere")), "x"
+        )
+    ) as conn:
         assert settings_of(conn) == ("12500ms", "4s", "3s")
         assert conn.execute("SHOW search_path").fetchone() == ("elsewhere",)
 
-    with psycopg.connect(dsn, autocommit=True) as mine, Client(dsn, settings=Settings(db=settings), pool_size=1) as client:
+    with (
+        psycopg.connect(dsn, autocommit=True) as mine,
+        Client(dsn, settings=Settings(db=settings), pool_size=1) as client,
+    ):
         before = settings_of(mine), mine.prepare_threshold
         client.submit([{"job_type": "x"}] * 3, connection=mine)
         client.submit([{"job_type": "x"}] * 3, connection=mine)
         assert (settings_of(mine), mine.prepare_threshold) == before
 
 
-@pytest.mark.parametrize("waits", [dict(lock_timeout=0.3, statement_timeout=0),
-                                   dict(lock_timeout=0, statement_timeout=0.3)], ids=["lock", "statement"])
+@pytest.mark.parametrize(
+    "waits",
+    [dict(lock_timeout=0.3, statement_timeout=0), dict(lock_timeout=0, statement_timeout=0.3)],
+    ids=["lock", "statement"],
+)
 def test_a_statement_blocked_by_a_lock_gives_up_within_its_timeout_as_database_busy(dsn, conn, waits):
     job_id = make_job(conn)
-    with psycopg.connect(dsn) as holder, Client(dsn, settings=Settings(db=DbSettings(dsn=dsn, **waits)), pool_size=1) as client:
+    with (
+        psycopg.connect(dsn) as holder,
+        Client(dsn, settings=Settings(db=DbSettings(dsn=dsn, **waits)), pool_size=1) as client,
+    ):
         holder.execute("LOCK TABLE jobqueue.jobs IN ACCESS EXCLUSIVE MODE")
         started = time.monotonic()
         with pytest.raises(DatabaseBusy, match=f"{next(k for k, v in waits.items() if v).split('_')[0]} timeout"):
@@ -134,8 +172,11 @@ def test_a_connection_left_idle_in_a_transaction_is_closed_by_the_server(dsn, co
         try:
             pid = own.info.backend_pid
             await db.run(own, meta_store.schema_revision())  # a transaction opened, then left idle
-            wait_until(lambda: not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone(),
-                       timeout=5, message="the server to end the idle transaction")
+            wait_until(
+                lambda: not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone(),
+                timeout=5,
+                message="the server to end the idle transaction",
+            )
             with pytest.raises(DatabaseUnavailable, match="idle-in-transaction timeout"):
                 await db.run(own, meta_store.schema_revision())
         finally:

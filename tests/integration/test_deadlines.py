@@ -26,8 +26,9 @@ def _clear_runs():
 
 
 def errors_of(conn, job_id) -> list[tuple[str, str]]:
-    return conn.execute("SELECT error_type, message FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt",
-                        (job_id,)).fetchall()
+    return conn.execute(
+        "SELECT error_type, message FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt", (job_id,)
+    ).fetchall()
 
 
 def test_a_handler_without_a_timeout_gets_the_processing_ttl(dsn, conn):
@@ -49,25 +50,31 @@ def test_a_handler_without_a_timeout_gets_the_processing_ttl(dsn, conn):
 def test_the_claim_sets_the_deadline_from_the_task_timeout_else_the_default(dsn, conn):
     with_timeout, without = make_job(conn, job_type="timed"), make_job(conn, job_type="untimed")
     deadlines = Deadlines(timeouts_json='{"timed": 2.5}', default=600.0, grace=4.0)
-    claimed = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=2, lease_seconds=30,
-                                                deadlines=deadlines))
+    claimed = db.run_sync(
+        conn, job_store.claim(worker_id="w", queues=["default"], limit=2, lease_seconds=30, deadlines=deadlines)
+    )
     by_type = {job.job_type: job for job in claimed}
     assert by_type["timed"].timeout == pytest.approx(2.5, abs=0.01)
     assert by_type["untimed"].timeout == pytest.approx(600.0, abs=0.01)
     timed, untimed = job_row(conn, with_timeout), job_row(conn, without)
     # the lease is the shorter of the lease and the deadline plus its grace
-    assert timed["locked_until"] - timed["deadline_at"] == pytest.approx(timedelta(seconds=4.0), abs=timedelta(seconds=0.01))
+    assert timed["locked_until"] - timed["deadline_at"] == pytest.approx(
+        timedelta(seconds=4.0), abs=timedelta(seconds=0.01)
+    )
     assert untimed["locked_until"] - untimed["started_at"] <= timedelta(seconds=30.01)
 
 
 def test_the_heartbeat_never_extends_a_lease_past_the_deadline(dsn, conn):
     job_id = make_job(conn, job_type="timed")
     deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=2.0)
-    [job] = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
-                                              deadlines=deadlines))
+    [job] = db.run_sync(
+        conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30, deadlines=deadlines)
+    )
     later = datetime.now(timezone.utc) + timedelta(seconds=20)
-    held = db.run_sync(conn, job_store.extend_leases(worker_id="w", attempts=[job.key], lease_seconds=30,
-                                                     deadline_grace=2.0, now=later))
+    held = db.run_sync(
+        conn,
+        job_store.extend_leases(worker_id="w", attempts=[job.key], lease_seconds=30, deadline_grace=2.0, now=later),
+    )
     assert held.written == {job.key: False}  # still held (the attempt is not reclaimed by the heartbeat itself)
     row = job_row(conn, job_id)
     assert row["locked_until"] == row["deadline_at"] + timedelta(seconds=2.0)  # not later + 30 s
@@ -77,20 +84,26 @@ def test_the_sweeper_fails_an_attempt_that_overran_its_deadline_as_a_timeout(dsn
     """The worker kept the lease alive up to the deadline but never reported: a wedged worker."""
     job_id = make_job(conn, job_type="timed", max_attempts=1)
     deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
-    db.run_sync(conn, job_store.claim(worker_id="wedged", queues=["default"], limit=1, lease_seconds=30,
-                                      deadlines=deadlines))
+    db.run_sync(
+        conn, job_store.claim(worker_id="wedged", queues=["default"], limit=1, lease_seconds=30, deadlines=deadlines)
+    )
     rows = db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=3)))
     assert [(r[0], r[1]) for r in rows] == [(job_id, "dead_letter")]
     [(error_type, message)] = errors_of(conn, job_id)
     assert error_type == "JobTimeout" and "past its deadline; worker wedged did not report it" in message
-    assert conn.execute("SELECT error->>'type' FROM jobqueue.job_results WHERE job_id = %s",
-                        (job_id,)).fetchone() == ("JobTimeout",)
+    assert conn.execute("SELECT error->>'type' FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
+        "JobTimeout",
+    )
 
 
 def test_a_lease_that_ran_out_before_the_deadline_is_a_lost_lease(dsn, conn):
     job_id = make_job(conn, job_type="untimed")
-    db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=5,
-                                      deadlines=Deadlines(default=600.0)))
+    db.run_sync(
+        conn,
+        job_store.claim(
+            worker_id="gone", queues=["default"], limit=1, lease_seconds=5, deadlines=Deadlines(default=600.0)
+        ),
+    )
     db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=6)))
     assert [e[0] for e in errors_of(conn, job_id)] == ["LeaseExpired"]
     assert job_row(conn, job_id)["state"] == "pending"
@@ -141,7 +154,9 @@ def test_a_result_above_the_size_limit_dead_letters_with_the_reason(dsn, conn):
     job_id = make_job(conn, job_type="big_result", payload={"bytes": 5000})
     small = make_job(conn, job_type="big_result", payload={"bytes": 10})
     with WorkerThread(apps.queue, test_settings(dsn, max_result_bytes=1000)):
-        wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter" and job_row(conn, small)["state"] == "completed")
+        wait_until(
+            lambda: job_row(conn, job_id)["state"] == "dead_letter" and job_row(conn, small)["state"] == "completed"
+        )
     [(error_type, message)] = errors_of(conn, job_id)
     assert error_type == "PermanentError" and "more than the 1,000 allowed (JOBQUEUE_MAX_RESULT_BYTES)" in message
     assert job_row(conn, job_id)["attempts"] == 1
@@ -152,10 +167,14 @@ def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
 
     long_running = make_job(conn, job_type="timed")
     deadlines = Deadlines(timeouts_json='{"timed": 1}', default=600.0, grace=1.0)
-    db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
-                                      deadlines=deadlines))
-    conn.execute("UPDATE jobqueue.jobs SET started_at = now() - interval '700 seconds', "
-                 "deadline_at = now() - interval '90 seconds' WHERE id = %s", (long_running,))
+    db.run_sync(
+        conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30, deadlines=deadlines)
+    )
+    conn.execute(
+        "UPDATE jobqueue.jobs SET started_at = now() - interval '700 seconds', "
+        "deadline_at = now() - interval '90 seconds' WHERE id = %s",
+        (long_running,),
+    )
 
     async def snapshot():
         import psycopg
@@ -166,10 +185,16 @@ def test_processing_age_and_overdue_attempts_are_in_the_metrics(dsn, conn):
     import asyncio
 
     text = prometheus.render(asyncio.run(snapshot()))
-    age = next(line for line in text.splitlines()
-               if line.startswith('jobqueue_processing_age_seconds{queue="default",priority="normal"}'))
-    overdue = next(line for line in text.splitlines()
-                   if line.startswith('jobqueue_processing_overdue_seconds{queue="default",priority="normal"}'))
+    age = next(
+        line
+        for line in text.splitlines()
+        if line.startswith('jobqueue_processing_age_seconds{queue="default",priority="normal"}')
+    )
+    overdue = next(
+        line
+        for line in text.splitlines()
+        if line.startswith('jobqueue_processing_overdue_seconds{queue="default",priority="normal"}')
+    )
     assert 699 < float(age.split()[-1]) < 760
     assert 89 < float(overdue.split()[-1]) < 150
 
@@ -183,16 +208,20 @@ def test_the_registry_counts_stuck_handlers(dsn, conn):
         assert worker.worker.threads.stuck == 1
         others = [make_job(conn, job_type="record_sync") for _ in range(6)]
         wait_until(lambda: all(job_row(conn, j)["state"] == "completed" for j in others), timeout=10)
-        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
-                   timeout=5, message="the heartbeat to report the stuck handler")
+        wait_until(
+            lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+            timeout=5,
+            message="the heartbeat to report the stuck handler",
+        )
         assert not worker.worker.restart_requested  # 1 stuck < 2 (the default bound: concurrency)
     assert [e[0] for e in errors_of(conn, blocked)] == ["JobTimeout"]
 
 
 def test_a_timeout_given_at_enqueue_overrides_the_tasks(dsn, conn):
     """`slow` declares timeout=60; this job carries 0.3 s of its own."""
-    job_id = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 5}', timeout => interval '0.3 seconds', "
-                          "max_attempts => 1)").fetchone()[0]
+    job_id = conn.execute(
+        "SELECT jobqueue.enqueue('slow', '{\"seconds\": 5}', timeout => interval '0.3 seconds', max_attempts => 1)"
+    ).fetchone()[0]
     with WorkerThread(apps.queue, test_settings(dsn)):
         wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter", timeout=10)
     [(error_type, message)] = errors_of(conn, job_id)
@@ -206,14 +235,26 @@ def test_a_job_still_waiting_at_its_expiry_is_dead_lettered_as_expired_and_can_b
 
     conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('default', true)")
     job_id = conn.execute("SELECT jobqueue.enqueue('record', expire_after => interval '0.3 seconds')").fetchone()[0]
-    assert db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=30,
-                                             now=datetime.now(timezone.utc) + timedelta(seconds=1))) == []
+    assert (
+        db.run_sync(
+            conn,
+            job_store.claim(
+                worker_id="w",
+                queues=["default"],
+                limit=1,
+                lease_seconds=30,
+                now=datetime.now(timezone.utc) + timedelta(seconds=1),
+            ),
+        )
+        == []
+    )
     with WorkerThread(apps.queue, test_settings(dsn, sweep_interval=0.2)):
         wait_until(lambda: job_row(conn, job_id)["state"] == "dead_letter", timeout=10)
         row = job_row(conn, job_id)
         assert row["dead_reason"] == "expired" and row["attempts"] == 0
         assert conn.execute("SELECT dead_reason FROM jobqueue.dead_letters WHERE id = %s", (job_id,)).fetchone() == (
-            "expired",)
+            "expired",
+        )
         assert apps.runs == []
         conn.execute("UPDATE jobqueue.queue_settings SET paused = false WHERE queue = 'default'")
         with Client(dsn) as client:
@@ -284,8 +325,11 @@ def test_an_async_handler_that_swallows_its_cancellation_is_stuck_and_gives_its_
         wait_until(lambda: worker.worker.threads.stuck == 1, timeout=5, message="the handler counted stuck")
         other = make_job(conn, job_type="record")
         wait_until(lambda: job_row(conn, other)["state"] == "completed", timeout=5, message="the slot back")
-        wait_until(lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
-                   timeout=5, message="the heartbeat to report the stuck handler")
+        wait_until(
+            lambda: conn.execute("SELECT stuck_handlers FROM jobqueue.workers").fetchone() == (1,),
+            timeout=5,
+            message="the heartbeat to report the stuck handler",
+        )
         assert not worker.worker.restart_requested
         make_job(conn, job_type="swallows_cancel", max_attempts=1)
         wait_until(lambda: worker.worker.restart_requested, timeout=10, message="a restart for the second one")

@@ -133,8 +133,9 @@ def test_the_python_clients_repeat_waits_for_the_standby(dsn, standby):
     with Client(dsn, pool_size=1) as client:
         first = client.enqueue("pay", idempotency_key="k1")
         assert blocks_until_thawed(standby, lambda: client.enqueue("pay", idempotency_key="k1")) == first
-        assert blocks_until_thawed(standby, lambda: client.submit([{"job_type": "pay", "idempotency_key": "k1"}])) \
-            == [(first, False)]
+        assert blocks_until_thawed(standby, lambda: client.submit([{"job_type": "pay", "idempotency_key": "k1"}])) == [
+            (first, False)
+        ]
 
 
 def test_group_committed_repeats_wait_for_the_standby(dsn, standby):
@@ -144,8 +145,9 @@ def test_group_committed_repeats_wait_for_the_standby(dsn, standby):
 
     async def scenario(first: bool) -> list:
         async with AsyncClient(dsn, pool_size=3, submit_lanes=1, coalesce_stall_after=0.05) as client:
-            results = await asyncio.gather(*(client.submit([{"job_type": "pay", "idempotency_key": key}])
-                                              for key in keys))
+            results = await asyncio.gather(
+                *(client.submit([{"job_type": "pay", "idempotency_key": key}]) for key in keys)
+            )
             statements = client.coalescer.statements
         assert first or statements < len(keys), "no two callers shared a statement"
         return [result[0] for result in results]
@@ -176,8 +178,10 @@ def test_a_cron_tick_already_fired_waits_for_the_standby(dsn, standby):
     with Client(dsn, pool_size=1) as client:
         client.schedules.add("tick", "* * * * *", "pay")
     schedule_id, cron, zone, tick = sql(dsn, "SELECT id, cron, timezone, next_fire_at FROM jobqueue.schedules")[0]
-    fire = ("SELECT fire_at, job_id FROM jobqueue.fire_schedule(%(id)s, %(expected)s, %(cron)s, %(zone)s, "
-            "ARRAY[%(tick)s::timestamptz], %(next)s, 'test')")
+    fire = (
+        "SELECT fire_at, job_id FROM jobqueue.fire_schedule(%(id)s, %(expected)s, %(cron)s, %(zone)s, "
+        "ARRAY[%(tick)s::timestamptz], %(next)s, 'test')"
+    )
     later = tick + timedelta(minutes=1)
     params = {"id": schedule_id, "cron": cron, "zone": zone, "tick": tick, "next": later}
     assert len(sql(dsn, fire, params | {"expected": tick})) == 1

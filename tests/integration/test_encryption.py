@@ -45,8 +45,12 @@ def keys(*lines: str) -> KeyRing:
 
 def dump(dsn: str) -> str:
     """Every row of every jobqueue table, as pg_dump writes them."""
-    return subprocess.run([str(pg_bindir() / "pg_dump"), "--data-only", "--schema=jobqueue", dsn],
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [str(pg_bindir() / "pg_dump"), "--data-only", "--schema=jobqueue", dsn],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def state(conn, job_id) -> str:
@@ -67,8 +71,9 @@ def test_fields_a_task_declares_are_encrypted_by_a_producer_that_never_imported_
             keyless = Client(dsn, settings=test_settings(dsn))
             with keyless:
                 assert keyless.get(job_id).result["kid"] == "k1"  # a status read without the key: as stored
-    assert conn.execute("SELECT encrypted_fields FROM jobqueue.task_defaults WHERE job_type = 'charge'"
-                        ).fetchone()[0] == ["card.number", "ssn"]
+    assert conn.execute("SELECT encrypted_fields FROM jobqueue.task_defaults WHERE job_type = 'charge'").fetchone()[
+        0
+    ] == ["card.number", "ssn"]
     report = rotate(conn, keys(K2, K1))  # the stored result is re-wrapped too: k1 is no longer needed
     assert (report.payloads, report.results) == (1, 1)
     with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K2))) as rotated:
@@ -82,19 +87,28 @@ def test_per_call_and_batch_fields_are_encrypted_and_a_missing_one_writes_nothin
     settings = test_settings(dsn, encryption_keys=keys(K1))
     with Client(dsn, settings=settings) as client:
         one = client.enqueue("echo", {"ssn": SSN, "tags": ["a", CARD]}, encrypt=["ssn", "tags"])
-        many = client.enqueue_many([{"job_type": "echo", "payload": {"card": {"number": CARD}}, "encrypt": ["card.number"]},
-                                    {"job_type": "echo", "payload": {"plain": "visible"}}])
+        many = client.enqueue_many(
+            [
+                {"job_type": "echo", "payload": {"card": {"number": CARD}}, "encrypt": ["card.number"]},
+                {"job_type": "echo", "payload": {"plain": "visible"}},
+            ]
+        )
         with pytest.raises(Exception) as caught:
-            client.enqueue_many([{"job_type": "echo", "payload": {"a": 1}},
-                                 {"job_type": "echo", "payload": {"card": {}}, "encrypt": ["card.number"]}])
+            client.enqueue_many(
+                [
+                    {"job_type": "echo", "payload": {"a": 1}},
+                    {"job_type": "echo", "payload": {"card": {}}, "encrypt": ["card.number"]},
+                ]
+            )
         assert getattr(caught.value, "field", None) == "jobs[1].payload.card.number"
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 3
     stored = dump(dsn)
     assert CARD not in stored and SSN not in stored and "visible" in stored
     with WorkerThread(crypt_app.queue, settings):
         wait_until(lambda: all(state(conn, j) == "completed" for j in [one, *many]), timeout=10)
-    assert sorted(map(json.dumps, (p for _, p in crypt_app.seen))) == sorted(map(json.dumps, [
-        {"ssn": SSN, "tags": ["a", CARD]}, {"card": {"number": CARD}}, {"plain": "visible"}]))
+    assert sorted(map(json.dumps, (p for _, p in crypt_app.seen))) == sorted(
+        map(json.dumps, [{"ssn": SSN, "tags": ["a", CARD]}, {"card": {"number": CARD}}, {"plain": "visible"}])
+    )
 
 
 def producer_envelope(key_line: str, value, job_id: uuid.UUID, *path: str, producer: str = "") -> dict:
@@ -103,23 +117,32 @@ def producer_envelope(key_line: str, value, job_id: uuid.UUID, *path: str, produ
     kid, encoded = key_line.split(":")
     data_key, nonce = os.urandom(32), os.urandom(12)
     bound_to = "\0".join(["jobqueue/2", "payload", producer, "echo", str(job_id), *path]).encode()
-    return {"$jobqueue_enc": 2, "kid": kid,
-            "dek": base64.b64encode(aes_key_wrap(base64.b64decode(encoded), data_key)).decode(),
-            "nonce": base64.b64encode(nonce).decode(),
-            "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), bound_to)).decode()}
+    return {
+        "$jobqueue_enc": 2,
+        "kid": kid,
+        "dek": base64.b64encode(aes_key_wrap(base64.b64decode(encoded), data_key)).decode(),
+        "nonce": base64.b64encode(nonce).decode(),
+        "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), bound_to)).decode(),
+    }
 
 
 def uuid7() -> uuid.UUID:
     """A version-7 UUID of now, written from RFC 9562 (what a SQL producer that seals makes)."""
-    return uuid.UUID(int=(time.time_ns() // 1_000_000) << 80 | 0x7 << 76 | 0b10 << 62 | int.from_bytes(os.urandom(7), "big"))
+    return uuid.UUID(
+        int=(time.time_ns() // 1_000_000) << 80 | 0x7 << 76 | 0b10 << 62 | int.from_bytes(os.urandom(7), "big")
+    )
 
 
 def test_sql_producers_pass_values_they_encrypted_and_rotation_frees_the_old_key(dsn, conn):
     job_id = uuid7()
-    payload = {"ssn": producer_envelope(K1, SSN, job_id, "ssn"),
-               "card": {"number": producer_envelope(K1, {"n": CARD}, job_id, "card", "number")}}
-    given = conn.execute("SELECT id FROM jobqueue.enqueue_many(%s::jsonb)",
-                         (json.dumps([{"id": str(job_id), "job_type": "echo", "payload": payload}]),)).fetchone()[0]
+    payload = {
+        "ssn": producer_envelope(K1, SSN, job_id, "ssn"),
+        "card": {"number": producer_envelope(K1, {"n": CARD}, job_id, "card", "number")},
+    }
+    given = conn.execute(
+        "SELECT id FROM jobqueue.enqueue_many(%s::jsonb)",
+        (json.dumps([{"id": str(job_id), "job_type": "echo", "payload": payload}]),),
+    ).fetchone()[0]
     assert given == job_id
     assert SSN not in dump(dsn) and CARD not in dump(dsn)
     # k2 now encrypts, k1 still decrypts: rotation re-wraps the stored data keys under k2 ...
@@ -139,8 +162,9 @@ def test_a_job_id_given_at_enqueue_must_be_a_version_7_uuid_of_now(conn):
     def refused(job_id: str) -> str:
         with pytest.raises(ValidationError) as caught:
             with Client(conn.info.dsn, settings=test_settings(conn.info.dsn)) as client:
-                client._run(job_store.enqueue_many(json.dumps([{"job_type": "echo"}, {"job_type": "echo", "id": job_id}])),
-                            None)
+                client._run(
+                    job_store.enqueue_many(json.dumps([{"job_type": "echo"}, {"job_type": "echo", "id": job_id}])), None
+                )
         assert caught.value.field == "jobs[1].id"
         return caught.value.message
 
@@ -183,13 +207,16 @@ def test_rest_submissions_are_encrypted_and_reads_are_redacted(dsn, conn, start_
     api = start_api(encryption_keys=keys(K1))
     with Client(dsn, settings=test_settings(dsn)) as admin:
         key, _ = admin.create_api_key("shop")
-    with WorkerThread(crypt_app.queue, settings), \
-            httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
+    with (
+        WorkerThread(crypt_app.queue, settings),
+        httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http,
+    ):
         single = http.post("/jobs", json={"job_type": "echo", "payload": {"ssn": SSN, "n": 1}, "encrypt": ["ssn"]})
         assert single.status_code == 201, single.text
         # charge's fields are encrypted because its task declares them (published by the worker).
-        batch = http.post("/jobs/batch", json={"jobs": [{"job_type": "charge", "payload": {"card": {"number": CARD},
-                                                                                           "ssn": SSN}}]})
+        batch = http.post(
+            "/jobs/batch", json={"jobs": [{"job_type": "charge", "payload": {"card": {"number": CARD}, "ssn": SSN}}]}
+        )
         assert batch.status_code == 201, batch.text
         missing = http.post("/jobs", json={"job_type": "echo", "payload": {"n": 1}, "encrypt": ["ssn"]})
         assert missing.status_code == 422 and missing.json()["field"] == "payload.ssn"
@@ -209,8 +236,10 @@ def test_rest_submissions_are_encrypted_and_reads_are_redacted(dsn, conn, start_
 
 def test_a_worker_with_bad_or_missing_keys_does_not_start(dsn):
     app = "tests.support.crypt_app:queue"
-    for env, message in (({"JOBQUEUE_ENCRYPTION_KEYS": "k1:c2hvcnQ="}, "key 'k1' is 5 bytes"),
-                         ({}, "tasks charge use encryption")):
+    for env, message in (
+        ({"JOBQUEUE_ENCRYPTION_KEYS": "k1:c2hvcnQ="}, "key 'k1' is 5 bytes"),
+        ({}, "tasks charge use encryption"),
+    ):
         process = spawn_worker(dsn, app, env=env)
         output, _ = process.communicate(timeout=60)
         assert process.returncode == 2 and message in output, output
@@ -239,8 +268,13 @@ def test_rotation_leaves_values_it_cannot_rewrap_and_says_which_keys(dsn, conn, 
     out = capsys.readouterr().out
     assert "re-wrapped 1 payloads" in out and "'zz' (1 values)" in out and "1 values are damaged" in out
     assert conn.execute("SELECT payload->'ssn'->>'kid' FROM jobqueue.jobs WHERE id = %s", (old,)).fetchone()[0] == "k2"
-    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE payload = ANY(%s::jsonb[])",
-                        ([json.dumps(forged), json.dumps(damaged)],)).fetchone()[0] == 2
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM jobqueue.jobs WHERE payload = ANY(%s::jsonb[])",
+            ([json.dumps(forged), json.dumps(damaged)],),
+        ).fetchone()[0]
+        == 2
+    )
     monkeypatch.setenv("JOBQUEUE_ENCRYPTION_KEYS", K2)  # k1 dropped once nothing needs it
     assert main(["keys", "rotate", "--dsn", dsn]) == 0
     monkeypatch.delenv("JOBQUEUE_ENCRYPTION_KEYS")
@@ -258,8 +292,11 @@ def test_without_keys_a_producer_refuses_to_store_a_field_in_plaintext(dsn, conn
     api = start_api()
     with Client(dsn, settings=test_settings(dsn)) as admin:
         key, _ = admin.create_api_key("shop")
-    answer = httpx.post(f"{api.url}/jobs", headers={"Authorization": f"Bearer {key}"},
-                        json={"job_type": "echo", "payload": {"ssn": SSN}, "encrypt": ["ssn"]})
+    answer = httpx.post(
+        f"{api.url}/jobs",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"job_type": "echo", "payload": {"ssn": SSN}, "encrypt": ["ssn"]},
+    )
     assert answer.status_code == 422 and answer.json()["error"] == "encryption_unavailable"
     assert answer.json()["field"] == "encrypt"
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0

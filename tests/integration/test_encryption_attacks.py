@@ -47,9 +47,13 @@ def keys(*lines: str) -> KeyRing:
 
 
 def final_state(conn, job_id) -> str:
-    return wait_until(lambda: next((s for (s,) in conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s",
-                                                                (job_id,)) if s in FINAL), None),
-                      timeout=20, message=f"job {job_id} finished")
+    return wait_until(
+        lambda: next(
+            (s for (s,) in conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (job_id,)) if s in FINAL), None
+        ),
+        timeout=20,
+        message=f"job {job_id} finished",
+    )
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -57,7 +61,8 @@ def bearer(key: str) -> dict[str, str]:
 
 
 def test_a_table_reader_holding_a_producer_credential_cannot_get_another_jobs_ciphertext_opened(
-        dsn, conn, login_as, start_api):  # noqa: F811
+    dsn, conn, login_as, start_api
+):  # noqa: F811
     """Alice's fields are sealed by the API for her jobs. A login holding jobqueue_readonly copies
     them; Mallory (her own REST key, or her own SQL login) puts them in jobs of hers, at the same
     field of the same job type, at another field, or a whole encrypted result as a field; Alice's own
@@ -70,12 +75,15 @@ def test_a_table_reader_holding_a_producer_credential_cannot_get_another_jobs_ci
     with Client(dsn, settings=test_settings(dsn)) as admin:
         alice_key, _ = admin.create_api_key("alice")
         mallory_key, _ = admin.create_api_key("mallory")
-    with WorkerThread(crypt_app.queue, test_settings(dsn, encryption_keys=keys(K1))), \
-            httpx.Client(base_url=api.url, headers=bearer(alice_key)) as alice, \
-            httpx.Client(base_url=api.url, headers=bearer(mallory_key)) as mallory:
+    with (
+        WorkerThread(crypt_app.queue, test_settings(dsn, encryption_keys=keys(K1))),
+        httpx.Client(base_url=api.url, headers=bearer(alice_key)) as alice,
+        httpx.Client(base_url=api.url, headers=bearer(mallory_key)) as mallory,
+    ):
         own = alice.post("/jobs", json={"job_type": "mirror", "payload": {"ssn": SSN, "n": 1}, "encrypt": ["ssn"]})
-        charged = alice.post("/jobs/batch", json={"jobs": [{"job_type": "charge",
-                                                            "payload": {"card": {"number": CARD}, "ssn": SSN}}]})
+        charged = alice.post(
+            "/jobs/batch", json={"jobs": [{"job_type": "charge", "payload": {"card": {"number": CARD}, "ssn": SSN}}]}
+        )
         assert own.status_code == 201 and charged.status_code == 201, (own.text, charged.text)
         own_id, charge_id = own.json()["id"], charged.json()["jobs"][0]["id"]
         # Her own jobs open: the fields were sealed for them.
@@ -83,9 +91,14 @@ def test_a_table_reader_holding_a_producer_credential_cannot_get_another_jobs_ci
         assert alice.get(f"/jobs/{own_id}/result").json()["result"] == {"ssn": SSN, "n": 1}
 
         with psycopg.connect(reader, autocommit=True) as table:
-            ssn, card = table.execute("SELECT payload->'ssn', (SELECT payload->'card'->'number' FROM jobqueue.jobs "
-                                      "WHERE id = %s) FROM jobqueue.jobs WHERE id = %s", (charge_id, own_id)).fetchone()
-            result = table.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (charge_id,)).fetchone()[0]
+            ssn, card = table.execute(
+                "SELECT payload->'ssn', (SELECT payload->'card'->'number' FROM jobqueue.jobs "
+                "WHERE id = %s) FROM jobqueue.jobs WHERE id = %s",
+                (charge_id, own_id),
+            ).fetchone()
+            result = table.execute(
+                "SELECT result FROM jobqueue.job_results WHERE job_id = %s", (charge_id,)
+            ).fetchone()[0]
         assert ssn["kid"] == card["kid"] == result["kid"] == "k1"
 
         def over_rest(http: httpx.Client, job_type: str, payload: dict) -> str:
@@ -101,19 +114,25 @@ def test_a_table_reader_holding_a_producer_credential_cannot_get_another_jobs_ci
             "the owner's own key, a new job": over_rest(alice, "mirror", {"ssn": ssn, "n": 1}),
         }
         with psycopg.connect(mallory_sql, autocommit=True) as sql_producer:
-            copies["another producer's SQL login"] = str(sql_producer.execute(
-                "SELECT jobqueue.enqueue('mirror', %s::jsonb)", (json.dumps({"ssn": ssn}),)).fetchone()[0])
+            copies["another producer's SQL login"] = str(
+                sql_producer.execute(
+                    "SELECT jobqueue.enqueue('mirror', %s::jsonb)", (json.dumps({"ssn": ssn}),)
+                ).fetchone()[0]
+            )
         outcomes = {what: final_state(conn, job_id) for what, job_id in copies.items()}
     assert outcomes == {what: "dead_letter" for what in copies}, outcomes
     for what, job_id in copies.items():
-        attempts, reason = conn.execute("SELECT attempts, dead_reason FROM jobqueue.jobs WHERE id = %s",
-                                        (job_id,)).fetchone()
-        error_type, message = conn.execute("SELECT error_type, message FROM jobqueue.job_errors WHERE job_id = %s",
-                                           (job_id,)).fetchone()
+        attempts, reason = conn.execute(
+            "SELECT attempts, dead_reason FROM jobqueue.jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+        error_type, message = conn.execute(
+            "SELECT error_type, message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)
+        ).fetchone()
         assert (attempts, reason, error_type) == (1, "permanent_error", "EncryptionMismatch"), (what, message)
         assert "was not sealed for this job" in message and SSN not in message and CARD not in message, (what, message)
-        outcome, stored, error = conn.execute("SELECT outcome, result, error::text FROM jobqueue.job_results "
-                                              "WHERE job_id = %s", (job_id,)).fetchone()
+        outcome, stored, error = conn.execute(
+            "SELECT outcome, result, error::text FROM jobqueue.job_results WHERE job_id = %s", (job_id,)
+        ).fetchone()
         assert (outcome, stored) == ("dead_letter", None) and SSN not in error and CARD not in error, (what, error)
     # Only Alice's two jobs reached a handler.
     assert sorted(job_type for job_type, _ in crypt_app.seen) == ["charge", "mirror"]
@@ -128,10 +147,18 @@ def test_thirty_thousand_encrypt_paths_are_refused_at_once_naming_the_cap(dsn, c
         key, _ = admin.create_api_key("shop")
     fields = [f"f{i}" for i in range(30_000)]
     single = json.dumps({"job_type": "echo", "payload": dict.fromkeys(fields, 0), "encrypt": fields})
-    batch = json.dumps({"jobs": [{"job_type": "echo", "payload": {"a": 1}, "encrypt": ["a"]},
-                                 {"job_type": "echo", "payload": dict.fromkeys(fields, 0), "encrypt": fields}]})
+    batch = json.dumps(
+        {
+            "jobs": [
+                {"job_type": "echo", "payload": {"a": 1}, "encrypt": ["a"]},
+                {"job_type": "echo", "payload": dict.fromkeys(fields, 0), "encrypt": fields},
+            ]
+        }
+    )
     assert len(single) < 1_048_576 and len(batch) < 1_048_576
-    with httpx.Client(base_url=api.url, headers={**bearer(key), "Content-Type": "application/json"}, timeout=60) as http:
+    with httpx.Client(
+        base_url=api.url, headers={**bearer(key), "Content-Type": "application/json"}, timeout=60
+    ) as http:
         for path, body, field in (("/jobs", single, "encrypt"), ("/jobs/batch", batch, "jobs[1].encrypt")):
             started = time.perf_counter()
             answer = http.post(path, content=body)
@@ -156,8 +183,12 @@ def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, 
 
     def heavy() -> None:
         started = time.perf_counter()
-        response = httpx.post(f"{api.url}/jobs/batch", content=body, timeout=120,
-                              headers={**bearer(key), "Content-Type": "application/json"})
+        response = httpx.post(
+            f"{api.url}/jobs/batch",
+            content=body,
+            timeout=120,
+            headers={**bearer(key), "Content-Type": "application/json"},
+        )
         answer.update(status=response.status_code, text=response.text[:300], seconds=time.perf_counter() - started)
 
     sender = threading.Thread(target=heavy)
@@ -180,17 +211,21 @@ def test_healthz_answers_promptly_while_a_heavy_sealing_request_runs(dsn, conn, 
     slowest = max(waits)
     assert len(waits) >= 3 and slowest < answer["seconds"] / 4, (
         f"the slowest /healthz took {slowest:.2f} s while a {answer['seconds']:.2f} s sealing request ran",
-        sorted(waits)[-5:])
+        sorted(waits)[-5:],
+    )
 
 
 def unbound_envelope(key_line: str, value) -> dict:
     """A field as producers sealed it before migration 0025: format 1, no associated data."""
     kid, encoded = key_line.split(":")
     data_key, nonce = os.urandom(32), os.urandom(12)
-    return {"$jobqueue_enc": 1, "kid": kid,
-            "dek": base64.b64encode(aes_key_wrap(base64.b64decode(encoded), data_key)).decode(),
-            "nonce": base64.b64encode(nonce).decode(),
-            "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), None)).decode()}
+    return {
+        "$jobqueue_enc": 1,
+        "kid": kid,
+        "dek": base64.b64encode(aes_key_wrap(base64.b64decode(encoded), data_key)).decode(),
+        "nonce": base64.b64encode(nonce).decode(),
+        "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, json.dumps(value).encode(), None)).decode(),
+    }
 
 
 def test_rotation_binds_values_sealed_before_0025_to_their_jobs_but_never_a_copy(dsn, conn):
@@ -199,9 +234,11 @@ def test_rotation_binds_values_sealed_before_0025_to_their_jobs_but_never_a_copy
     and re-queues the jobs that died for it, except a copy planted in another job before the
     upgrade (it shares its data key with the earlier job it came from), a value inside a list, and
     a copy planted later from an old dump (the original, bound by then, still holds that key)."""
+
     def enqueue(payload: dict, producer: str) -> uuid.UUID:
-        return conn.execute("SELECT jobqueue.enqueue('mirror', %s::jsonb, producer_id => %s)",
-                            (json.dumps(payload), producer)).fetchone()[0]
+        return conn.execute(
+            "SELECT jobqueue.enqueue('mirror', %s::jsonb, producer_id => %s)", (json.dumps(payload), producer)
+        ).fetchone()[0]
 
     def payload_of(job_id) -> dict:
         return conn.execute("SELECT payload FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()[0]
@@ -222,8 +259,9 @@ def test_rotation_binds_values_sealed_before_0025_to_their_jobs_but_never_a_copy
         assert (report.bound, report.requeued, report.unbindable, report.missing) == (2, 1, 2, {}), report.line()
         assert str(copy) in report.line() and str(in_list) in report.line()
         assert final_state(conn, original) == "completed"
-        assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
-                            (original,)).fetchone()[0] == {"ssn": SSN}
+        assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (original,)).fetchone()[0] == {
+            "ssn": SSN
+        }
         assert payload_of(original)["ssn"]["$jobqueue_enc"] == 2 and payload_of(copy)["ssn"]["$jobqueue_enc"] == 1
         assert payload_of(copy)["ssn"]["kid"] == "k2"  # re-wrapped all the same: k1 can go
         replayed = enqueue({"ssn": old_ssn}, "mallory")  # from a dump taken before the upgrade
@@ -231,8 +269,10 @@ def test_rotation_binds_values_sealed_before_0025_to_their_jobs_but_never_a_copy
         again = rotate(conn, keys(K2, K1))
         assert (again.bound, again.requeued, again.unbindable, again.missing) == (0, 0, 3, {}), again.line()
     assert payload_of(replayed)["ssn"]["$jobqueue_enc"] == 1
-    assert {state for (state,) in conn.execute("SELECT state FROM jobqueue.jobs WHERE id = ANY(%s)",
-                                               ([copy, in_list, replayed],))} == {"dead_letter"}
+    assert {
+        state
+        for (state,) in conn.execute("SELECT state FROM jobqueue.jobs WHERE id = ANY(%s)", ([copy, in_list, replayed],))
+    } == {"dead_letter"}
     with Client(dsn, settings=test_settings(dsn, encryption_keys=keys(K2))) as client:
         assert client.get(done).result == {"receipt": 7}  # bound to its job's result, under k2
     assert [payload for _, payload in crypt_app.seen] == [{"ssn": SSN}]
@@ -242,8 +282,10 @@ def test_a_python_producer_logged_in_as_a_producer_role_seals_for_the_producer_i
     """A login mapped to producer billing names no producer_id: the database fills it in, and the
     client binds the fields to billing (it asks the database whom its login is held to)."""
     producer = login_as("producer", producer="billing")
-    with WorkerThread(crypt_app.queue, test_settings(dsn, encryption_keys=keys(K1))), \
-            Client(producer, settings=test_settings(producer, encryption_keys=keys(K1)), pool_size=1) as client:
+    with (
+        WorkerThread(crypt_app.queue, test_settings(dsn, encryption_keys=keys(K1))),
+        Client(producer, settings=test_settings(producer, encryption_keys=keys(K1)), pool_size=1) as client,
+    ):
         one = client.enqueue("mirror", {"ssn": SSN}, encrypt=["ssn"])
         many = client.enqueue_many([{"job_type": "mirror", "payload": {"ssn": SSN}, "encrypt": ["ssn"]}])
         with psycopg.connect(producer, autocommit=True) as own:

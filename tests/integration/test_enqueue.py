@@ -21,7 +21,8 @@ def test_sql_enqueue_returns_id_and_stores_fields(conn):
     job_id = conn.execute(
         """SELECT jobqueue.enqueue('send_email', '{"to": "a@b.c"}', priority => 'high', run_at => %s,
                                    queue => 'mail', max_attempts => 7, idempotency_key => 'k-1')""",
-        (run_at,)).fetchone()[0]
+        (run_at,),
+    ).fetchone()[0]
     row = job_row(conn, job_id)
     assert isinstance(job_id, uuid.UUID)
     assert (row["job_type"], row["queue"], row["priority"], row["state"]) == ("send_email", "mail", 1, "pending")
@@ -37,35 +38,57 @@ def test_sql_enqueue_rolled_back_leaves_nothing(dsn):
         assert count_jobs(conn) == 0
 
 
-@pytest.mark.parametrize("call, field", [
-    ("SELECT jobqueue.enqueue('x', 'not json')", "payload"),
-    ("SELECT jobqueue.enqueue('x', priority => 'urgent')", "priority"),
-    ("SELECT jobqueue.enqueue('', '{}')", "job_type"),
-    ("SELECT jobqueue.enqueue('x', delay => '-5 seconds')", "delay"),
-    ("SELECT jobqueue.enqueue('x', max_attempts => 0)", "max_attempts"),
-    ("SELECT jobqueue.enqueue('x', queue => '')", "queue"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"priority\": \"nope\"}]')",
-     "jobs[1].priority"),
-    ("SELECT jobqueue.enqueue('x', timeout => '0 seconds')", "timeout"),
-    ("SELECT jobqueue.enqueue('x', '{}', timeout => '-1 minute')", "timeout"),  # the text-payload overload
-    ("SELECT jobqueue.enqueue('x', timeout => '3651 days')", "timeout"),
-    ("SELECT jobqueue.enqueue('x', expire_after => '0')", "expire_after"),
-    ("SELECT jobqueue.enqueue('x', expires_at => now())", "expires_at"),  # not after run_at
-    ("SELECT jobqueue.enqueue('x', delay => '1 hour', expires_at => now() + interval '30 minutes')", "expires_at"),
-    ("SELECT jobqueue.enqueue('x', expires_at => now() + interval '1 hour', expire_after => '1 hour')", "expire_after"),
-    ("SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_window => '-1 hour')", "idempotency_window"),
-    ("SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_mismatch => 'error')", "idempotency_mismatch"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"timeout\": \"soon\"}]')",
-     "jobs[1].timeout"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"expires_at\": \"tomorrow-ish\"}]')",
-     "jobs[0].expires_at"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"max_attempts\": \"many\"}]')",
-     "jobs[0].max_attempts"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\"}, {\"job_type\": \"b\", \"expire_after\": \"-5 minutes\"}]')",
-     "jobs[1].expire_after"),
-    ("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"a\", \"idempotency_window\": \"0 seconds\"}]')",
-     "jobs[0].idempotency_window"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        ("SELECT jobqueue.enqueue('x', 'not json')", "payload"),
+        ("SELECT jobqueue.enqueue('x', priority => 'urgent')", "priority"),
+        ("SELECT jobqueue.enqueue('', '{}')", "job_type"),
+        ("SELECT jobqueue.enqueue('x', delay => '-5 seconds')", "delay"),
+        ("SELECT jobqueue.enqueue('x', max_attempts => 0)", "max_attempts"),
+        ("SELECT jobqueue.enqueue('x', queue => '')", "queue"),
+        (
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "a"}, {"job_type": "b", "priority": "nope"}]\')',
+            "jobs[1].priority",
+        ),
+        ("SELECT jobqueue.enqueue('x', timeout => '0 seconds')", "timeout"),
+        ("SELECT jobqueue.enqueue('x', '{}', timeout => '-1 minute')", "timeout"),  # the text-payload overload
+        ("SELECT jobqueue.enqueue('x', timeout => '3651 days')", "timeout"),
+        ("SELECT jobqueue.enqueue('x', expire_after => '0')", "expire_after"),
+        ("SELECT jobqueue.enqueue('x', expires_at => now())", "expires_at"),  # not after run_at
+        ("SELECT jobqueue.enqueue('x', delay => '1 hour', expires_at => now() + interval '30 minutes')", "expires_at"),
+        (
+            "SELECT jobqueue.enqueue('x', expires_at => now() + interval '1 hour', expire_after => '1 hour')",
+            "expire_after",
+        ),
+        ("SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_window => '-1 hour')", "idempotency_window"),
+        (
+            "SELECT jobqueue.enqueue('x', idempotency_key => 'k', idempotency_mismatch => 'error')",
+            "idempotency_mismatch",
+        ),
+        (
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "a"}, {"job_type": "b", "timeout": "soon"}]\')',
+            "jobs[1].timeout",
+        ),
+        (
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "a", "expires_at": "tomorrow-ish"}]\')',
+            "jobs[0].expires_at",
+        ),
+        (
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "a", "max_attempts": "many"}]\')',
+            "jobs[0].max_attempts",
+        ),
+        (
+            "SELECT * FROM jobqueue.enqueue_many("
+            """'[{"job_type": "a"}, {"job_type": "b", "expire_after": "-5 minutes"}]')""",
+            "jobs[1].expire_after",
+        ),
+        (
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "a", "idempotency_window": "0 seconds"}]\')',
+            "jobs[0].idempotency_window",
+        ),
+    ],
+)
 def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
         conn.execute(call)
@@ -75,25 +98,31 @@ def test_sql_bad_input_names_the_field_and_writes_nothing(conn, call, field):
     assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(job_type="x", payload={"f": object()}), "payload"),
-    (dict(job_type="x", payload={"f": "a\u0000b"}), "payload"),  # jsonb cannot hold NUL
-    (dict(job_type="x", priority="urgent"), "priority"),
-    (dict(job_type=""), "job_type"),
-    (dict(job_type="x", delay=-1), "delay"),
-    (dict(job_type="x", delay=-86399999913601.0), "delay"),  # beyond timedelta: was an OverflowError (a 500 over REST)
-    (dict(job_type="x", delay=float("nan")), "delay"),
-    (dict(job_type="x", max_attempts=0), "max_attempts"),
-    (dict(job_type="x", run_at=datetime(2030, 1, 1)), "run_at"),
-    (dict(job_type="x", producer_id=""), "producer_id"),
-    (dict(job_type="x", timeout=0), "timeout"),
-    (dict(job_type="x", expire_after=-1), "expire_after"),
-    (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
-    (dict(job_type="x", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), "expires_at"),  # SQL's check
-    (dict(job_type="x", delay=3600, expires_at=datetime.now(timezone.utc) + timedelta(minutes=30)), "expires_at"),
-    (dict(job_type="x", idempotency_key="k", idempotency_window=timedelta(0)), "idempotency_window"),
-    (dict(job_type="x", idempotency_key="k", idempotency_mismatch="maybe"), "idempotency_mismatch"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(job_type="x", payload={"f": object()}), "payload"),
+        (dict(job_type="x", payload={"f": "a\u0000b"}), "payload"),  # jsonb cannot hold NUL
+        (dict(job_type="x", priority="urgent"), "priority"),
+        (dict(job_type=""), "job_type"),
+        (dict(job_type="x", delay=-1), "delay"),
+        (
+            dict(job_type="x", delay=-86399999913601.0),
+            "delay",
+        ),  # beyond timedelta: was an OverflowError (a 500 over REST)
+        (dict(job_type="x", delay=float("nan")), "delay"),
+        (dict(job_type="x", max_attempts=0), "max_attempts"),
+        (dict(job_type="x", run_at=datetime(2030, 1, 1)), "run_at"),
+        (dict(job_type="x", producer_id=""), "producer_id"),
+        (dict(job_type="x", timeout=0), "timeout"),
+        (dict(job_type="x", expire_after=-1), "expire_after"),
+        (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
+        (dict(job_type="x", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), "expires_at"),  # SQL's check
+        (dict(job_type="x", delay=3600, expires_at=datetime.now(timezone.utc) + timedelta(minutes=30)), "expires_at"),
+        (dict(job_type="x", idempotency_key="k", idempotency_window=timedelta(0)), "idempotency_window"),
+        (dict(job_type="x", idempotency_key="k", idempotency_mismatch="maybe"), "idempotency_mismatch"),
+    ],
+)
 def test_python_bad_input_names_the_field_and_writes_nothing(dsn, conn, kwargs, field):
     with Client(dsn) as client:
         with pytest.raises(ValidationError) as info:
@@ -104,13 +133,15 @@ def test_python_bad_input_names_the_field_and_writes_nothing(dsn, conn, kwargs, 
 
 def test_timeout_and_expiry_are_stored_as_given(dsn, conn):
     run_at = datetime.now(timezone.utc) + timedelta(hours=1)
-    from_sql = conn.execute("SELECT jobqueue.enqueue('x', run_at => %s, timeout => '90 seconds', "
-                            "expire_after => '2 hours')", (run_at,)).fetchone()[0]
+    from_sql = conn.execute(
+        "SELECT jobqueue.enqueue('x', run_at => %s, timeout => '90 seconds', expire_after => '2 hours')", (run_at,)
+    ).fetchone()[0]
     at = datetime.now(timezone.utc) + timedelta(hours=5)
     with Client(dsn) as client:
         from_python = client.enqueue("x", timeout=timedelta(minutes=5), expires_at=at)
-        bulk = client.enqueue_many([{"job_type": "x", "timeout": 2.5, "delay": 60, "expire_after": 30},
-                                    {"job_type": "x"}])
+        bulk = client.enqueue_many(
+            [{"job_type": "x", "timeout": 2.5, "delay": 60, "expire_after": 30}, {"job_type": "x"}]
+        )
         info = client.get(from_python)
         plain = client.get(bulk[1])
     row = job_row(conn, from_sql)
@@ -153,8 +184,7 @@ def test_python_validation_in_sql_reaches_the_caller_with_its_field(dsn, conn):
     # A priority the Python side accepts as int but SQL refuses is impossible; so check a rule
     # only SQL enforces (a bulk element's run_at and delay together).
     with Client(dsn) as client, pytest.raises(ValidationError) as info:
-        client.enqueue_many([{"job_type": "a"},
-                             {"job_type": "b", "delay": 5, "run_at": datetime.now(timezone.utc)}])
+        client.enqueue_many([{"job_type": "a"}, {"job_type": "b", "delay": 5, "run_at": datetime.now(timezone.utc)}])
     assert info.value.field == "jobs[1].run_at"
     assert count_jobs(conn) == 0
 
@@ -210,9 +240,13 @@ def test_idempotency_key_returns_the_original_job(dsn, conn):
     with Client(dsn) as client:
         first = client.enqueue("x", idempotency_key="order-1")
         again = client.enqueue("x", {"other": "payload"}, idempotency_key="order-1")
-        in_bulk = client.submit([{"job_type": "x", "idempotency_key": "order-1"},
-                                 {"job_type": "x", "idempotency_key": "order-2"},
-                                 {"job_type": "x", "idempotency_key": "order-2", "payload": {"n": 2}}])
+        in_bulk = client.submit(
+            [
+                {"job_type": "x", "idempotency_key": "order-1"},
+                {"job_type": "x", "idempotency_key": "order-2"},
+                {"job_type": "x", "idempotency_key": "order-2", "payload": {"n": 2}},
+            ]
+        )
     assert again == first
     assert in_bulk[0] == (first, False)
     assert in_bulk[1][1] is True and in_bulk[2] == (in_bulk[1][0], False) and in_bulk[1][0] != first
@@ -287,8 +321,10 @@ def test_task_defaults_apply_to_sql_enqueue(conn):
 def test_bulk_enqueue_sends_one_notification_per_queue(dsn):
     with psycopg.connect(dsn, autocommit=True) as listener, psycopg.connect(dsn, autocommit=True) as producer:
         listener.execute("LISTEN jobqueue_jobs")
-        producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps(
-            [{"job_type": "a", "queue": "q1"} for _ in range(100)] + [{"job_type": "a", "queue": "q2"}]),))
+        producer.execute(
+            "SELECT * FROM jobqueue.enqueue_many(%s)",
+            (json.dumps([{"job_type": "a", "queue": "q1"} for _ in range(100)] + [{"job_type": "a", "queue": "q2"}]),),
+        )
         received = list(listener.notifies(timeout=0.5))
     assert sorted(n.payload for n in received) == ["q1", "q2"]
 
@@ -306,8 +342,10 @@ def test_queue_stats_view_counts_each_state_per_queue_and_priority(conn):
     make_job(conn, queue="q", priority="high", state="dead_letter")
     make_job(conn, queue="q", priority="low")
     make_job(conn, queue="q", priority="low", state="completed")
-    rows = conn.execute("SELECT queue, priority, pending, scheduled, processing, failed, dead, "
-                        "oldest_runnable_age_seconds FROM jobqueue.queue_stats").fetchall()
+    rows = conn.execute(
+        "SELECT queue, priority, pending, scheduled, processing, failed, dead, "
+        "oldest_runnable_age_seconds FROM jobqueue.queue_stats"
+    ).fetchall()
     assert [r[:7] for r in rows] == [("q", "high", 2, 1, 1, 1, 1), ("q", "low", 1, 0, 0, 0, 0)]
     assert 590 < rows[0][7] < 700
 
@@ -322,8 +360,9 @@ def test_job_ids_are_time_ordered_uuids_so_the_primary_key_lists_newest_first(co
     assert all(job_id.version == 7 for job_id in ids)
     assert ids == sorted(ids)
     assert [job.id for job in page.jobs] == ids[::-1]
-    assert conn.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'jobqueue' "
-                        "AND indexname = 'jobs_list_idx'").fetchone() == (0,)
+    assert conn.execute(
+        "SELECT count(*) FROM pg_indexes WHERE schemaname = 'jobqueue' AND indexname = 'jobs_list_idx'"
+    ).fetchone() == (0,)
 
 
 def _payloads(listener: psycopg.Connection, channel: str) -> list[str]:
@@ -341,22 +380,29 @@ def test_enqueue_notifies_once_per_queue_and_only_for_jobs_it_wrote(dsn):
         with producer.transaction():
             producer.execute("SELECT jobqueue.enqueue('a', queue => 'q1')")
             producer.execute("SELECT jobqueue.enqueue('a', queue => 'q2', idempotency_key => 'k')")
-            producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps(
-                [{"job_type": "a", "queue": "q1"}, {"job_type": "a", "queue": "q3"}] * 3),))
+            producer.execute(
+                "SELECT * FROM jobqueue.enqueue_many(%s)",
+                (json.dumps([{"job_type": "a", "queue": "q1"}, {"job_type": "a", "queue": "q3"}] * 3),),
+            )
         assert _payloads(listener, "jobqueue_jobs") == ["q1", "q2", "q3"]
         producer.execute("SELECT jobqueue.enqueue('a', queue => 'q4', idempotency_key => 'k')")  # held: the q2 job
-        producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)",
-                         (json.dumps([{"job_type": "a", "queue": "q4", "idempotency_key": "k"}]),))
+        producer.execute(
+            "SELECT * FROM jobqueue.enqueue_many(%s)",
+            (json.dumps([{"job_type": "a", "queue": "q4", "idempotency_key": "k"}]),),
+        )
         with pytest.raises(psycopg.errors.InvalidParameterValue):
-            producer.execute("SELECT * FROM jobqueue.enqueue_many(%s)",
-                             (json.dumps([{"job_type": "a", "queue": "q5"}, {"job_type": "", "queue": "q5"}]),))
+            producer.execute(
+                "SELECT * FROM jobqueue.enqueue_many(%s)",
+                (json.dumps([{"job_type": "a", "queue": "q5"}, {"job_type": "", "queue": "q5"}]),),
+            )
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             producer.execute("SELECT jobqueue.enqueue('a', queue => 'q5', max_attempts => 0)")
         with producer.transaction(force_rollback=True):
             producer.execute("SELECT jobqueue.enqueue('a', queue => 'q6')")
         assert _payloads(listener, "jobqueue_jobs") == []
-        assert producer.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'jobqueue.jobs'::regclass "
-                                "AND tgtype & 4 = 4").fetchone() == (0,)  # no INSERT trigger left
+        assert producer.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'jobqueue.jobs'::regclass AND tgtype & 4 = 4"
+        ).fetchone() == (0,)  # no INSERT trigger left
 
 
 def test_sql_enqueue_sends_job_queued_only_for_jobs_it_wrote(dsn, conn):
@@ -367,19 +413,26 @@ def test_sql_enqueue_sends_job_queued_only_for_jobs_it_wrote(dsn, conn):
         listener.execute("LISTEN jobqueue_events")
         one = conn.execute("SELECT jobqueue.enqueue('a', queue => 'q1', producer_id => 'p')").fetchone()[0]
         keyed = conn.execute("SELECT jobqueue.enqueue('a', queue => 'q2', idempotency_key => 'k')").fetchone()[0]
-        rows = conn.execute("SELECT id, created FROM jobqueue.enqueue_many(%s)", (json.dumps(
-            [{"job_type": "a", "queue": "q2", "idempotency_key": "k"}, {"job_type": "a", "queue": "q3"}]),)).fetchall()
+        rows = conn.execute(
+            "SELECT id, created FROM jobqueue.enqueue_many(%s)",
+            (json.dumps([{"job_type": "a", "queue": "q2", "idempotency_key": "k"}, {"job_type": "a", "queue": "q3"}]),),
+        ).fetchall()
         events = [e for payload in _payloads(listener, "jobqueue_events") for e in decode(payload, 0.0)]
     assert rows[0] == (keyed, False) and rows[1][1] is True
-    assert sorted((e.event, e.queue, e.producer_id, e.job_id) for e in events) == sorted([
-        ("job.queued", "q1", "p", one), ("job.queued", "q2", None, keyed), ("job.queued", "q3", None, rows[1][0])])
+    assert sorted((e.event, e.queue, e.producer_id, e.job_id) for e in events) == sorted(
+        [("job.queued", "q1", "p", one), ("job.queued", "q2", None, keyed), ("job.queued", "q3", None, rows[1][0])]
+    )
 
 
 def test_bulk_validation_names_the_first_bad_job_and_writes_nothing(conn):
     """Validated set-based: with several bad jobs, the first one (and its first bad field) is
     named, as the per-job checks did; nothing is written, keys included."""
-    jobs = [{"job_type": "a", "idempotency_key": "k0"}, {"job_type": "b", "queue": "q"},
-            {"job_type": "c", "max_attempts": 0, "priority": "urgent"}, {"job_type": ""}]
+    jobs = [
+        {"job_type": "a", "idempotency_key": "k0"},
+        {"job_type": "b", "queue": "q"},
+        {"job_type": "c", "max_attempts": 0, "priority": "urgent"},
+        {"job_type": ""},
+    ]
     with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
         conn.execute("SELECT * FROM jobqueue.enqueue_many(%s)", (json.dumps(jobs),))
     assert info.value.diag.column_name == "jobs[2].max_attempts"

@@ -17,20 +17,26 @@ from tests.support.factories import count_jobs, finish_job, job_row
 
 def sql_enqueue(conn, key: str, payload: str = "{}", **named) -> uuid.UUID:
     extra = "".join(f", {name} => %({name})s" for name in named)
-    return conn.execute(f"SELECT jobqueue.enqueue('pay', %(payload)s::jsonb, idempotency_key => %(key)s{extra})",
-                        {"payload": payload, "key": key, **named}).fetchone()[0]
+    return conn.execute(
+        f"SELECT jobqueue.enqueue('pay', %(payload)s::jsonb, idempotency_key => %(key)s{extra})",
+        {"payload": payload, "key": key, **named},
+    ).fetchone()[0]
 
 
 def key_row(conn, key: str, producer: str = "") -> dict | None:
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        return cur.execute("SELECT * FROM jobqueue.idempotency_keys WHERE producer = %s AND key = %s",
-                           (producer, key)).fetchone()
+        return cur.execute(
+            "SELECT * FROM jobqueue.idempotency_keys WHERE producer = %s AND key = %s", (producer, key)
+        ).fetchone()
 
 
 def close_window(conn, key: str, producer: str = "") -> None:
     """What the passing of time does to a key: its window ends (no test sleeps through one)."""
-    conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = now() - interval '1 second' "
-                 "WHERE producer = %s AND key = %s", (producer, key))
+    conn.execute(
+        "UPDATE jobqueue.idempotency_keys SET expires_at = now() - interval '1 second' "
+        "WHERE producer = %s AND key = %s",
+        (producer, key),
+    )
 
 
 @pytest.mark.parametrize("state", ["completed", "dead_letter", "cancelled"])
@@ -72,8 +78,9 @@ def test_a_window_closes_even_while_its_job_waits(conn):
 
 def test_the_window_is_24_hours_or_the_queues_or_the_calls_and_counts_from_a_later_run_at(dsn, conn):
     def window(key: str) -> timedelta:
-        return conn.execute("SELECT expires_at - created_at FROM jobqueue.idempotency_keys WHERE key = %s",
-                            (key,)).fetchone()[0]
+        return conn.execute(
+            "SELECT expires_at - created_at FROM jobqueue.idempotency_keys WHERE key = %s", (key,)
+        ).fetchone()[0]
 
     with Client(dsn) as client:
         settings = client.set_queue_defaults("short", job_ttl=None, idempotency_window=3600)
@@ -82,8 +89,9 @@ def test_the_window_is_24_hours_or_the_queues_or_the_calls_and_counts_from_a_lat
         client.enqueue("x", idempotency_key="queue", queue="short")
         client.enqueue("x", idempotency_key="call", queue="short", idempotency_window=600)
         client.enqueue("x", idempotency_key="later", delay=timedelta(days=2))
-        client.enqueue_many([{"job_type": "x", "idempotency_key": "bulk", "queue": "short",
-                              "idempotency_window": timedelta(minutes=5)}])
+        client.enqueue_many(
+            [{"job_type": "x", "idempotency_key": "bulk", "queue": "short", "idempotency_window": timedelta(minutes=5)}]
+        )
     assert window("plain") == timedelta(hours=24)
     assert window("queue") == timedelta(hours=1)
     assert window("call") == timedelta(minutes=10)
@@ -99,8 +107,11 @@ def test_keys_are_held_per_producer_after_completion_too(dsn, conn):
         theirs = bob.enqueue("pay", idempotency_key="order-1")
     plain = sql_enqueue(conn, "order-1")
     assert len({mine, theirs, plain}) == 3
-    assert {(r[0], r[1]) for r in conn.execute("SELECT producer, job_id FROM jobqueue.idempotency_keys")} == \
-        {("alice", mine), ("bob", theirs), ("", plain)}
+    assert {(r[0], r[1]) for r in conn.execute("SELECT producer, job_id FROM jobqueue.idempotency_keys")} == {
+        ("alice", mine),
+        ("bob", theirs),
+        ("", plain),
+    }
 
 
 def _race(dsn: str, producers: int, key: str) -> list[uuid.UUID]:
@@ -181,8 +192,11 @@ def test_a_different_repeat_returns_the_original_unless_it_asks_to_be_rejected(d
         with pytest.raises(psycopg.errors.UniqueViolation) as info:
             sql_enqueue(conn, "k", payload, idempotency_mismatch="reject", **named)
         diag = info.value.diag
-        assert (diag.sqlstate, diag.constraint_name, diag.column_name) == ("23505", "idempotency_keys_pkey",
-                                                                           "idempotency_key")
+        assert (diag.sqlstate, diag.constraint_name, diag.column_name) == (
+            "23505",
+            "idempotency_keys_pkey",
+            "idempotency_key",
+        )
         assert diag.message_detail == str(first) and str(first) in diag.message_primary
     with Client(dsn) as client:
         with pytest.raises(IdempotencyMismatch) as mismatch:
@@ -190,14 +204,30 @@ def test_a_different_repeat_returns_the_original_unless_it_asks_to_be_rejected(d
         assert isinstance(mismatch.value, Conflict)
         assert (mismatch.value.job_id, mismatch.value.field) == (first, "idempotency_key")
         with pytest.raises(IdempotencyMismatch) as in_batch:  # all or nothing: the new job is not written
-            client.enqueue_many([{"job_type": "pay", "idempotency_key": "new"},
-                                 {"job_type": "pay", "payload": {"amount": 1}, "idempotency_key": "k",
-                                  "idempotency_mismatch": "reject"}])
+            client.enqueue_many(
+                [
+                    {"job_type": "pay", "idempotency_key": "new"},
+                    {
+                        "job_type": "pay",
+                        "payload": {"amount": 1},
+                        "idempotency_key": "k",
+                        "idempotency_mismatch": "reject",
+                    },
+                ]
+            )
         assert "jobs[1]" in str(in_batch.value)
         with pytest.raises(IdempotencyMismatch):  # two elements of one batch disagreeing
-            client.enqueue_many([{"job_type": "pay", "idempotency_key": "twin", "payload": {"n": 1}},
-                                 {"job_type": "pay", "idempotency_key": "twin", "payload": {"n": 2},
-                                  "idempotency_mismatch": "reject"}])
+            client.enqueue_many(
+                [
+                    {"job_type": "pay", "idempotency_key": "twin", "payload": {"n": 1}},
+                    {
+                        "job_type": "pay",
+                        "idempotency_key": "twin",
+                        "payload": {"n": 2},
+                        "idempotency_mismatch": "reject",
+                    },
+                ]
+            )
     assert count_jobs(conn) == 1
     assert conn.execute("SELECT count(*) FROM jobqueue.idempotency_keys").fetchone()[0] == 1
 
@@ -210,11 +240,13 @@ def test_keys_taken_before_this_revision_are_held_too(empty_dsn):
     migrate.upgrade(empty_dsn, "0005_idempotency_per_producer")
     now = datetime.now(timezone.utc)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
+
         def job(key, state, created_ago, producer=None):
             return conn.execute(
                 "INSERT INTO jobqueue.jobs (job_type, idempotency_key, producer_id, state, created_at, run_at) "
                 "VALUES ('pay', %s, %s, %s, %s, %s) RETURNING id",
-                (key, producer, state, now - created_ago, now - created_ago)).fetchone()[0]
+                (key, producer, state, now - created_ago, now - created_ago),
+            ).fetchone()[0]
 
         done_recently = job("a", "completed", timedelta(hours=2))
         job("a", "completed", timedelta(hours=5))
@@ -223,8 +255,10 @@ def test_keys_taken_before_this_revision_are_held_too(empty_dsn):
         job("b", "completed", timedelta(hours=1))
         alices = job("a", "completed", timedelta(hours=1), producer="alice")
         migrate.upgrade(empty_dsn)
-        rows = {(r[0], r[1]): (r[2], r[3]) for r in conn.execute(
-            "SELECT producer, key, job_id, expires_at FROM jobqueue.idempotency_keys")}
+        rows = {
+            (r[0], r[1]): (r[2], r[3])
+            for r in conn.execute("SELECT producer, key, job_id, expires_at FROM jobqueue.idempotency_keys")
+        }
         assert set(rows) == {("", "a"), ("", "b"), ("alice", "a")}
         assert rows[("", "a")][0] == done_recently and rows[("alice", "a")][0] == alices
         assert rows[("", "b")][0] == stuck and rows[("", "b")][1] > now + timedelta(hours=23)
@@ -267,8 +301,13 @@ def test_batches_sharing_keys_in_opposite_orders_do_not_deadlock(dsn, conn):
 
         def second():
             with psycopg.connect(dsn, autocommit=True) as other:
-                result.extend(r[0] for r in other.execute(bulk, (
-                    '[{"job_type": "pay", "idempotency_key": "b"}, {"job_type": "pay", "idempotency_key": "a"}]',)))
+                result.extend(
+                    r[0]
+                    for r in other.execute(
+                        bulk,
+                        ('[{"job_type": "pay", "idempotency_key": "b"}, {"job_type": "pay", "idempotency_key": "a"}]',),
+                    )
+                )
 
         thread = threading.Thread(target=second)
         thread.start()

@@ -33,8 +33,14 @@ def claims(dsn: str, rounds: list[tuple[list[str], int]], app: JobQueue | None =
         await pool.open(wait=True)
         try:
             watch = LimitWatch(pool, app or JobQueue(), rounds[0][0], interval=10)
-            claimer = Claimer(pool, "w", WorkerSettings(), job_store.Deadlines(), limits=watch,
-                              served=None if app is None else list(app.tasks))
+            claimer = Claimer(
+                pool,
+                "w",
+                WorkerSettings(),
+                job_store.Deadlines(),
+                limits=watch,
+                served=None if app is None else list(app.tasks),
+            )
             await watch.refresh()
             taken = []
             for queues, free in rounds:
@@ -59,8 +65,9 @@ def test_a_concurrency_limit_caps_its_type_while_the_other_types_of_the_queue_ke
     first, second = claims(dsn, [(["default"], 10), (["default"], 10)])
     assert first == ["api", "api", "local", "local", "local"]
     assert second == []
-    running = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'processing' AND limited "
-                           "AND job_type = 'api'").fetchone()[0]
+    running = conn.execute(
+        "SELECT count(*) FROM jobqueue.jobs WHERE state = 'processing' AND limited AND job_type = 'api'"
+    ).fetchone()[0]
     assert running == 2
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE limited AND job_type = 'local'").fetchone()[0] == 0
 
@@ -73,17 +80,41 @@ def test_every_way_out_of_processing_gives_the_slot_back(dsn, conn, way_out):
     assert claims(dsn, [(["default"], 5)]) == [["api"]]
     job_id, attempt = conn.execute("SELECT id, attempts FROM jobqueue.jobs WHERE state = 'processing'").fetchone()
     if way_out == "complete":
-        db.run_sync(conn, job_store.complete_many(worker_id="w", ids=[job_id], attempts=[attempt], results=[None],
-                                                  durations=[1.0]))
+        db.run_sync(
+            conn,
+            job_store.complete_many(worker_id="w", ids=[job_id], attempts=[attempt], results=[None], durations=[1.0]),
+        )
     elif way_out in ("fail", "dead"):
-        db.run_sync(conn, job_store.fail_many(worker_id="w", ids=[job_id], attempts=[attempt], actions=["retry"],
-                                              retry_in=[3600.0], error_types=["E"], messages=["m"], tracebacks=[None],
-                                              default_limits=(50000, 100000)))
+        db.run_sync(
+            conn,
+            job_store.fail_many(
+                worker_id="w",
+                ids=[job_id],
+                attempts=[attempt],
+                actions=["retry"],
+                retry_in=[3600.0],
+                error_types=["E"],
+                messages=["m"],
+                tracebacks=[None],
+                default_limits=(50000, 100000),
+            ),
+        )
     elif way_out == "cancel":  # a running job's cancel is honoured by its handler: the fail path, 'cancel'
         conn.execute("UPDATE jobqueue.jobs SET cancel_requested = true WHERE id = %s", (job_id,))
-        db.run_sync(conn, job_store.fail_many(worker_id="w", ids=[job_id], attempts=[attempt], actions=["cancel"],
-                                              retry_in=[0.0], error_types=["E"], messages=["m"], tracebacks=[None],
-                                              default_limits=(50000, 100000)))
+        db.run_sync(
+            conn,
+            job_store.fail_many(
+                worker_id="w",
+                ids=[job_id],
+                attempts=[attempt],
+                actions=["cancel"],
+                retry_in=[0.0],
+                error_types=["E"],
+                messages=["m"],
+                tracebacks=[None],
+                default_limits=(50000, 100000),
+            ),
+        )
     elif way_out == "release":
         db.run_sync(conn, job_store.release_many(worker_id="w", attempts=[(job_id, attempt)]))
     elif way_out == "reclaim":  # the worker died: its lease runs out and the sweeper puts the job back
@@ -138,8 +169,12 @@ def test_a_queue_limit_caps_all_its_types_together_and_other_queues_flow(dsn, co
     make_job(conn, job_type="a", queue="default")
     [taken] = claims(dsn, [(["exports", "default"], 10)])
     assert len(taken) == 3
-    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = 'exports' AND state = 'processing'"
-                        ).fetchone()[0] == 2
+    assert (
+        conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE queue = 'exports' AND state = 'processing'").fetchone()[
+            0
+        ]
+        == 2
+    )
     make_job(conn, job_type="a", queue="default")  # a worker of another queue is not held to it at all
     assert len(db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=5, lease_seconds=30))) == 1
 
@@ -181,8 +216,10 @@ def test_another_apps_same_named_task_neither_removes_nor_redefines_a_declared_l
     shop.task("export", concurrency=2)(lambda job: None)
     shop.queue_limit("default", concurrency=50)
     assert db.run_sync(conn, LimitWatch(None, shop, ["default"], interval=10).sync()) == []
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
-                 "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
+        "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')"
+    )
     billing = JobQueue("billing")
     billing.task("send_sms")(lambda job: None)  # declares no limit on it
     billing.task("export", concurrency=9)(lambda job: None)  # declares another one
@@ -190,8 +227,11 @@ def test_another_apps_same_named_task_neither_removes_nor_redefines_a_declared_l
     assert overruled == [("limit", "job_type export", "shop")]
     with Client(dsn) as client:
         limits = {(lim.scope, lim.name): (lim.concurrency, lim.rate_text, lim.declared_by) for lim in client.limits()}
-        assert limits == {("job_type", "send_sms"): (None, "100/m", "shop"), ("job_type", "export"): (2, None, "shop"),
-                          ("queue", "default"): (50, None, "shop")}
+        assert limits == {
+            ("job_type", "send_sms"): (None, "100/m", "shop"),
+            ("job_type", "export"): (2, None, "shop"),
+            ("queue", "default"): (50, None, "shop"),
+        }
         client.set_limit("job_type", "send_sms", rate="5/s")  # an operator's, kept by every start
         for app in (billing, shop):
             db.run_sync(conn, LimitWatch(None, app, ["default"], interval=10).sync())
@@ -207,8 +247,10 @@ def test_a_worker_start_says_which_declarations_another_live_app_keeps(dsn, conn
     shop = JobQueue("shop")
     shop.task("export", concurrency=2)(lambda job: None)
     db.run_sync(conn, LimitWatch(None, shop, ["default"], interval=10).sync())
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
-                 "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, app) "
+        "VALUES ('shop-1', 'h', 1, '{default}', 1, 'shop')"
+    )
     billing = JobQueue("billing")
     billing.task("export", concurrency=9)(lambda job: None)
 
@@ -220,7 +262,8 @@ def test_a_worker_start_says_which_declarations_another_live_app_keeps(dsn, conn
         asyncio.run(main())
     assert [r.getMessage() for r in caplog.records] == [
         "limit 'job_type export' is declared otherwise by app 'shop', whose workers are running: it keeps that "
-        "app's settings, not those of app 'billing' (give it another name, or declare it alike)"]
+        "app's settings, not those of app 'billing' (give it another name, or declare it alike)"
+    ]
 
 
 def test_an_operators_limit_counts_the_jobs_already_running(dsn, conn):
@@ -234,10 +277,19 @@ def test_an_operators_limit_counts_the_jobs_already_running(dsn, conn):
     assert claims(dsn, [(["default"], 5)]) == [["api"]]
 
 
-@pytest.mark.parametrize("settings, field", [
-    ({"concurrency": 0}, "concurrency"), ({"concurrency": -1}, "concurrency"), ({"concurrency": "2"}, "concurrency"),
-    ({"rate": "ten per second"}, "rate"), ({"rate": "0/s"}, "rate"), ({"rate": "5/0s"}, "rate"),
-    ({"rate": "100001/s"}, "rate"), ({}, "concurrency")])
+@pytest.mark.parametrize(
+    "settings, field",
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": -1}, "concurrency"),
+        ({"concurrency": "2"}, "concurrency"),
+        ({"rate": "ten per second"}, "rate"),
+        ({"rate": "0/s"}, "rate"),
+        ({"rate": "5/0s"}, "rate"),
+        ({"rate": "100001/s"}, "rate"),
+        ({}, "concurrency"),
+    ],
+)
 def test_bad_limits_are_refused_with_the_field_and_write_nothing(dsn, conn, settings, field):
     with Client(dsn) as client:
         with pytest.raises(ValidationError) as refused:

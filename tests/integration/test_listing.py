@@ -37,22 +37,37 @@ def jobs(conn) -> list[dict]:
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     made = []
     for n in range(60):
-        row = dict(state=STATES[n % 5], queue=("a", "b")[n % 2], job_type=("x", "y")[n % 3 == 0],
-                   producer_id=("p1", "p2")[n % 7 == 0], priority=n % 4, run_at=later if n % 4 == 1 else None)
+        row = dict(
+            state=STATES[n % 5],
+            queue=("a", "b")[n % 2],
+            job_type=("x", "y")[n % 3 == 0],
+            producer_id=("p1", "p2")[n % 7 == 0],
+            priority=n % 4,
+            run_at=later if n % 4 == 1 else None,
+        )
         made.append(dict(row, id=make_job(conn, **row)))
     return made
 
 
 def test_every_filter_combination_pages_through_exactly_its_jobs(conn, jobs):
-    values = dict(state=("dead_letter", "pending"), queue=("a",), job_type=("y",), priority=("high",),
-                  producer_id=("p2",), scheduled=(True,))
+    values = dict(
+        state=("dead_letter", "pending"),
+        queue=("a",),
+        job_type=("y",),
+        priority=("high",),
+        producer_id=("p2",),
+        scheduled=(True,),
+    )
     expected_scan_cut = 0
     with Client(conn.info.dsn) as client:
         for names in itertools.chain.from_iterable(itertools.combinations(values, k) for k in range(len(values) + 1)):
             for chosen in itertools.product(*(values[name] for name in names)):
                 filters = dict(zip(names, chosen))
-                wanted = [j["id"] for j in sorted(jobs, key=lambda j: j["id"], reverse=True)
-                          if all(_matches(j, name, value) for name, value in filters.items())]
+                wanted = [
+                    j["id"]
+                    for j in sorted(jobs, key=lambda j: j["id"], reverse=True)
+                    if all(_matches(j, name, value) for name, value in filters.items())
+                ]
                 ids, sizes = _every_page(client, limit=3, scan=4, **filters)
                 assert ids == wanted, filters
                 expected_scan_cut += any(size < 3 for size in sizes[:-1])
@@ -86,8 +101,10 @@ def test_the_dead_letter_listing_reads_only_dead_jobs(conn):
     """Two dead jobs under 50 newer completed ones: one page with a budget as small as the page
     finds both, through jobs_state_listing_idx."""
     dead = [make_job(conn, state="dead_letter") for _ in range(2)]
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, state, finished_at) "
-                 "SELECT 't', 'completed', now() FROM generate_series(1, 50)")
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, state, finished_at) "
+        "SELECT 't', 'completed', now() FROM generate_series(1, 50)"
+    )
     with Client(conn.info.dsn) as client:
         page = client.list_jobs(limit=5, scan=5, state="dead_letter")
     assert [job.id for job in page.jobs] == dead[::-1] and page.next_cursor is None

@@ -40,14 +40,17 @@ def million(pg_server):
     with psycopg.connect(dsn, autocommit=True) as conn:
         # Time-ordered ids as enqueue makes them; one job in 1,000 dead, failed or cancelled, the
         # rest completed, all of priority 2 and run_at in the past (so the NOTHING values match none).
-        conn.execute("""
+        conn.execute(
+            """
             INSERT INTO jobqueue.jobs (id, job_type, queue, producer_id, state, attempts, priority, run_at,
                                        finished_at)
             SELECT jobqueue.uuid_v7(g), 't' || g %% 5, 'q' || g %% 10, 'p' || g %% 100,
                    CASE g %% 1000 WHEN 7 THEN 'dead_letter' WHEN 8 THEN 'failed' WHEN 9 THEN 'cancelled'
                                  ELSE 'completed' END,
                    1, 2, now() - interval '1 day', now()
-            FROM generate_series(1, %s) g""", (ROWS,))
+            FROM generate_series(1, %s) g""",
+            (ROWS,),
+        )
         conn.execute("VACUUM ANALYZE jobqueue.jobs")
     yield dsn
     pg_server.drop_database(name)
@@ -64,8 +67,17 @@ def _cases():
 
 
 def _params(filters: dict) -> dict:
-    base = dict(limit=50, scan=LIST_SCAN, before=None, state=None, queue=None, job_type=None, priority=None,
-                producer_id=None, scheduled=None)
+    base = dict(
+        limit=50,
+        scan=LIST_SCAN,
+        before=None,
+        state=None,
+        queue=None,
+        job_type=None,
+        priority=None,
+        producer_id=None,
+        scheduled=None,
+    )
     return dict(base, **filters)
 
 
@@ -86,8 +98,10 @@ def _generic_plan(conn: psycopg.Connection, name: str, params: dict) -> dict:
     conn.execute(f"PREPARE listing AS {text}")
     try:
         with psycopg.ClientCursor(conn) as cur:
-            cur.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE listing({', '.join(['%s'] * len(order))})",
-                        [params[p] for p in order])
+            cur.execute(
+                f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE listing({', '.join(['%s'] * len(order))})",
+                [params[p] for p in order],
+            )
             return cur.fetchone()[0][0]
     finally:
         conn.execute("DEALLOCATE listing")
@@ -115,10 +129,12 @@ def test_every_filter_combination_reads_a_bounded_page_of_a_million_jobs(million
             index = "jobs_state_listing_idx" if name == "job_list_in_state" else "jobs_pkey"
             buffers = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"]["Shared Read Blocks"]
             shape = [(n["Node Type"], n.get("Index Name"), n.get("Scan Direction")) for n in scans]
-            ok = (shape == [("Index Scan", index, "Backward")]
-                  and scans[0]["Actual Rows"] <= LIST_SCAN
-                  and not any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes)
-                  and buffers <= (MAX_STATE_BUFFERS if name == "job_list_in_state" else MAX_BUFFERS))
+            ok = (
+                shape == [("Index Scan", index, "Backward")]
+                and scans[0]["Actual Rows"] <= LIST_SCAN
+                and not any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes)
+                and buffers <= (MAX_STATE_BUFFERS if name == "job_list_in_state" else MAX_BUFFERS)
+            )
             if not ok:
                 failures.append((filters, shape, scans[0]["Actual Rows"] if scans else None, buffers))
     assert not failures, json.dumps(failures, default=str, indent=1)

@@ -50,22 +50,35 @@ def payload_of_size(conn: psycopg.Connection, size: int) -> str:
 
 # --- payloads and batches --------------------------------------------------------------------------
 
+
 def test_a_sql_producer_cannot_store_a_20_mb_payload(login_as, conn):  # noqa: F811
     producer = login_as("producer")
     huge = json.dumps({"blob": "x" * (20 * 1024 * 1024)})
     with connect(producer) as pc:
         error = refused(pc, pg_errors.InvalidParameterValue, "SELECT jobqueue.enqueue('x', %s::jsonb)", (huge,))
         assert error.diag.column_name == "payload" and "at most 1048576 bytes" in error.diag.message_primary
-        error = refused(pc, pg_errors.InvalidParameterValue, "SELECT * FROM jobqueue.enqueue_many(%s::jsonb)",
-                        (json.dumps([{"job_type": "x"}, {"job_type": "x", "payload": json.loads(huge)}]),))
+        error = refused(
+            pc,
+            pg_errors.InvalidParameterValue,
+            "SELECT * FROM jobqueue.enqueue_many(%s::jsonb)",
+            (json.dumps([{"job_type": "x"}, {"job_type": "x", "payload": json.loads(huge)}]),),
+        )
         assert error.diag.column_name == "jobs[1].payload"
-        error = refused(pc, pg_errors.InvalidParameterValue, "SELECT jobqueue.enqueue('x', %s::jsonb, "
-                        "idempotency_key => 'k')", (huge,))  # the keyed path too
+        error = refused(
+            pc,
+            pg_errors.InvalidParameterValue,
+            "SELECT jobqueue.enqueue('x', %s::jsonb, idempotency_key => 'k')",
+            (huge,),
+        )  # the keyed path too
         assert error.diag.column_name == "payload"
         # the bound itself: MAX_PAYLOAD_BYTES is accepted, one byte more is not
         pc.execute("SELECT jobqueue.enqueue('x', %s::jsonb)", (payload_of_size(conn, MAX_PAYLOAD_BYTES),))
-        refused(pc, pg_errors.InvalidParameterValue, "SELECT jobqueue.enqueue('x', %s::jsonb)",
-                (payload_of_size(conn, MAX_PAYLOAD_BYTES + 1),))
+        refused(
+            pc,
+            pg_errors.InvalidParameterValue,
+            "SELECT jobqueue.enqueue('x', %s::jsonb)",
+            (payload_of_size(conn, MAX_PAYLOAD_BYTES + 1),),
+        )
     assert count_jobs(conn) == 1
 
 
@@ -80,22 +93,30 @@ def test_python_producers_get_the_same_bound_as_a_validation_error(dsn):
 
 
 def test_a_cron_schedule_whose_every_fire_would_be_refused_is_refused_when_defined(conn):
-    error = refused(conn, pg_errors.InvalidParameterValue,
-                    "INSERT INTO jobqueue.schedules (name, cron, job_type, payload) VALUES ('big', '* * * * *', 'x', %s)",
-                    (payload_of_size(conn, MAX_PAYLOAD_BYTES + 1),))
+    error = refused(
+        conn,
+        pg_errors.InvalidParameterValue,
+        "INSERT INTO jobqueue.schedules (name, cron, job_type, payload) VALUES ('big', '* * * * *', 'x', %s)",
+        (payload_of_size(conn, MAX_PAYLOAD_BYTES + 1),),
+    )
     assert error.diag.column_name == "payload"
 
 
 def test_a_sql_producer_cannot_enqueue_50000_jobs_in_one_statement(login_as, conn):  # noqa: F811
     producer = login_as("producer")
     with connect(producer) as pc:
-        error = refused(pc, pg_errors.InvalidParameterValue, "SELECT count(*) FROM jobqueue.enqueue_many(%s::jsonb)",
-                        (json.dumps([{"job_type": "x"}] * 50_000),))
+        error = refused(
+            pc,
+            pg_errors.InvalidParameterValue,
+            "SELECT count(*) FROM jobqueue.enqueue_many(%s::jsonb)",
+            (json.dumps([{"job_type": "x"}] * 50_000),),
+        )
         assert error.diag.column_name == "jobs"
         assert f"at most {MAX_BATCH_JOBS} jobs (got 50000)" in error.diag.message_primary
         assert count_jobs(conn) == 0
-        done = pc.execute("SELECT count(*) FROM jobqueue.enqueue_many(%s::jsonb)",
-                          (json.dumps([{"job_type": "x"}] * MAX_BATCH_JOBS),)).fetchone()[0]
+        done = pc.execute(
+            "SELECT count(*) FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x"}] * MAX_BATCH_JOBS),)
+        ).fetchone()[0]
     assert done == MAX_BATCH_JOBS == count_jobs(conn)
 
 
@@ -106,16 +127,20 @@ def test_the_api_cannot_be_configured_past_what_the_database_takes():
 
 # --- the hard limits, for SQL producers ------------------------------------------------------------
 
+
 def gatekeep(dsn: str, **options) -> Callable[[], int]:
     """``run()``: one run of a new gatekeeper (so each run counts) on a pool of its own: the gates
     it closed."""
+
     def run() -> int:
         async def once() -> int:
             async with pools(dsn) as (pool,):
                 gated = await Gatekeeper(pool, GatekeeperOptions(**options)).run_once()
                 assert gated.counted  # a new gatekeeper always counts
                 return gated.closed
+
         return asyncio.run(once())
+
     return run
 
 
@@ -139,12 +164,15 @@ def test_a_sql_producer_cannot_enqueue_past_a_queues_hard_limit(login_as, conn):
         assert json.loads(error.diag.message_detail) == {"reason": "queue_full", "queue": "tight"}
         assert "'tight' is at its hard limit (10 waiting jobs, limit 10)" in error.diag.message_primary
         queue_full(pc, "SELECT jobqueue.enqueue('x', queue => 'tight', idempotency_key => 'k')")
-        queue_full(pc, "SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"x\"}, "
-                       "{\"job_type\": \"x\", \"queue\": \"tight\"}]')")
+        queue_full(
+            pc, 'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "x"}, {"job_type": "x", "queue": "tight"}]\')'
+        )
         assert count_jobs(conn, "tight") == 10 and count_jobs(conn) == 10  # nothing of the batch either
         pc.execute("SELECT jobqueue.enqueue('x', queue => 'roomy')")  # other queues are not held up
-        conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'tight' AND id IN "
-                     "(SELECT id FROM jobqueue.jobs WHERE queue = 'tight' LIMIT 1)")
+        conn.execute(
+            "DELETE FROM jobqueue.jobs WHERE queue = 'tight' AND id IN "
+            "(SELECT id FROM jobqueue.jobs WHERE queue = 'tight' LIMIT 1)"
+        )
         assert run() == 0
         job = pc.execute("SELECT jobqueue.enqueue('x', queue => 'tight', idempotency_key => 'k')").fetchone()[0]
     assert count_jobs(conn, "tight") == 10
@@ -180,7 +208,9 @@ def test_a_sql_producer_cannot_invent_queues_past_the_cap(login_as, conn):  # no
     worker serves or an admin configured, and those already holding jobs, stay open."""
     producer, worker = login_as("producer"), login_as("worker")
     conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('configured', false)")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)"
+    )
     run = gatekeep(worker, max_queues=3)
     with connect(producer) as pc:
         for n in range(3):
@@ -189,12 +219,15 @@ def test_a_sql_producer_cannot_invent_queues_past_the_cap(login_as, conn):  # no
         assert run() == 1
         error = queue_full(pc, "SELECT jobqueue.enqueue('x', queue => 'invented-3')")
         assert json.loads(error.diag.message_detail) == {"reason": "too_many_queues", "queue": "invented-3"}
-        queue_full(pc, "SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"x\", \"queue\": \"invented-0\"}, "
-                       "{\"job_type\": \"x\", \"queue\": \"invented-4\"}]')")
+        queue_full(
+            pc,
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "x", "queue": "invented-0"}, '
+            '{"job_type": "x", "queue": "invented-4"}]\')',
+        )
         for known in ("invented-0", "served", "configured"):
             pc.execute("SELECT jobqueue.enqueue('x', queue => %s)", (known,))
             pc.execute("SELECT jobqueue.enqueue('x', queue => %s, idempotency_key => %s)", (known, known))
-        pc.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"x\", \"queue\": \"invented-1\"}]')")
+        pc.execute('SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "x", "queue": "invented-1"}]\')')
     assert count_jobs(conn, "invented-3") == 0
 
 
@@ -232,6 +265,7 @@ def test_the_gatekeeper_counts_only_when_submissions_could_close_a_gate(dsn, con
 
 # --- timeouts on the logins `jobqueue roles login` makes ---------------------------------------------
 
+
 def drop_role(conn: psycopg.Connection, role: str) -> None:
     conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
     conn.execute("DELETE FROM jobqueue.producer_roles WHERE role_name = %s", (role,))
@@ -243,8 +277,24 @@ def test_roles_login_bounds_a_producers_statements_and_idle_transactions(conn, d
     could run a statement, or hold a transaction (and the xmin horizon) open, for ever."""
     login = f"jqtest_cli_{uuid.uuid4().hex[:8]}"
     try:
-        assert cli_main(["roles", "login", "--role", "producer", login, "--statement-timeout", "0.5",
-                         "--idle-timeout", "1", "--dsn", dsn]) == 0
+        assert (
+            cli_main(
+                [
+                    "roles",
+                    "login",
+                    "--role",
+                    "producer",
+                    login,
+                    "--statement-timeout",
+                    "0.5",
+                    "--idle-timeout",
+                    "1",
+                    "--dsn",
+                    dsn,
+                ]
+            )
+            == 0
+        )
         out, err = capsys.readouterr()
         assert "statement_timeout 500ms, idle_in_transaction_session_timeout 1s" in err
         with connect(out.strip()) as pc:
@@ -259,10 +309,11 @@ def test_roles_login_bounds_a_producers_statements_and_idle_transactions(conn, d
         # the defaults: JOBQUEUE_STATEMENT_TIMEOUT and JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT (60 s each)
         assert cli_main(["roles", "login", "--role", "producer", login, "--dsn", dsn]) == 0
         with connect(capsys.readouterr()[0].strip()) as pc:
-            assert [pc.execute(f"SHOW {name}").fetchone()[0] for name in
-                    ("statement_timeout", "idle_in_transaction_session_timeout")] == ["1min", "1min"]
-        assert cli_main(["roles", "login", "--role", "producer", login, "--statement-timeout", "-1",
-                         "--dsn", dsn]) == 2
+            assert [
+                pc.execute(f"SHOW {name}").fetchone()[0]
+                for name in ("statement_timeout", "idle_in_transaction_session_timeout")
+            ] == ["1min", "1min"]
+        assert cli_main(["roles", "login", "--role", "producer", login, "--statement-timeout", "-1", "--dsn", dsn]) == 2
     finally:
         drop_role(conn, login)
 
@@ -275,8 +326,7 @@ def test_worker_and_api_logins_keep_the_timeouts_their_processes_ask_for(conn, d
         for kind in ("worker", "api"):
             login = f"jqtest_{kind}_{uuid.uuid4().hex[:8]}"
             made.append(login)
-            assert cli_main(["roles", "login", "--role", kind, login, "--statement-timeout", "0.5",
-                             "--dsn", dsn]) == 0
+            assert cli_main(["roles", "login", "--role", kind, login, "--statement-timeout", "0.5", "--dsn", dsn]) == 0
             role_dsn = capsys.readouterr()[0].strip()
             settings = DbSettings(dsn=role_dsn, statement_timeout=120.0)
             session = db.Session.of(settings, "test")

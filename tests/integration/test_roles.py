@@ -55,12 +55,15 @@ def test_a_producer_sees_and_cancels_only_its_own_jobs_results_and_errors(login_
     with connect(a) as pa, connect(b) as pb:
         mine = pa.execute("SELECT jobqueue.enqueue('x', '{\"card\": \"a\"}'::jsonb)").fetchone()[0]
         theirs = pb.execute("SELECT jobqueue.enqueue('x', '{\"card\": \"b\"}'::jsonb)").fetchone()[0]
-        done = pb.execute("SELECT id FROM jobqueue.enqueue_many('[{\"job_type\": \"y\"}]'::jsonb)").fetchone()[0]
+        done = pb.execute('SELECT id FROM jobqueue.enqueue_many(\'[{"job_type": "y"}]\'::jsonb)').fetchone()[0]
         finish_job(conn, done, "completed", result={"secret": "b"})
-        conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) "
-                     "VALUES (%s, 1, 'E', 'b failed')", (done,))
-        assert [row for row in pa.execute("SELECT id, producer_id, payload FROM jobqueue.jobs")] == \
-            [(mine, role_of(a), {"card": "a"})]
+        conn.execute(
+            "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES (%s, 1, 'E', 'b failed')",
+            (done,),
+        )
+        assert [row for row in pa.execute("SELECT id, producer_id, payload FROM jobqueue.jobs")] == [
+            (mine, role_of(a), {"card": "a"})
+        ]
         assert pa.execute("SELECT count(*) FROM jobqueue.job_results").fetchone()[0] == 0
         assert pa.execute("SELECT count(*) FROM jobqueue.job_errors").fetchone()[0] == 0
         assert pb.execute("SELECT result FROM jobqueue.job_results").fetchone()[0] == {"secret": "b"}
@@ -79,17 +82,24 @@ def test_a_producer_writes_no_table_claims_nothing_and_enqueues_as_no_one_else(l
         assert "permission denied for table jobs" in refused(pc, "DELETE FROM jobqueue.jobs")
         assert "permission denied for table jobs" in refused(pc, "INSERT INTO jobqueue.jobs (job_type) VALUES ('x')")
         # the invoker's-rights body behind enqueue() is no way around it
-        assert re.search(r"permission denied for table (jobs|queue_gates)",  # the gates are read first
-                         refused(pc, "SELECT jobqueue.enqueue_unchecked('x')"))
+        assert re.search(
+            r"permission denied for table (jobs|queue_gates)",  # the gates are read first
+            refused(pc, "SELECT jobqueue.enqueue_unchecked('x')"),
+        )
         assert "permission denied for table api_keys" in refused(pc, "SELECT * FROM jobqueue.api_keys")
         assert "permission denied for table workers" in refused(pc, "SELECT * FROM jobqueue.workers")
         assert "permission denied for view dead_letters" in refused(pc, "SELECT * FROM jobqueue.dead_letters")
         # the claim reads the limits first, then updates jobs: refused either way
-        assert re.search(r"permission denied for table (jobs|job_limits)", refused(pc, queries()["job_claim"], claim_params()))
+        assert re.search(
+            r"permission denied for table (jobs|job_limits)", refused(pc, queries()["job_claim"], claim_params())
+        )
         message = refused(pc, "SELECT jobqueue.enqueue('x', producer_id => 'someone_else')")
         assert f"role {role_of(producer)} enqueues as producer '{role_of(producer)}', not 'someone_else'" in message
-        refused(pc, "SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"x\"}, "
-                    "{\"job_type\": \"x\", \"producer_id\": \"someone_else\"}]'::jsonb)")
+        refused(
+            pc,
+            'SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "x"}, '
+            '{"job_type": "x", "producer_id": "someone_else"}]\'::jsonb)',
+        )
     assert job_row(conn, job)["state"] == "pending"
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 1  # nothing was written
 
@@ -153,8 +163,10 @@ def test_an_admin_retries_a_dead_letter_and_a_reader_reads_the_views_only(login_
 
 def test_the_workers_claim_plan_is_the_owners_row_level_security_adds_nothing(login_as, dsn):  # noqa: F811
     worker = login_as("worker")
-    statement = "EXPLAIN (COSTS OFF) SELECT id FROM jobqueue.jobs WHERE state = 'pending' AND queue = 'default' " \
-                "AND priority = 2 ORDER BY run_at, seq LIMIT 10 FOR UPDATE SKIP LOCKED"
+    statement = (
+        "EXPLAIN (COSTS OFF) SELECT id FROM jobqueue.jobs WHERE state = 'pending' AND queue = 'default' "
+        "AND priority = 2 ORDER BY run_at, seq LIMIT 10 FOR UPDATE SKIP LOCKED"
+    )
     with connect(dsn) as owner, connect(worker) as wc:
         assert [r[0] for r in wc.execute(statement)] == [r[0] for r in owner.execute(statement)]
     producer = login_as("producer")
@@ -217,15 +229,21 @@ def test_a_role_that_may_not_create_roles_is_told_so(login_as, capsys):  # noqa:
 def test_every_table_is_granted_to_admins_and_readers_and_api_keys_to_no_worker(conn):
     """A guard for later migrations: a new table without grants would be a permission error in
     production only (the suite runs as a superuser)."""
-    tables = [row[0] for row in conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'jobqueue' AND c.relkind IN ('r', 'v', 'p') ORDER BY 1")]
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'jobqueue' AND c.relkind IN ('r', 'v', 'p') ORDER BY 1"
+        )
+    ]
     for table in tables:
         qualified = f"jobqueue.{table}"
-        privilege = conn.execute("SELECT has_table_privilege('jobqueue_admin', %s, 'SELECT'), "
-                                 "has_table_privilege('jobqueue_readonly', %s, 'SELECT'), "
-                                 "has_table_privilege('jobqueue_worker', %s, 'SELECT')",
-                                 (qualified, qualified, qualified)).fetchone()
+        privilege = conn.execute(
+            "SELECT has_table_privilege('jobqueue_admin', %s, 'SELECT'), "
+            "has_table_privilege('jobqueue_readonly', %s, 'SELECT'), "
+            "has_table_privilege('jobqueue_worker', %s, 'SELECT')",
+            (qualified, qualified, qualified),
+        ).fetchone()
         secret = table in ("api_keys", "producer_roles", "api_secrets")
         # the API's cursor key: only the API needs it (and admins, to rotate it)
         assert privilege == (True, table not in ("api_keys", "api_secrets"), not secret), (table, privilege)
@@ -240,11 +258,15 @@ def test_migrating_again_and_downgrading_keep_roles_other_databases_use(pg_serve
     migrate.downgrade(empty_dsn, "0018_listing")
     assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'jobqueue\\_%'").fetchone()[0] == 5
     with connect(empty_dsn) as down:
-        assert down.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone() == (False,)
+        assert down.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone() == (
+            False,
+        )
         assert not down.execute("SELECT has_schema_privilege('jobqueue_worker', 'jobqueue', 'USAGE')").fetchone()[0]
-        assert down.execute("SELECT prosecdef, proconfig, has_function_privilege('public', oid, 'EXECUTE') "
-                            "FROM pg_proc WHERE proname = 'enqueue' AND pronamespace = 'jobqueue'::regnamespace "
-                            "AND proargtypes[1] = 'jsonb'::regtype").fetchone() == (False, None, True)
+        assert down.execute(
+            "SELECT prosecdef, proconfig, has_function_privilege('public', oid, 'EXECUTE') "
+            "FROM pg_proc WHERE proname = 'enqueue' AND pronamespace = 'jobqueue'::regnamespace "
+            "AND proargtypes[1] = 'jsonb'::regtype"
+        ).fetchone() == (False, None, True)
     migrate.upgrade(empty_dsn)
 
 
@@ -272,8 +294,10 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
     old = make_job(conn, state="completed", finished_at=long_ago)
     insert_schedule(conn, "tick", "* * * * *")
     clock = ManualClock(datetime.now(timezone.utc))
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
-                 "VALUES ('gone', 'h', 1, '{default}', 1, now() - interval '1 hour')")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
+        "VALUES ('gone', 'h', 1, '{default}', 1, now() - interval '1 hour')"
+    )
 
     async def run() -> list[int]:
         async with pools(worker) as (pool,):
@@ -282,8 +306,15 @@ def test_the_leaders_services_do_their_work_as_the_worker_role(login_as, conn): 
             scheduler = Scheduler(pool, fired_by="leader-w", clock=clock)
             await scheduler.run_once()  # plans the first tick
             clock.set(clock.now() + timedelta(minutes=1))
-            services = [Sweeper(pool), scheduler, Pruner(pool), Reaper(pool),
-                        Historian(pool), Vacuumer(pool, session, VacuumerOptions(min_dead=0, dead_fraction=0)), Reindexer(session)]
+            services = [
+                Sweeper(pool),
+                scheduler,
+                Pruner(pool),
+                Reaper(pool),
+                Historian(pool),
+                Vacuumer(pool, session, VacuumerOptions(min_dead=0, dead_fraction=0)),
+                Reindexer(session),
+            ]
             return [(await service.run_once()).count for service in services]
 
     done = asyncio.run(run())

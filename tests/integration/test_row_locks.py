@@ -52,8 +52,11 @@ class Watch:
     def _run(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while not self._stop.wait(0.1):
-                status, age = conn.execute("SELECT status, extract(epoch FROM now() - last_heartbeat)::float8 "
-                                           "FROM jobqueue.workers WHERE id = %s", (self.worker_id,)).fetchone()
+                status, age = conn.execute(
+                    "SELECT status, extract(epoch FROM now() - last_heartbeat)::float8 "
+                    "FROM jobqueue.workers WHERE id = %s",
+                    (self.worker_id,),
+                ).fetchone()
                 self.statuses.add(status)
                 self.worst_age = max(self.worst_age, age)
 
@@ -113,8 +116,11 @@ def test_acks_pass_a_row_locked_by_a_cancel_in_an_open_transaction(dsn, conn):
         holder.start()
         try:
             wait_until(locked.is_set)
-            wait_until(lambda: states(conn, ids[1:]) == {job_id: "completed" for job_id in ids[1:]}, timeout=4,
-                       message="the unlocked jobs' acks")
+            wait_until(
+                lambda: states(conn, ids[1:]) == {job_id: "completed" for job_id in ids[1:]},
+                timeout=4,
+                message="the unlocked jobs' acks",
+            )
             assert job_row(conn, ids[0])["state"] == "processing"
             time.sleep(3.0)  # past the held job's lease: the sweeper must still leave it to its worker
         finally:
@@ -133,13 +139,18 @@ def test_the_sweeper_leaves_a_lease_its_live_worker_could_not_renew_for_a_lock(d
     its registry beat that it could not renew that row — so the sweeper leaves it for the renewal
     that follows. The same lease is reclaimed once the worker falls silent, and a lease the live
     worker did not report blocked is reclaimed as usual."""
-    db.run_sync(conn, worker_store.register(worker_id="w", host="h", pid=1, queues=["default"], concurrency=2,
-                                            heartbeat_interval=2.0))
+    db.run_sync(
+        conn,
+        worker_store.register(
+            worker_id="w", host="h", pid=1, queues=["default"], concurrency=2, heartbeat_interval=2.0
+        ),
+    )
     blocked, forgotten = (make_job(conn, job_type="record") for _ in range(2))
     db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=2, lease_seconds=3))
     now = datetime.now(timezone.utc)
-    db.run_sync(conn, worker_store.heartbeat(worker_id="w", status="running", processed=0, failed=0,
-                                             leases_blocked=[blocked]))
+    db.run_sync(
+        conn, worker_store.heartbeat(worker_id="w", status="running", processed=0, failed=0, leases_blocked=[blocked])
+    )
     with psycopg.connect(dsn) as operator:
         operator.execute("SELECT 1 FROM jobqueue.jobs WHERE id = %s FOR UPDATE", (blocked,))
         reclaimed = db.run_sync(conn, job_store.reclaim_expired(now=now + timedelta(seconds=3.5)))
@@ -156,21 +167,32 @@ def test_a_lease_that_ran_out_while_the_database_was_down_gets_one_lease_after_i
     their leases ran out while the server was down, and when it came back the sweeper reclaimed
     them before their live workers had reconnected to renew them (or to give back a claim whose
     reply the stop cut off). The sweeper's own hold after an outage needs to have seen the server
-    before it; the leadership had moved during the outage to a process whose sweeper never ran. A worker cannot renew while the server is down, so a lease of a worker that has not
+    before it; the leadership had moved during the outage to a process whose sweeper never ran. A worker cannot renew
+    while the server is down, so a lease of a worker that has not
     stopped counts only from the server's start: it is reclaimed one lease (three of its worker's
     heartbeat intervals) after that, if not renewed meanwhile."""
-    db.run_sync(conn, worker_store.register(worker_id="w", host="h", pid=1, queues=["default"], concurrency=2,
-                                            heartbeat_interval=2.0))
-    db.run_sync(conn, worker_store.register(worker_id="gone", host="h", pid=2, queues=["default"], concurrency=1,
-                                            heartbeat_interval=2.0))
+    db.run_sync(
+        conn,
+        worker_store.register(
+            worker_id="w", host="h", pid=1, queues=["default"], concurrency=2, heartbeat_interval=2.0
+        ),
+    )
+    db.run_sync(
+        conn,
+        worker_store.register(
+            worker_id="gone", host="h", pid=2, queues=["default"], concurrency=1, heartbeat_interval=2.0
+        ),
+    )
     held, stopped = make_job(conn, job_type="record"), make_job(conn, job_type="record")
     db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=1, lease_seconds=6))
     db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=6))
     db.run_sync(conn, worker_store.deregister(worker_id="gone"))
     started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
     # Both leases ran out one second after the server (re)started, as if they had been taken before it.
-    conn.execute("UPDATE jobqueue.jobs SET locked_until = %s WHERE id = ANY(%s)",
-                 (started + timedelta(seconds=1), [held, stopped]))
+    conn.execute(
+        "UPDATE jobqueue.jobs SET locked_until = %s WHERE id = ANY(%s)",
+        (started + timedelta(seconds=1), [held, stopped]),
+    )
     soon = db.run_sync(conn, job_store.reclaim_expired(now=started + timedelta(seconds=2)))
     assert [r[0] for r in soon] == [stopped]  # a stopped worker holds nothing; the live one's lease waits
     later = db.run_sync(conn, job_store.reclaim_expired(now=started + timedelta(seconds=6.5)))
@@ -198,8 +220,10 @@ def test_an_ack_batch_that_fails_as_busy_is_split_so_one_row_cannot_hold_the_res
         runner = asyncio.create_task(acks.run())
         try:
             async with await psycopg.AsyncConnection.connect(dsn) as other:
-                await other.execute("INSERT INTO jobqueue.job_results (job_id, outcome, result) "
-                                    "VALUES (%s, 'completed', '{}')", (stuck.id,))
+                await other.execute(
+                    "INSERT INTO jobqueue.job_results (job_id, outcome, result) VALUES (%s, 'completed', '{}')",
+                    (stuck.id,),
+                )
                 for job in jobs:
                     acks.add(outcome(job))
                 await asyncio.wait_for(_until(lambda: len(flushed) == 7), 15)

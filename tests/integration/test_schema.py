@@ -19,8 +19,12 @@ from tests.support.schema import SCHEMA_FILE, dump
 
 def tables(dsn: str) -> set[str]:
     with psycopg.connect(dsn) as conn:
-        return {r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'jobqueue'").fetchall()}
+        return {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'jobqueue'"
+            ).fetchall()
+        }
 
 
 def test_migrations_up_down_up(empty_dsn):
@@ -48,15 +52,26 @@ def test_each_revision_downgrades_to_the_one_before(empty_dsn):
 
 def test_cli_migrate_is_idempotent(empty_dsn):
     for _ in range(2):
-        result = subprocess.run([sys.executable, "-c", "import sys; from jobqueue.cli import main; sys.exit(main())",
-                                 "migrate", "--dsn", empty_dsn], capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from jobqueue.cli import main; sys.exit(main())",
+                "migrate",
+                "--dsn",
+                empty_dsn,
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr
     assert migrate.is_up_to_date(empty_dsn)
 
 
 def test_reference_schema_matches_the_migrations(dsn):
     assert dump(dsn) == SCHEMA_FILE.read_text(), (
-        "sql/schema.sql is stale: run `.venv/bin/python -m tests.support.schema --write`")
+        "sql/schema.sql is stale: run `.venv/bin/python -m tests.support.schema --write`"
+    )
 
 
 def _plan(conn, name: str, params: dict) -> str:
@@ -98,9 +113,13 @@ def test_claim_reads_few_pages_past_many_scheduled_higher_priority_jobs(dsn):
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, priority, run_at)
                         SELECT 'later', 1, now() + interval '7 days' + g * interval '1 second'
                         FROM generate_series(1, 100000) g""")
-        runnable = [conn.execute("INSERT INTO jobqueue.jobs (job_type, priority, queue) VALUES ('now', %s, %s) "
-                                 "RETURNING id", (level, queue)).fetchone()[0]
-                    for level, queue in ((3, "default"), (2, "other"), (0, "other"), (2, "default"), (3, "other"))]
+        runnable = [
+            conn.execute(
+                "INSERT INTO jobqueue.jobs (job_type, priority, queue) VALUES ('now', %s, %s) RETURNING id",
+                (level, queue),
+            ).fetchone()[0]
+            for level, queue in ((3, "default"), (2, "other"), (0, "other"), (2, "default"), (3, "other"))
+        ]
         conn.execute("ANALYZE jobqueue.jobs")
         for _ in range(3):  # past the first, planning executions of the prepared statement
             conn.execute("SAVEPOINT probe")
@@ -131,30 +150,54 @@ def test_a_long_run_of_jobs_the_worker_does_not_serve_in_front_of_its_own_costs_
     ~1,800 pages (10 ms) to get past them. One queue, several queues and weighted claims alike."""
     with psycopg.connect(dsn) as conn:
         for queue in ("default", "other"):
-            conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'theirs', %s FROM generate_series(1, 50000)",
-                         (queue,))
-            conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT CASE WHEN g %% 2 = 0 THEN 'a' ELSE 'b' END, "
-                         "%s FROM generate_series(1, 1000) AS g", (queue,))
+            conn.execute(
+                "INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'theirs', %s FROM generate_series(1, 50000)",
+                (queue,),
+            )
+            conn.execute(
+                "INSERT INTO jobqueue.jobs (job_type, queue) SELECT CASE WHEN g %% 2 = 0 THEN 'a' ELSE 'b' END, "
+                "%s FROM generate_series(1, 1000) AS g",
+                (queue,),
+            )
         conn.execute("ANALYZE jobqueue.jobs")
-        first = [r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE queue = 'default' AND job_type <> "
-                                            "'theirs' ORDER BY seq LIMIT 10").fetchall()]
+        first = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM jobqueue.jobs WHERE queue = 'default' AND job_type <> 'theirs' ORDER BY seq LIMIT 10"
+            ).fetchall()
+        ]
         reads = {}
-        for name, params in (("one queue", CLAIM | {"queues": ["default"], "limit": 10}),
-                             ("two queues", CLAIM | {"queues": ["default", "other"], "limit": 10}),
-                             ("a served type blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["b"]}),
-                             # an open breaker's backlog in front, or a limited type claimed on its own
-                             ("the head blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["theirs"],
-                                                           "served": ["theirs", "a", "b"]}),
-                             ("only a and b", CLAIM | {"queues": ["default"], "limit": 10, "only": ["a", "b"],
-                                                       "served": ["theirs", "a", "b"]})):
+        for name, params in (
+            ("one queue", CLAIM | {"queues": ["default"], "limit": 10}),
+            ("two queues", CLAIM | {"queues": ["default", "other"], "limit": 10}),
+            ("a served type blocked", CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["b"]}),
+            # an open breaker's backlog in front, or a limited type claimed on its own
+            (
+                "the head blocked",
+                CLAIM | {"queues": ["default"], "limit": 10, "blocked": ["theirs"], "served": ["theirs", "a", "b"]},
+            ),
+            (
+                "only a and b",
+                CLAIM | {"queues": ["default"], "limit": 10, "only": ["a", "b"], "served": ["theirs", "a", "b"]},
+            ),
+        ):
             rows, reads[name] = _claim_reads(conn, params | {"served": params["served"] or ["a", "b"]})
             assert {row[2] for row in rows} <= {"a", "b"} and len(rows) == 10, name
             if name in ("one queue", "the head blocked", "only a and b"):
                 assert [row[0] for row in rows] == first  # still in submission order across the types
             if name == "a served type blocked":
                 assert {row[2] for row in rows} == {"a"}
-        weighted = {"worker_id": "w", "lease_seconds": 30, "now": None, "blocked": [], "served": ["a", "b"],
-                    "queues": ["default", "other"], "priorities": [2, 2], "quotas": [6, 4], **Deadlines().params()}
+        weighted = {
+            "worker_id": "w",
+            "lease_seconds": 30,
+            "now": None,
+            "blocked": [],
+            "served": ["a", "b"],
+            "queues": ["default", "other"],
+            "priorities": [2, 2],
+            "quotas": [6, 4],
+            **Deadlines().params(),
+        }
         rows, reads["weighted"] = _claim_reads(conn, weighted, "job_claim_weighted")
         assert len(rows) == 10 and {row[2] for row in rows} <= {"a", "b"}
         conn.rollback()
@@ -165,8 +208,10 @@ def test_jobs_of_types_the_worker_serves_interleaved_with_others_are_claimed_in_
     """Head served: the ordered scan, testing each entry's type; head not served: by type, merged."""
     with psycopg.connect(dsn) as conn:
         types = ["theirs", "a", "theirs", "b", "theirs", "a", "b", "theirs"]
-        ids = [conn.execute("INSERT INTO jobqueue.jobs (job_type) VALUES (%s) RETURNING id", (t,)).fetchone()[0]
-               for t in types]
+        ids = [
+            conn.execute("INSERT INTO jobqueue.jobs (job_type) VALUES (%s) RETURNING id", (t,)).fetchone()[0]
+            for t in types
+        ]
         ours = [i for i, t in zip(ids, types) if t != "theirs"]
         rows, _ = _claim_reads(conn, CLAIM | {"queues": ["default"], "limit": 3, "served": ["a", "b"]})
         assert [r[0] for r in rows] == ours[:3]  # head 'theirs': by type
@@ -184,8 +229,10 @@ def test_with_a_served_head_the_claim_walks_the_claim_index_in_order_never_sorti
     every runnable job of those types out of jobs_claim_type_idx instead — a cost that grows with
     the worker's own backlog (it did, until the filter was written not to be one)."""
     with psycopg.connect(dsn) as conn:
-        conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT CASE WHEN g <= 1000 THEN 'mine' ELSE 'theirs' END "
-                     "FROM generate_series(1, 51000) AS g")
+        conn.execute(
+            "INSERT INTO jobqueue.jobs (job_type) SELECT CASE WHEN g <= 1000 THEN 'mine' ELSE 'theirs' END "
+            "FROM generate_series(1, 51000) AS g"
+        )
         conn.execute("ANALYZE jobqueue.jobs")
         params = CLAIM | {"queues": ["default"], "limit": 10, "served": ["mine"]}
         conn.execute("SAVEPOINT probe")
@@ -201,12 +248,14 @@ def test_a_one_queue_claim_locks_only_the_rows_it_takes(dsn):
     not take (another worker would pass over them for lower-priority ones meanwhile)."""
     with psycopg.connect(dsn, autocommit=True) as setup:
         for level, n in ((0, 3), (1, 3), (2, 3), (3, 20)):
-            setup.execute("INSERT INTO jobqueue.jobs (job_type, priority) SELECT 'x', %s FROM generate_series(1, %s)",
-                          (level, n))
+            setup.execute(
+                "INSERT INTO jobqueue.jobs (job_type, priority) SELECT 'x', %s FROM generate_series(1, %s)", (level, n)
+            )
     with psycopg.connect(dsn) as claimer, psycopg.connect(dsn) as other:
         taken = claimer.execute(queries()["job_claim"], dict(CLAIM, queues=["default"], limit=10)).fetchall()
-        free = other.execute("SELECT count(*) FROM (SELECT id FROM jobqueue.jobs WHERE state = 'pending' "
-                             "FOR UPDATE SKIP LOCKED) AS s").fetchone()[0]
+        free = other.execute(
+            "SELECT count(*) FROM (SELECT id FROM jobqueue.jobs WHERE state = 'pending' FOR UPDATE SKIP LOCKED) AS s"
+        ).fetchone()[0]
         claimer.rollback()
     assert [row[4] for row in taken] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
     assert free == 29 - 10
@@ -227,19 +276,28 @@ def test_a_claim_resuming_after_its_last_job_does_not_walk_the_dead_entries_behi
             holder.execute("SELECT count(*) FROM jobqueue.jobs")  # the snapshot stays until rollback
             last = None
             for _ in range(100):  # 20,000 claimed and completed behind the held snapshot
-                jobs = db.run_sync(conn, job_store.claim(worker_id="w", queues=["default"], limit=200,
-                                                         lease_seconds=30))
-                db.run_sync(conn, job_store.complete_many(
-                    worker_id="w", ids=[j.id for j in jobs], attempts=[j.attempt for j in jobs],
-                    results=[None] * len(jobs), durations=[1.0] * len(jobs)))
+                jobs = db.run_sync(
+                    conn, job_store.claim(worker_id="w", queues=["default"], limit=200, lease_seconds=30)
+                )
+                db.run_sync(
+                    conn,
+                    job_store.complete_many(
+                        worker_id="w",
+                        ids=[j.id for j in jobs],
+                        attempts=[j.attempt for j in jobs],
+                        results=[None] * len(jobs),
+                        durations=[1.0] * len(jobs),
+                    ),
+                )
                 last = jobs[-1].order_key
             params = dict(CLAIM, queues=["default"], limit=200)
             resumed = dict(params, after_run_at=[None, None, last[0], None], after_seq=[None, None, last[1], None])
             reads = {}
             for name, claim in (("from the start", params), ("resumed", resumed)):
                 conn.execute("BEGIN")
-                plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries()["job_claim"],
-                                    claim).fetchone()[0]
+                plan = conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries()["job_claim"], claim
+                ).fetchone()[0]
                 conn.execute("ROLLBACK")
                 probes = _nodes(plan[0]["Plan"], "jobs_claim_idx")
                 reads[name] = sum(node["Shared Hit Blocks"] + node["Shared Read Blocks"] for node in probes)
@@ -266,15 +324,23 @@ def test_a_job_put_back_behind_the_resume_point_is_claimed_within_a_second(dsn, 
 
     early = conn.execute("SELECT jobqueue.enqueue('slow', '{\"seconds\": 0.01}')").fetchone()[0]
     db.run_sync(conn, job_store.claim(worker_id="gone", queues=["default"], limit=1, lease_seconds=30))
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.01}' "
-                 "FROM generate_series(1, 3000)")
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.01}' "
+        "FROM generate_series(1, 3000)"
+    )
     with WorkerThread(apps.queue, test_settings(dsn, concurrency=20)):
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
-                                        ).fetchone()[0] > 300, timeout=20)
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'").fetchone()[0] > 300,
+            timeout=20,
+        )
         db.run_sync(conn, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=31)))
         put_back = time.monotonic()
-        wait_until(lambda: conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (early,)).fetchone()[0]
-                   == "completed", timeout=10)
+        wait_until(
+            lambda: (
+                conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (early,)).fetchone()[0] == "completed"
+            ),
+            timeout=10,
+        )
         found_in = time.monotonic() - put_back
         still_pending = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'pending'").fetchone()[0]
     assert found_in < 2.0 and still_pending > 0  # taken while the backlog was still being drained
@@ -297,11 +363,17 @@ def test_acks_find_jobs_by_primary_key_even_with_stale_statistics(dsn):
     with psycopg.connect(dsn) as conn:
         conn.execute("INSERT INTO jobqueue.jobs (job_type) SELECT 'x' FROM generate_series(1, 20000)")
         conn.execute("ANALYZE jobqueue.jobs")  # statistics say: nothing is processing
-        conn.execute("UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_until = now() "
-                     "WHERE seq <= 5000")
+        conn.execute(
+            "UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_until = now() WHERE seq <= 5000"
+        )
         ids = [r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs WHERE seq <= 200").fetchall()]
-        params = {"worker_id": "w", "ids": ids, "attempts": [1] * len(ids), "results": [None] * len(ids),
-                  "durations": [1.0] * len(ids)}
+        params = {
+            "worker_id": "w",
+            "ids": ids,
+            "attempts": [1] * len(ids),
+            "results": [None] * len(ids),
+            "durations": [1.0] * len(ids),
+        }
         plan = _plan(conn, "job_complete_many", params)
         conn.rollback()
     assert "jobs_pkey" in plan
@@ -311,8 +383,17 @@ def test_acks_find_jobs_by_primary_key_even_with_stale_statistics(dsn):
 def test_lean_states_keeps_every_jobs_values_and_moves_the_transition_columns_last(empty_dsn):
     """0016 re-creates the columns claims and acks write at the end of the row: every job keeps its
     values, nobody listening to job events hears a transition, and the columns come last."""
-    moved = ["attempts", "started_at", "locked_by", "state", "locked_until", "deadline_at", "updated_at",
-             "finished_at", "duration_ms"]
+    moved = [
+        "attempts",
+        "started_at",
+        "locked_by",
+        "state",
+        "locked_until",
+        "deadline_at",
+        "updated_at",
+        "finished_at",
+        "duration_ms",
+    ]
     migrate.upgrade(empty_dsn, "0016_lean_states-1")
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, attempts, locked_by, locked_until,
@@ -331,12 +412,18 @@ def test_lean_states_keeps_every_jobs_values_and_moves_the_transition_columns_la
         conn.execute("LISTEN jobqueue_events")
         migrate.upgrade(empty_dsn, "0016_lean_states")  # later revisions may add columns of their own after these
         assert conn.execute(select).fetchall() == before
-        columns = [r[0] for r in conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = 'jobqueue.jobs'::regclass AND attnum > 0 "
-            "AND NOT attisdropped ORDER BY attnum")]
-        assert columns[-len(moved):] == moved
-        assert "fillfactor=60" in conn.execute(
-            "SELECT reloptions::text FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone()[0]
+        columns = [
+            r[0]
+            for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'jobqueue.jobs'::regclass AND attnum > 0 "
+                "AND NOT attisdropped ORDER BY attnum"
+            )
+        ]
+        assert columns[-len(moved) :] == moved
+        assert (
+            "fillfactor=60"
+            in conn.execute("SELECT reloptions::text FROM pg_class WHERE oid = 'jobqueue.jobs'::regclass").fetchone()[0]
+        )
         conn.execute("SELECT 1")  # collect any notification the migration's commit sent
         assert heard == []
         assert conn.execute("SELECT count(*) FROM jobqueue.dead_letters").fetchone()[0] == 10

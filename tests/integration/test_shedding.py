@@ -26,14 +26,39 @@ def backlog(conn, queue: str, n: int, **fields) -> None:
         make_job(conn, queue=queue, job_type="filler", **fields)
 
 
-def fail(conn, queue: str, *, priority: str = "low", action: str = "retry", max_attempts: int = 4,
-         defaults: tuple[int, int] = DEFAULTS) -> dict:
+def fail(
+    conn,
+    queue: str,
+    *,
+    priority: str = "low",
+    action: str = "retry",
+    max_attempts: int = 4,
+    defaults: tuple[int, int] = DEFAULTS,
+) -> dict:
     """One job of ``queue`` claimed by worker w and failed with ``action``; its row afterwards."""
-    job_id = make_job(conn, queue=queue, job_type="flaky", priority=priority, state="processing", locked_by="w",
-                      max_attempts=max_attempts)
-    rows = db.run_sync(conn, job_store.fail_many(
-        worker_id="w", ids=[job_id], attempts=[1], actions=[action], retry_in=[5.0], error_types=["Timeout"],
-        messages=["upstream timed out"], tracebacks=[None], default_limits=defaults))
+    job_id = make_job(
+        conn,
+        queue=queue,
+        job_type="flaky",
+        priority=priority,
+        state="processing",
+        locked_by="w",
+        max_attempts=max_attempts,
+    )
+    rows = db.run_sync(
+        conn,
+        job_store.fail_many(
+            worker_id="w",
+            ids=[job_id],
+            attempts=[1],
+            actions=[action],
+            retry_in=[5.0],
+            error_types=["Timeout"],
+            messages=["upstream timed out"],
+            tracebacks=[None],
+            default_limits=defaults,
+        ),
+    )
     assert [r[0] for r in rows.written] == [job_id]
     return job_row(conn, job_id)
 
@@ -51,12 +76,15 @@ def test_a_low_retry_above_the_soft_limit_is_shed_and_its_error_kept(conn):
     row = fail(conn, "q")
     assert (row["state"], row["dead_reason"], row["locked_by"]) == ("dead_letter", "shed", "w")
     assert row["finished_at"] is not None
-    errors = conn.execute("SELECT attempt, error_type, message FROM jobqueue.job_errors WHERE job_id = %s",
-                          (row["id"],)).fetchall()
+    errors = conn.execute(
+        "SELECT attempt, error_type, message FROM jobqueue.job_errors WHERE job_id = %s", (row["id"],)
+    ).fetchall()
     assert errors == [(1, "Timeout", "upstream timed out")]
     final = conn.execute("SELECT outcome, error FROM jobqueue.job_results WHERE job_id = %s", (row["id"],)).fetchone()
     assert final == ("dead_letter", {"type": "Timeout", "message": "upstream timed out"})
-    assert conn.execute("SELECT dead_reason FROM jobqueue.dead_letters WHERE id = %s", (row["id"],)).fetchone() == ("shed",)
+    assert conn.execute("SELECT dead_reason FROM jobqueue.dead_letters WHERE id = %s", (row["id"],)).fetchone() == (
+        "shed",
+    )
 
 
 def test_the_limit_is_exclusive_and_only_runnable_jobs_count(conn):
@@ -122,7 +150,8 @@ def test_shed_jobs_are_counted_in_metrics_and_the_count_survives_a_retry(conn):
         assert client.retry_dead(first["id"]).value == "retried"
     db.run_sync(conn, metrics_store.retire_worker_stats(worker_id="w"))  # w stops: its rows are folded
     assert conn.execute("SELECT worker_id, shed FROM jobqueue.worker_stats WHERE queue = 'q'").fetchall() == [
-        ("(retired)", 2)]
+        ("(retired)", 2)
+    ]
     assert 'jobqueue_jobs_shed_total{queue="q",job_type="flaky"} 2' in render(_snapshot(conn))
 
 

@@ -46,7 +46,9 @@ def registry_target(conn, worker_id: str = "w1") -> int | None:
 
 def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns(conn, dsn):
     settings = test_settings(dsn, queues=("q",), concurrency=10, concurrency_min=2)
-    conn.execute("SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x", "queue": "q"}] * 250),))
+    conn.execute(
+        "SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x", "queue": "q"}] * 250),)
+    )
 
     async def main():
         pool = db.async_pool(dsn, min_size=1, max_size=2)
@@ -54,12 +56,31 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
         try:
             async with db.connection(pool) as c:
                 for worker_id in ("w1", "w2"):  # two live workers serve q: 250 / 2 = 125 per worker
-                    await db.run(c, worker_store.register(worker_id=worker_id, host="h", pid=1, queues=["q"],
-                                                          concurrency=10, concurrency_min=2, concurrency_target=2))
+                    await db.run(
+                        c,
+                        worker_store.register(
+                            worker_id=worker_id,
+                            host="h",
+                            pid=1,
+                            queues=["q"],
+                            concurrency=10,
+                            concurrency_min=2,
+                            concurrency_target=2,
+                        ),
+                    )
             clock, slots = Clock(), Slots(2, ["q"])
             stats = WorkerStats(pool, "w1", slots, clock=clock)
-            scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
-                                stale_seconds=settings.metrics.worker_stale_seconds, queues=slots, stats=stats, slots=slots, clock=clock)
+            scaler = SlotScaler(
+                pool,
+                "w1",
+                settings.worker,
+                settings.autoscale,
+                stale_seconds=settings.metrics.worker_stale_seconds,
+                queues=slots,
+                stats=stats,
+                slots=slots,
+                clock=clock,
+            )
             assert (scaler.target, stats.concurrency) == (2, 2)
             clock.now += 5
             assert await scaler.step() == 4
@@ -80,8 +101,13 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
             assert await scaler.step() == 6
             assert registry_target(conn) == 6
 
-            dead = db.async_pool(f"postgresql://nobody@127.0.0.1:{free_port()}/none", min_size=0, max_size=1,
-                                 timeout=0.5, connect_timeout=1)
+            dead = db.async_pool(
+                f"postgresql://nobody@127.0.0.1:{free_port()}/none",
+                min_size=0,
+                max_size=1,
+                timeout=0.5,
+                connect_timeout=1,
+            )
             await dead.open()
             scaler._pool = dead  # the database goes away: the target stays, the next step tries again
             clock.now += 300
@@ -100,7 +126,9 @@ def test_the_target_follows_depth_per_worker_and_utilization_under_the_cooldowns
 def test_only_claimable_queues_count(conn, dsn):
     """A worker whose queues are all paused sees no depth (the runner passes its claimable queues)."""
     settings = test_settings(dsn, queues=("q",), concurrency=10, concurrency_min=2)
-    conn.execute("SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x", "queue": "q"}] * 500),))
+    conn.execute(
+        "SELECT * FROM jobqueue.enqueue_many(%s::jsonb)", (json.dumps([{"job_type": "x", "queue": "q"}] * 500),)
+    )
 
     async def main():
         pool = db.async_pool(dsn, min_size=1, max_size=2)
@@ -108,8 +136,17 @@ def test_only_claimable_queues_count(conn, dsn):
         try:
             slots = Slots(2, [])
             stats = WorkerStats(pool, "w1", slots, clock=Clock())
-            scaler = SlotScaler(pool, "w1", settings.worker, settings.autoscale,
-                                stale_seconds=settings.metrics.worker_stale_seconds, queues=slots, stats=stats, slots=slots, clock=Clock())
+            scaler = SlotScaler(
+                pool,
+                "w1",
+                settings.worker,
+                settings.autoscale,
+                stale_seconds=settings.metrics.worker_stale_seconds,
+                queues=slots,
+                stats=stats,
+                slots=slots,
+                clock=Clock(),
+            )
             assert await scaler.step() == 2
         finally:
             await pool.close()

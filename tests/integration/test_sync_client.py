@@ -18,6 +18,7 @@ from tests.support.factories import count_jobs, finish_job, make_job
 
 def async_answer(dsn: str, method: str, *args, **kwargs):
     """What AsyncClient's ``method`` answers, for comparison."""
+
     async def ask():
         async with AsyncClient(dsn, pool_size=1) as client:
             return await getattr(client, method)(*args, **kwargs)
@@ -40,7 +41,10 @@ def test_queue_settings_lists_each_configured_queue(dsn):
         client.pause_queue("mail")
         client.set_queue_limits("bulk", soft_limit=5, hard_limit=10)
         settings = client.queue_settings()
-    assert settings == {"mail": QueueSettings("mail", paused=True), "bulk": QueueSettings("bulk", soft_limit=5, hard_limit=10)}
+    assert settings == {
+        "mail": QueueSettings("mail", paused=True),
+        "bulk": QueueSettings("bulk", soft_limit=5, hard_limit=10),
+    }
     assert settings == async_answer(dsn, "queue_settings")
 
 
@@ -101,5 +105,10 @@ def test_admit_sees_the_validated_jobs_and_may_refuse_before_anything_is_written
         with pytest.raises(PermissionError):
             client.submit([{"job_type": "c"}, {"job_type": "d", "queue": "closed"}], admit=admit)
     assert [was_created for _, was_created in created] == [True, True]
-    assert seen == [("a", "default", "high"), ("b", "q", "normal"), ("c", "default", "normal"), ("d", "closed", "normal")]
+    assert seen == [
+        ("a", "default", "high"),
+        ("b", "q", "normal"),
+        ("c", "default", "normal"),
+        ("d", "closed", "normal"),
+    ]
     assert count_jobs(conn) == 2

@@ -29,8 +29,10 @@ def test_a_retry_after_past_year_9999_fails_its_attempt_in_the_handler_and_nothi
     with Client(dsn) as client, WorkerThread(app, test_settings(dsn, concurrency=4)):
         far = client.enqueue("retry_in_ten_thousand_years", {})
         other = client.enqueue("fine", {})
-        wait_until(lambda: client.get(far).state == JobState.COMPLETED and client.get(other).state
-                   == JobState.COMPLETED, timeout=20)
+        wait_until(
+            lambda: client.get(far).state == JobState.COMPLETED and client.get(other).state == JobState.COMPLETED,
+            timeout=20,
+        )
         info = client.get(far)
         assert info.attempts == 2 and info.result == {"attempt": 2}
         assert info.errors[0].error_type == "ValueError" and "Retry(after=...) must be" in info.errors[0].message

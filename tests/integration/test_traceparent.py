@@ -59,8 +59,9 @@ def test_an_invalid_traceparent_is_refused_by_sql_and_python_naming_the_field(ds
 def test_a_valid_traceparent_is_stored_on_every_path(dsn, conn):
     future_version = "cc" + VALID[2:]  # a later version with version 00's fields: accepted as 00 would be
     sql_id = conn.execute("SELECT jobqueue.enqueue('x', traceparent => %s)", (VALID,)).fetchone()[0]
-    bulk_id = conn.execute("SELECT id FROM jobqueue.enqueue_many(%s)",
-                           (json.dumps([{"job_type": "x", "traceparent": future_version}]),)).fetchone()[0]
+    bulk_id = conn.execute(
+        "SELECT id FROM jobqueue.enqueue_many(%s)", (json.dumps([{"job_type": "x", "traceparent": future_version}]),)
+    ).fetchone()[0]
     with Client(dsn) as client:
         python_id = client.enqueue("x", traceparent=VALID)
     assert [job_row(conn, i)["traceparent"] for i in (sql_id, bulk_id, python_id)] == [VALID, future_version, VALID]

@@ -92,15 +92,19 @@ def test_wait_without_listen_polls_and_still_gets_the_result(dsn):
 def test_many_waits_share_one_listen_connection_and_survive_its_loss(dsn, conn):
     """Ten concurrent waits, one LISTEN connection; it is terminated while they wait, and every
     wait still gets its result (after the reconnect the jobs are read again)."""
+
     async def scenario():
         async with AsyncClient(dsn) as client:
             ids = [await client.enqueue("slow", {"seconds": 1.0}) for _ in range(10)]
             waits = [asyncio.create_task(client.wait(job_id, timeout=20)) for job_id in ids]
             await asyncio.sleep(0.3)
-            listeners = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                     "AND query ILIKE 'LISTEN%%'").fetchone()[0]
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                         "AND query ILIKE 'LISTEN \"jobqueue_events\"%%'")
+            listeners = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+            ).fetchone()[0]
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query ILIKE 'LISTEN \"jobqueue_events\"%%'"
+            )
             return listeners, await asyncio.gather(*waits)
 
     with WorkerThread(apps.queue, test_settings(dsn, concurrency=10)):

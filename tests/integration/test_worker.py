@@ -72,10 +72,18 @@ def test_single_worker_runs_in_priority_then_fifo_order(dsn, conn):
 
 def test_concurrent_workers_run_each_job_once_in_order_per_worker(dsn, conn):
     with Client(dsn) as client:
-        ids = client.enqueue_many([{"job_type": "record", "priority": p, "payload": {"n": i}}
-                                   for i, p in enumerate(["low", "high", "normal", "critical"] * 50)])
-    rank = {job_id: index for index, job_id in enumerate(
-        r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs ORDER BY priority, run_at, seq").fetchall())}
+        ids = client.enqueue_many(
+            [
+                {"job_type": "record", "priority": p, "payload": {"n": i}}
+                for i, p in enumerate(["low", "high", "normal", "critical"] * 50)
+            ]
+        )
+    rank = {
+        job_id: index
+        for index, job_id in enumerate(
+            r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs ORDER BY priority, run_at, seq").fetchall()
+        )
+    }
     workers = [WorkerThread(apps.queue, test_settings(dsn, concurrency=2)) for _ in range(3)]
     for worker in workers:
         worker.start()
@@ -118,8 +126,9 @@ def test_failed_job_waits_for_its_backoff(dsn, conn):
     job_id = make_job(conn, job_type="retry_after")  # raises Retry(after=0.3) on attempt 1
     with WorkerThread(apps.queue, test_settings(dsn)):
         wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=10)
-    errors = conn.execute("SELECT failed_at, error_type, message FROM jobqueue.job_errors WHERE job_id = %s",
-                          (job_id,)).fetchall()
+    errors = conn.execute(
+        "SELECT failed_at, error_type, message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)
+    ).fetchall()
     assert [(e[1], e[2]) for e in errors] == [("Retry", "throttled")]
     second_start = job_row(conn, job_id)["started_at"]
     assert (second_start - errors[0][0]).total_seconds() >= 0.28
@@ -137,8 +146,12 @@ def test_timeout_fails_the_attempt_as_retryable(dsn, conn):
     job_id = make_job(conn, job_type="times_out", max_attempts=2)
     with WorkerThread(apps.queue, test_settings(dsn)):
         wait_until(lambda: all_in(conn, [job_id], "dead_letter"), timeout=10)
-    types = [r[0] for r in conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt",
-                                        (job_id,)).fetchall()]
+    types = [
+        r[0]
+        for r in conn.execute(
+            "SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s ORDER BY attempt", (job_id,)
+        ).fetchall()
+    ]
     assert types == ["JobTimeout", "JobTimeout"]
 
 
@@ -146,8 +159,9 @@ def test_result_that_is_not_json_dead_letters(dsn, conn):
     job_id = make_job(conn, job_type="unserialisable")
     with WorkerThread(apps.queue, test_settings(dsn)):
         wait_until(lambda: all_in(conn, [job_id], "dead_letter"))
-    assert "not JSON" in conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s",
-                                      (job_id,)).fetchone()[0]
+    assert (
+        "not JSON" in conn.execute("SELECT message FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchone()[0]
+    )
 
 
 def test_nul_characters_in_results_and_errors_do_not_stop_the_acks(dsn, conn):
@@ -155,8 +169,12 @@ def test_nul_characters_in_results_and_errors_do_not_stop_the_acks(dsn, conn):
     escaped, and the jobs after them are acked as usual (the ack writer once died on them)."""
     bad_result, bad_error, good = (make_job(conn, job_type=t) for t in ("nul_result", "nul_error", "record"))
     with WorkerThread(apps.queue, test_settings(dsn)):
-        wait_until(lambda: states(conn, [bad_result, bad_error, good]) ==
-                   {bad_result: "dead_letter", bad_error: "dead_letter", good: "completed"})
+        wait_until(
+            lambda: (
+                states(conn, [bad_result, bad_error, good])
+                == {bad_result: "dead_letter", bad_error: "dead_letter", good: "completed"}
+            )
+        )
     messages = dict(conn.execute("SELECT job_id, message FROM jobqueue.job_errors").fetchall())
     assert "NUL" in messages[bad_result]
     assert messages[bad_error] == "could not parse b'\\x00\x01'\\x00"  # NUL escaped, the rest kept
@@ -179,8 +197,14 @@ def test_a_result_the_database_refuses_dead_letters_its_job_once(dsn, conn, capl
         accepted: set = set()
         buffer = AckBuffer(pool, "w", on_flushed=lambda batch, ok: accepted.update(ok))
         for n, job_id in enumerate(ids):  # the middle result bypasses the executor's NUL check
-            buffer.add(Outcome(job=jobs[job_id], kind=COMPLETED, duration_ms=1.0,
-                               result_json='{"x": "\\u0000"}' if n == 1 else '{"ok": true}'))
+            buffer.add(
+                Outcome(
+                    job=jobs[job_id],
+                    kind=COMPLETED,
+                    duration_ms=1.0,
+                    result_json='{"x": "\\u0000"}' if n == 1 else '{"ok": true}',
+                )
+            )
         await buffer.flush()
         await pool.close()
         return accepted
@@ -198,8 +222,11 @@ def test_a_result_the_database_refuses_dead_letters_its_job_once(dsn, conn, capl
 def _claimed_jobs(conn, ids: list) -> list:
     from jobqueue.model.jobs import Job
 
-    rows = conn.execute("SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, "
-                        "cancel_requested, created_at FROM jobqueue.jobs WHERE id = ANY(%s)", (ids,)).fetchall()
+    rows = conn.execute(
+        "SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, "
+        "cancel_requested, created_at FROM jobqueue.jobs WHERE id = ANY(%s)",
+        (ids,),
+    ).fetchall()
     return [Job(*row) for row in rows]
 
 
@@ -237,16 +264,19 @@ def test_a_job_of_a_type_the_worker_has_no_handler_for_is_never_claimed(dsn, con
         later = make_job(conn, job_type="record")  # another claim, past them again
         conn.execute("NOTIFY jobqueue_jobs, 'default'")
         wait_until(lambda: all_in(conn, [later], "completed"))
-    assert conn.execute("SELECT state, attempts FROM jobqueue.jobs WHERE id = ANY(%s)", (unknown,)).fetchall() \
-        == [("pending", 0), ("pending", 0)]
+    assert conn.execute("SELECT state, attempts FROM jobqueue.jobs WHERE id = ANY(%s)", (unknown,)).fetchall() == [
+        ("pending", 0),
+        ("pending", 0),
+    ]
     assert conn.execute("SELECT count(*) FROM jobqueue.job_errors").fetchone()[0] == 0
 
 
 def test_task_defaults_are_published_at_worker_start(dsn, conn):
     with WorkerThread(apps.queue, test_settings(dsn)):
         pass
-    assert conn.execute("SELECT max_attempts FROM jobqueue.task_defaults WHERE job_type = 'always_fails'"
-                        ).fetchone() == (3,)
+    assert conn.execute(
+        "SELECT max_attempts FROM jobqueue.task_defaults WHERE job_type = 'always_fails'"
+    ).fetchone() == (3,)
     job_id = conn.execute("SELECT jobqueue.enqueue('always_fails')").fetchone()[0]
     assert job_row(conn, job_id)["max_attempts"] == 3
 
@@ -292,18 +322,37 @@ def test_late_ack_after_reclaim_is_refused(dsn, conn):
         assert [(r[0], r[1]) for r in reclaimed] == [(job_id, "pending")]
         again = db.run_sync(a, job_store.claim(worker_id="B", queues=["default"], limit=1, lease_seconds=30))
         assert again[0].attempt == 2
-        late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
-                                                     results=['{"from": "A"}'], durations=[1.0]))
+        late = db.run_sync(
+            a,
+            job_store.complete_many(
+                worker_id="A", ids=[job_id], attempts=[1], results=['{"from": "A"}'], durations=[1.0]
+            ),
+        )
         assert late.written == [] and late.busy == set()
         row = job_row(conn, job_id)
         assert row["state"] == "processing" and row["locked_by"] == "B"
-        late_failure = db.run_sync(a, job_store.fail_many(
-            worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
-            error_types=["X"], messages=["late"], tracebacks=[None], default_limits=(50_000, 100_000)))
+        late_failure = db.run_sync(
+            a,
+            job_store.fail_many(
+                worker_id="A",
+                ids=[job_id],
+                attempts=[1],
+                actions=["retry"],
+                retry_in=[0.0],
+                error_types=["X"],
+                messages=["late"],
+                tracebacks=[None],
+                default_limits=(50_000, 100_000),
+            ),
+        )
         assert late_failure.written == [] and late_failure.busy == set()
         assert job_row(conn, job_id)["state"] == "processing"
-        done = db.run_sync(a, job_store.complete_many(worker_id="B", ids=[job_id], attempts=[2],
-                                                     results=['{"from": "B"}'], durations=[1.0]))
+        done = db.run_sync(
+            a,
+            job_store.complete_many(
+                worker_id="B", ids=[job_id], attempts=[2], results=['{"from": "B"}'], durations=[1.0]
+            ),
+        )
         assert done.written == [job_id]
     errors = conn.execute("SELECT attempt, error_type FROM jobqueue.job_errors WHERE job_id = %s", (job_id,)).fetchall()
     assert errors == [(1, "LeaseExpired")]
@@ -320,8 +369,12 @@ def test_a_late_success_completes_its_job_while_no_newer_attempt_has_started(dsn
         db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30))
         db.run_sync(a, job_store.reclaim_expired(now=datetime.now(timezone.utc) + timedelta(seconds=31)))
         assert job_row(conn, job_id)["state"] == "pending"
-        late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[1],
-                                                     results=['{"computed_on_attempt": 1}'], durations=[1.0]))
+        late = db.run_sync(
+            a,
+            job_store.complete_many(
+                worker_id="A", ids=[job_id], attempts=[1], results=['{"computed_on_attempt": 1}'], durations=[1.0]
+            ),
+        )
         assert late.written == [job_id]
     with WorkerThread(apps.queue, test_settings(dsn)):
         time.sleep(0.3)
@@ -345,9 +398,16 @@ def test_a_late_success_after_a_dead_letter_or_a_newer_attempt_writes_nothing(ds
         db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=2, lease_seconds=30))
         db.run_sync(a, job_store.reclaim_expired(now=later))
         db.run_sync(a, job_store.claim(worker_id="B", queues=["default"], limit=2, lease_seconds=30, now=later))
-        late = db.run_sync(a, job_store.complete_many(worker_id="A", ids=[held_again, last], attempts=[1, 1],
-                                                     results=['{"from": "A"}', '{"from": "A"}'],
-                                                     durations=[1.0, 1.0]))
+        late = db.run_sync(
+            a,
+            job_store.complete_many(
+                worker_id="A",
+                ids=[held_again, last],
+                attempts=[1, 1],
+                results=['{"from": "A"}', '{"from": "A"}'],
+                durations=[1.0, 1.0],
+            ),
+        )
         assert late.written == [] and late.busy == set()
     assert job_row(conn, held_again)["state"] == "processing" and job_row(conn, held_again)["locked_by"] == "B"
     assert job_row(conn, last)["state"] == "dead_letter"
@@ -358,15 +418,18 @@ def test_a_late_success_after_a_dead_letter_or_a_newer_attempt_writes_nothing(ds
 
 def test_sweeper_returns_expired_leases_and_dead_letters_the_last_attempt(dsn, conn):
     past = datetime.now(timezone.utc) - timedelta(seconds=1)
-    retry = make_job(conn, job_type="record", state="processing", attempts=1, max_attempts=3, locked_until=past,
-                     locked_by="gone")
-    last = make_job(conn, job_type="record", state="processing", attempts=3, max_attempts=3, locked_until=past,
-                    locked_by="gone")
+    retry = make_job(
+        conn, job_type="record", state="processing", attempts=1, max_attempts=3, locked_until=past, locked_by="gone"
+    )
+    last = make_job(
+        conn, job_type="record", state="processing", attempts=3, max_attempts=3, locked_until=past, locked_by="gone"
+    )
     with WorkerThread(apps.queue, test_settings(dsn, sweep_interval=0.2)):
         wait_until(lambda: states(conn, [retry, last]) == {retry: "completed", last: "dead_letter"}, timeout=10)
     assert job_row(conn, retry)["attempts"] == 2
     assert conn.execute("SELECT error_type FROM jobqueue.job_errors WHERE job_id = %s", (last,)).fetchone() == (
-        "LeaseExpired",)
+        "LeaseExpired",
+    )
 
 
 def test_heartbeat_extends_leases_of_long_jobs(dsn, conn):
@@ -380,8 +443,10 @@ def test_heartbeat_extends_leases_of_long_jobs(dsn, conn):
 
 def test_weighted_priorities_do_not_starve_low(dsn, conn):
     with Client(dsn) as client:
-        client.enqueue_many([{"job_type": "record", "priority": "critical"} for _ in range(300)]
-                            + [{"job_type": "record", "priority": "low"} for _ in range(60)])
+        client.enqueue_many(
+            [{"job_type": "record", "priority": "critical"} for _ in range(300)]
+            + [{"job_type": "record", "priority": "low"} for _ in range(60)]
+        )
     settings = test_settings(dsn, concurrency=4, priority_mode="weighted", priority_weights=(4, 2, 2, 2))
     with WorkerThread(apps.queue, settings):
         wait_until(lambda: len(apps.runs) >= 150, timeout=20)
@@ -395,8 +460,10 @@ def test_weighted_priorities_do_not_starve_low(dsn, conn):
 
 def test_strict_priorities_run_critical_first(dsn, conn):
     with Client(dsn) as client:
-        client.enqueue_many([{"job_type": "record", "priority": "critical"} for _ in range(100)]
-                            + [{"job_type": "record", "priority": "low"} for _ in range(20)])
+        client.enqueue_many(
+            [{"job_type": "record", "priority": "critical"} for _ in range(100)]
+            + [{"job_type": "record", "priority": "low"} for _ in range(20)]
+        )
     with WorkerThread(apps.queue, test_settings(dsn, concurrency=4)):
         wait_until(lambda: len(apps.runs) >= 100, timeout=20)
         first = list(apps.runs[:100])
@@ -430,8 +497,7 @@ def test_jobs_a_stopping_worker_cannot_release_are_reclaimed_after_their_lease(d
     admin = psycopg.connect(make_conninfo(dsn, dbname="postgres"), autocommit=True)  # it cannot lock itself out
     admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(database))
     try:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                      (conn.info.dbname,))
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (conn.info.dbname,))
         stopping = time.monotonic()
         with caplog.at_level("WARNING", logger="jobqueue"):
             worker.stop(timeout=60)
@@ -468,8 +534,9 @@ def test_poll_only_mode_works_without_listen(dsn, conn):
     """Behind PgBouncer in transaction mode NOTIFY is lost: JOBQUEUE_LISTEN=0 polls instead."""
     settings = test_settings(dsn, listen=False, poll_interval=0.2)
     with WorkerThread(apps.queue, settings) as worker:
-        listeners = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                 "AND query ILIKE 'LISTEN%%'").fetchone()[0]
+        listeners = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+        ).fetchone()[0]
         job_id = conn.execute("SELECT jobqueue.enqueue('record')").fetchone()[0]
         wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=5)
         assert worker.process.notifier.connected.is_set() is False
@@ -481,8 +548,10 @@ def test_listen_connection_comes_back_after_it_is_dropped(dsn, conn):
     again (the 60 s poll is far beyond the wait here)."""
     with WorkerThread(apps.queue, test_settings(dsn, poll_interval=60.0)) as worker:
         notifier = worker.process.notifier
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = current_database() AND query ILIKE 'LISTEN%%'")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+        )
         wait_until(lambda: not notifier.connected.is_set(), timeout=5, message="the drop to be noticed")
         wait_until(notifier.connected.is_set, timeout=10, message="the notifier to reconnect")
         time.sleep(0.3)  # the worker is asleep again (its wake-up on reconnect found nothing)
@@ -494,15 +563,17 @@ def test_ack_that_meets_a_dead_connection_is_retried_and_lands_once(dsn):
     """The handler returns right after every worker connection was killed: the ack flush fails,
     keeps its outcome, reconnects and writes it — the job completes once, on its first attempt."""
     with psycopg.connect(dsn, autocommit=True, application_name="test-observer") as observer:
-        job_id = observer.execute("SELECT jobqueue.enqueue('cut_connections', %s::jsonb)",
-                                  (json.dumps({"dsn": dsn}),)).fetchone()[0]
+        job_id = observer.execute(
+            "SELECT jobqueue.enqueue('cut_connections', %s::jsonb)", (json.dumps({"dsn": dsn}),)
+        ).fetchone()[0]
         with WorkerThread(apps.queue, test_settings(dsn, concurrency=1)) as worker:
             wait_until(lambda: all_in(observer, [job_id], "completed"), timeout=15)
             assert worker.worker.status.processed == 1
         row = job_row(observer, job_id)
         assert row["attempts"] == 1
-        assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s",
-                                (job_id,)).fetchone() == ({"cut": True},)
+        assert observer.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
+            {"cut": True},
+        )
     assert [run[0] for run in apps.runs] == [job_id]
 
 
@@ -517,38 +588,65 @@ def test_the_same_worker_holding_two_attempts_of_one_job_keeps_them_apart(dsn, c
         [first] = db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30))
         later = datetime.now(timezone.utc) + timedelta(seconds=31)
         db.run_sync(a, job_store.reclaim_expired(now=later))
-        [second] = db.run_sync(a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30,
-                                                 now=later))
+        [second] = db.run_sync(
+            a, job_store.claim(worker_id="A", queues=["default"], limit=1, lease_seconds=30, now=later)
+        )
         assert (first.id, first.attempt, second.attempt) == (job_id, 1, 2)
-        held = db.run_sync(a, job_store.extend_leases(worker_id="A", attempts=[first.key, second.key],
-                                                     lease_seconds=30, deadline_grace=5))
+        held = db.run_sync(
+            a,
+            job_store.extend_leases(
+                worker_id="A", attempts=[first.key, second.key], lease_seconds=30, deadline_grace=5
+            ),
+        )
         assert held.written == {second.key: False} and held.busy == set()
-        stale = db.run_sync(a, job_store.fail_many(
-            worker_id="A", ids=[job_id], attempts=[1], actions=["retry"], retry_in=[0.0],
-            error_types=["X"], messages=["stale"], tracebacks=[None], default_limits=(50_000, 100_000)))
+        stale = db.run_sync(
+            a,
+            job_store.fail_many(
+                worker_id="A",
+                ids=[job_id],
+                attempts=[1],
+                actions=["retry"],
+                retry_in=[0.0],
+                error_types=["X"],
+                messages=["stale"],
+                tracebacks=[None],
+                default_limits=(50_000, 100_000),
+            ),
+        )
         assert stale.written == []
-        assert db.run_sync(a, job_store.complete_many(worker_id="A", ids=[job_id], attempts=[2],
-                                                     results=['{"attempt": 2}'], durations=[1.0])).written == [job_id]
+        assert db.run_sync(
+            a,
+            job_store.complete_many(
+                worker_id="A", ids=[job_id], attempts=[2], results=['{"attempt": 2}'], durations=[1.0]
+            ),
+        ).written == [job_id]
     assert conn.execute("SELECT result FROM jobqueue.job_results WHERE job_id = %s", (job_id,)).fetchone() == (
-        {"attempt": 2},)
+        {"attempt": 2},
+    )
 
 
 def test_a_busy_poll_only_worker_stops_claiming_a_paused_queue_within_a_second(dsn, conn):
     """With JOBQUEUE_LISTEN=0 (behind PgBouncer) a worker re-read the paused queues only before an
     idle sleep: one with a backlog never idles, and kept claiming a paused queue until its backlog
     was gone (202 jobs taken 1.5–4.5 s after a pause, in the issue)."""
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.05}' "
-                 "FROM generate_series(1, 3000)")
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, payload) SELECT 'slow', '{\"seconds\": 0.05}' "
+        "FROM generate_series(1, 3000)"
+    )
     with WorkerThread(apps.queue, test_settings(dsn, listen=False, poll_interval=30.0, concurrency=10)):
-        wait_until(lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'"
-                                        ).fetchone()[0] >= 50, timeout=20)
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'completed'").fetchone()[0] >= 50,
+            timeout=20,
+        )
         with Client(dsn) as client:
             client.pause_queue("default")
         paused_at = conn.execute("SELECT now()").fetchone()[0]
         time.sleep(2.5)
         late, waiting = conn.execute(
             "SELECT count(*) FILTER (WHERE started_at > %s + interval '1.2 seconds'), "
-            "       count(*) FILTER (WHERE state = 'pending') FROM jobqueue.jobs", (paused_at,)).fetchone()
+            "       count(*) FILTER (WHERE state = 'pending') FROM jobqueue.jobs",
+            (paused_at,),
+        ).fetchone()
     assert waiting > 0  # the backlog was not gone: the worker had more to claim
     assert late == 0, f"{late} jobs started more than 1.2 s after the pause"
 

@@ -94,8 +94,10 @@ def cut_connections(job: Job):
     import psycopg
 
     with psycopg.connect(job.payload["dsn"], autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                     "AND pid <> pg_backend_pid() AND application_name <> 'test-observer'")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND application_name <> 'test-observer'"
+        )
     _record(job)
     return {"cut": True}
 

@@ -13,8 +13,13 @@ queue = JobQueue("circuit-tests")
 
 fast = Backoff(base=0.05, multiplier=2.0, max=0.2, jitter=0.0)
 
-queue.circuit("flaky-api", threshold=3, window=30,
-              reset_after=float(os.environ.get("JQ_TEST_CIRCUIT_RESET_AFTER", "1.5")), trip_on=(ConnectionError,))
+queue.circuit(
+    "flaky-api",
+    threshold=3,
+    window=30,
+    reset_after=float(os.environ.get("JQ_TEST_CIRCUIT_RESET_AFTER", "1.5")),
+    trip_on=(ConnectionError,),
+)
 
 
 def _down(job: Job) -> bool:

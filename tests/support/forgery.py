@@ -22,8 +22,9 @@ def notify(dsn: str, channel: str, payload: str, *, times: int = 1) -> None:
             conn.execute(statement)
 
 
-def flood(dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float | None = None,
-          count: int | None = None) -> int:
+def flood(
+    dsn: str, messages: Sequence[tuple[str, str]], *, seconds: float | None = None, count: int | None = None
+) -> int:
     """Send ``messages`` (channel, payload) round and round, one transaction each, from one
     connection, for ``seconds`` or ``count`` times; how many were sent."""
     statements = [_notify(channel, payload) for channel, payload in messages]

@@ -23,9 +23,11 @@ queue = JobQueue("limit-tests")
 
 def _log(job: Job, mark: str) -> None:
     with psycopg.connect(os.environ["JOBQUEUE_DSN"], autocommit=True) as conn:
-        conn.execute("INSERT INTO public.limit_log (job_id, job_type, attempt, pid, mark, at) "
-                     "VALUES (%s, %s, %s, %s, %s, clock_timestamp())",
-                     (job.id, job.job_type, job.attempt, os.getpid(), mark))
+        conn.execute(
+            "INSERT INTO public.limit_log (job_id, job_type, attempt, pid, mark, at) "
+            "VALUES (%s, %s, %s, %s, %s, clock_timestamp())",
+            (job.id, job.job_type, job.attempt, os.getpid(), mark),
+        )
 
 
 def _run(job: Job) -> dict:

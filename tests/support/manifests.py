@@ -28,8 +28,9 @@ def documents(name: str | None = None) -> list[dict[str, Any]]:
 
 
 def _keda_validator(kind: str) -> jsonschema.Draft202012Validator:
-    definitions = schema_contents(f"kubernetes-json-schema/v{KUBERNETES_VERSION}.0-local-strict/_definitions.json",
-                                  KUBERNETES_VERSION)
+    definitions = schema_contents(
+        f"kubernetes-json-schema/v{KUBERNETES_VERSION}.0-local-strict/_definitions.json", KUBERNETES_VERSION
+    )
     registry = Registry().with_resource(definitions["$id"], Resource.from_contents(definitions))
     schema = {"$schema": _KEDA["$schema"], "$defs": _KEDA["$defs"], "$ref": f"#/$defs/{_KEDA_KINDS[kind]}"}
     return jsonschema.Draft202012Validator(schema, registry=registry)

@@ -45,30 +45,37 @@ class PgBouncer:
             target.update(user=self.server.get("user", "postgres"), password=self.server["password"])
         user = self.server.get("user", "postgres")
         (self.dir / "userlist.txt").write_text(f'"{user}" ""\n')
-        (self.dir / "pgbouncer.ini").write_text("\n".join([
-            "[databases]",
-            f"* = {make_conninfo(**target)}",
-            "[pgbouncer]",
-            "listen_addr = 127.0.0.1",
-            f"listen_port = {self.port}",
-            "unix_socket_dir =",
-            "auth_type = trust",
-            f"auth_file = {self.dir / 'userlist.txt'}",
-            "pool_mode = transaction",
-            f"default_pool_size = {pool_size}",
-            "max_client_conn = 500",
-            f"logfile = {self.log}",
-            f"admin_users = {user}",
-            "",
-        ]))
+        (self.dir / "pgbouncer.ini").write_text(
+            "\n".join(
+                [
+                    "[databases]",
+                    f"* = {make_conninfo(**target)}",
+                    "[pgbouncer]",
+                    "listen_addr = 127.0.0.1",
+                    f"listen_port = {self.port}",
+                    "unix_socket_dir =",
+                    "auth_type = trust",
+                    f"auth_file = {self.dir / 'userlist.txt'}",
+                    "pool_mode = transaction",
+                    f"default_pool_size = {pool_size}",
+                    "max_client_conn = 500",
+                    f"logfile = {self.log}",
+                    f"admin_users = {user}",
+                    "",
+                ]
+            )
+        )
         if self.run_as:
             entry = pwd.getpwnam(self.run_as)
             for path in (self.dir, *self.dir.iterdir()):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         # Its own uid directly (not via runuser, whose wrapper waits 2 s after forwarding SIGTERM).
-        as_user = {"user": self.run_as, "group": pwd.getpwnam(self.run_as).pw_gid, "extra_groups": []} if self.run_as else {}
-        self.process = subprocess.Popen([found, str(self.dir / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.STDOUT, **as_user)
+        as_user = (
+            {"user": self.run_as, "group": pwd.getpwnam(self.run_as).pw_gid, "extra_groups": []} if self.run_as else {}
+        )
+        self.process = subprocess.Popen(
+            [found, str(self.dir / "pgbouncer.ini")], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, **as_user
+        )
         self._wait_ready()
 
     def dsn_for(self, server_dsn: str) -> str:
@@ -81,8 +88,9 @@ class PgBouncer:
     def admin(self, command: str) -> None:
         """Run a command on PgBouncer's admin console, e.g. ``RECONNECT``: server connections are
         replaced once released, so a role's new settings reach every one of them."""
-        console = make_conninfo(host="127.0.0.1", port=str(self.port), dbname="pgbouncer",
-                                user=self.server.get("user", "postgres"))
+        console = make_conninfo(
+            host="127.0.0.1", port=str(self.port), dbname="pgbouncer", user=self.server.get("user", "postgres")
+        )
         with psycopg.connect(console, autocommit=True, prepare_threshold=None) as conn:
             conn.execute(command)
 
@@ -111,4 +119,3 @@ class PgBouncer:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
-

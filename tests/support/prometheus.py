@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -16,8 +16,10 @@ def parse(text: str) -> dict[tuple[str, frozenset], float]:
         match = _SAMPLE.match(line)
         assert match, f"not a Prometheus sample line: {line!r}"
         name, labels, value = match.groups()
-        pairs = frozenset((k, v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
-                          for k, v in _LABEL.findall(labels or ""))
+        pairs = frozenset(
+            (k, v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
+            for k, v in _LABEL.findall(labels or "")
+        )
         samples[(name, pairs)] = float(value)
     return samples
 

@@ -58,6 +58,12 @@ def login_as(dsn, conn):
 
 def _drop(conn, role: str) -> None:
     """Drop a test role once none of its sessions is left."""
-    wait_until(lambda: not conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                                        (role,)).fetchall(), message=f"no session of {role}")
+    wait_until(
+        lambda: (
+            not conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+            ).fetchall()
+        ),
+        message=f"no session of {role}",
+    )
     conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -18,8 +18,14 @@ from typing import Any
 from jobqueue.config import Settings
 
 #: The prefix each section's fields had when they were all in one Settings.
-PREFIXES = {"worker": "worker_", "autoscale": "autoscale_", "backpressure": "api_", "api": "api_",
-            "metrics": "metrics_", "encryption": "encryption_"}
+PREFIXES = {
+    "worker": "worker_",
+    "autoscale": "autoscale_",
+    "backpressure": "api_",
+    "api": "api_",
+    "metrics": "metrics_",
+    "encryption": "encryption_",
+}
 #: The one name that follows neither rule.
 RENAMED = {"maintenance_xact_age": ("maintenance", "max_xact_age")}
 
@@ -46,8 +52,9 @@ def with_flat(settings: Settings, **changes: Any) -> Settings:
             raise TypeError(f"no setting {name!r} (or one that two sections have: give its prefix)")
         section, item = names[name]
         by_section[section][item] = value
-    return settings.with_(**{section: getattr(settings, section).with_(**values)
-                             for section, values in by_section.items()})
+    return settings.with_(
+        **{section: getattr(settings, section).with_(**values) for section, values in by_section.items()}
+    )
 
 
 def settings_of(**changes: Any) -> Settings:

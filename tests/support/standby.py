@@ -35,18 +35,40 @@ class SyncStandby:
         datadir = self.cluster.datadir
         hand_over(datadir, self.cluster.run_as)
         os.chmod(datadir, 0o700)
-        subprocess.run(as_user(self.cluster.run_as, [
-            str(self.cluster.bindir / "pg_basebackup"), "-D", str(datadir), "-R", "-X", "stream", "-c", "fast",
-            "-d", f"host=127.0.0.1 port={self.primary.port} user=postgres application_name={NAME}"]),
-            check=True, capture_output=True)
+        subprocess.run(
+            as_user(
+                self.cluster.run_as,
+                [
+                    str(self.cluster.bindir / "pg_basebackup"),
+                    "-D",
+                    str(datadir),
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                    "-d",
+                    f"host=127.0.0.1 port={self.primary.port} user=postgres application_name={NAME}",
+                ],
+            ),
+            check=True,
+            capture_output=True,
+        )
         self.cluster.start()
         with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
             conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{NAME}'")
             conn.execute("ALTER ROLE postgres SET synchronous_commit = on")
             conn.execute("SELECT pg_reload_conf()")
-            wait_until(lambda: conn.execute("SELECT sync_state FROM pg_stat_replication WHERE application_name = %s",
-                                            (NAME,)).fetchone() == ("sync",),
-                       timeout=30, message="the standby to be synchronous")
+            wait_until(
+                lambda: (
+                    conn.execute(
+                        "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s", (NAME,)
+                    ).fetchone()
+                    == ("sync",)
+                ),
+                timeout=30,
+                message="the standby to be synchronous",
+            )
         return self
 
     def stop(self) -> None:

@@ -7,8 +7,9 @@ import time
 from typing import Any, Awaitable, Callable
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02,
-               message: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, message: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -19,8 +20,9 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
-async def async_wait_until(predicate: Callable[[], Awaitable[Any]], timeout: float = 10.0,
-                           interval: float = 0.02, message: str = "condition") -> Any:
+async def async_wait_until(
+    predicate: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.02, message: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = await predicate()

@@ -66,14 +66,27 @@ class WorkerThread:
         self.stop()
 
 
-def spawn_worker(dsn: str, app: str = "tests.support.apps:queue", *args: str,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
+def spawn_worker(
+    dsn: str, app: str = "tests.support.apps:queue", *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """`jobqueue-worker` as a real process (for SIGKILL/SIGTERM tests)."""
     environment = dict(os.environ, JOBQUEUE_DSN=dsn, PYTHONUNBUFFERED="1", **(env or {}))
-    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-               "--app", app, *args]
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+        "--app",
+        app,
+        *args,
+    ]
+    return subprocess.Popen(
+        command,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
 
 
 def terminate(process: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30.0) -> str:

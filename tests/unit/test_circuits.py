@@ -21,10 +21,15 @@ from jobqueue.worker.threads import HandlerThreads
 
 def test_a_bad_breaker_definition_is_refused_at_import_naming_the_setting():
     app = JobQueue()
-    for options, field in ((dict(threshold=0), "threshold"), (dict(threshold=2.5), "threshold"),
-                           (dict(window=0), "window"), (dict(reset_after=-1), "reset_after"),
-                           (dict(reset_after=True), "reset_after"), (dict(trip_on=(ValueError, "x")), "trip_on"),
-                           (dict(trip_on=()), "trip_on")):
+    for options, field in (
+        (dict(threshold=0), "threshold"),
+        (dict(threshold=2.5), "threshold"),
+        (dict(window=0), "window"),
+        (dict(reset_after=-1), "reset_after"),
+        (dict(reset_after=True), "reset_after"),
+        (dict(trip_on=(ValueError, "x")), "trip_on"),
+        (dict(trip_on=()), "trip_on"),
+    ):
         with pytest.raises(ValidationError) as refused:
             app.circuit("api", **options)
         assert refused.value.field == field
@@ -70,13 +75,16 @@ def _app() -> JobQueue:
     return app
 
 
-@pytest.mark.parametrize("job_type, kind, counts", [
-    ("refused", RETRY, True),  # listed in trip_on: counted, and an ordinary failed attempt
-    ("bug", RETRY, False),  # not listed: a failure of the job only
-    ("checked", SNOOZED, False),  # CircuitOpen: the attempt is given back (the breaker opens on its own)
-    ("slow", RETRY, True),  # a timeout counts when trip_on lists JobTimeout
-    ("plain", RETRY, False),  # CircuitOpen from a task without a breaker: an error saying so
-])
+@pytest.mark.parametrize(
+    "job_type, kind, counts",
+    [
+        ("refused", RETRY, True),  # listed in trip_on: counted, and an ordinary failed attempt
+        ("bug", RETRY, False),  # not listed: a failure of the job only
+        ("checked", SNOOZED, False),  # CircuitOpen: the attempt is given back (the breaker opens on its own)
+        ("slow", RETRY, True),  # a timeout counts when trip_on lists JobTimeout
+        ("plain", RETRY, False),  # CircuitOpen from a task without a breaker: an error saying so
+    ],
+)
 def test_an_attempt_is_classified_for_its_breaker(job_type, kind, counts):
     app = _app()
     task = app.tasks[job_type]

@@ -52,15 +52,22 @@ def test_help_imports_no_command_and_no_driver():
 def test_a_command_imports_its_own_module_and_not_the_others():
     jobs = imported_by("jobs", "list", "--help")
     assert "jobqueue.cli.admin" in jobs and "jobqueue.client" in jobs
-    assert loaded(jobs, ("alembic", "sqlalchemy", "litestar", "uvicorn", "jobqueue.bench", "jobqueue.cli.schedules")) == []
+    assert (
+        loaded(jobs, ("alembic", "sqlalchemy", "litestar", "uvicorn", "jobqueue.bench", "jobqueue.cli.schedules")) == []
+    )
     migrate = imported_by("migrate", "--help")  # alembic only once it migrates
     assert loaded(migrate, ("alembic", "sqlalchemy", "litestar", "jobqueue.client")) == []
     assert "jobqueue.bench.run" in imported_by("bench", "--help")  # the probe does see what a command loads
 
 
 def test_import_jobqueue_is_light_and_every_public_name_still_resolves():
-    done = subprocess.run([sys.executable, "-c", "import json, sys, jobqueue; print(json.dumps(sorted(sys.modules)))"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys, jobqueue; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert loaded(set(json.loads(done.stdout)), HEAVY) == []
     homes = {name: module for module, names in jobqueue._HOMES.items() for name in names}
     assert sorted(homes) == sorted(jobqueue.__all__)
@@ -74,9 +81,11 @@ def test_import_jobqueue_is_light_and_every_public_name_still_resolves():
 def test_a_client_without_tracing_configured_does_not_load_the_tracing_sdk():
     """Every one-shot command opens a client; asking whether an SDK provider is installed must not
     import the SDK (~40 ms) to find out that none is."""
-    code = ("import sys; from jobqueue import Client, Settings; from jobqueue.config import DbSettings; "
-            "Client(settings=Settings(db=DbSettings(dsn='postgresql://x/y')))\n"
-            "print('opentelemetry.sdk.trace' in sys.modules)")
+    code = (
+        "import sys; from jobqueue import Client, Settings; from jobqueue.config import DbSettings; "
+        "Client(settings=Settings(db=DbSettings(dsn='postgresql://x/y')))\n"
+        "print('opentelemetry.sdk.trace' in sys.modules)"
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert done.stdout.strip() == "False", done.stdout + done.stderr

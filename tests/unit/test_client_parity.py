@@ -16,12 +16,21 @@ import pytest
 from jobqueue.client import AsyncClient, Client
 
 #: How an annotation of AsyncClient reads on Client.
-SYNC_SPELLING = {"psycopg.AsyncConnection": "psycopg.Connection", "AsyncContextManager": "ContextManager",
-                 "AsyncClient": "Client"}
+SYNC_SPELLING = {
+    "psycopg.AsyncConnection": "psycopg.Connection",
+    "AsyncContextManager": "ContextManager",
+    "AsyncClient": "Client",
+}
 #: Constructor options of AsyncClient alone: group commit (`submit_lanes`, ``coalesce_*``) needs an
 #: event loop; the sync pool takes no connect timeout; `Client.get` always decrypts what it can.
-ASYNC_ONLY_OPTIONS = {"connect_timeout", "submit_lanes", "coalesce_max_jobs", "coalesce_stall_after",
-                      "coalesce_lock_wait", "decrypt_results"}
+ASYNC_ONLY_OPTIONS = {
+    "connect_timeout",
+    "submit_lanes",
+    "coalesce_max_jobs",
+    "coalesce_stall_after",
+    "coalesce_lock_wait",
+    "decrypt_results",
+}
 #: Methods that return a context manager rather than a coroutine on AsyncClient.
 NOT_COROUTINES = {"connection"}
 
@@ -53,7 +62,9 @@ def test_both_clients_have_the_same_public_methods():
 def test_each_method_takes_the_same_parameters_and_returns_the_same_type(name):
     async_method, sync_method = getattr(AsyncClient, name), getattr(Client, name)
     ours, theirs = inspect.signature(async_method), inspect.signature(sync_method)
-    assert [shape(p, sync=False) for p in ours.parameters.values()] == [shape(p, sync=True) for p in theirs.parameters.values()]
+    assert [shape(p, sync=False) for p in ours.parameters.values()] == [
+        shape(p, sync=True) for p in theirs.parameters.values()
+    ]
     assert as_sync(ours.return_annotation) == theirs.return_annotation
     assert inspect.iscoroutinefunction(async_method) is (name not in NOT_COROUTINES)
     assert not inspect.iscoroutinefunction(sync_method)

@@ -92,14 +92,17 @@ def reference(expression: str, zone: ZoneInfo, start: datetime, end: datetime) -
     return sorted(out)
 
 
-@pytest.mark.parametrize("zone, start", [
-    ("Europe/Berlin", datetime(2024, 3, 30, 20, tzinfo=UTC)),
-    ("Europe/Berlin", datetime(2024, 10, 26, 20, tzinfo=UTC)),
-    ("America/New_York", datetime(2024, 3, 9, 20, tzinfo=UTC)),
-    ("America/New_York", datetime(2024, 11, 2, 20, tzinfo=UTC)),
-    ("Australia/Lord_Howe", datetime(2024, 10, 5, 10, tzinfo=UTC)),  # a 30-minute change
-    ("Australia/Lord_Howe", datetime(2024, 4, 6, 10, tzinfo=UTC)),
-])
+@pytest.mark.parametrize(
+    "zone, start",
+    [
+        ("Europe/Berlin", datetime(2024, 3, 30, 20, tzinfo=UTC)),
+        ("Europe/Berlin", datetime(2024, 10, 26, 20, tzinfo=UTC)),
+        ("America/New_York", datetime(2024, 3, 9, 20, tzinfo=UTC)),
+        ("America/New_York", datetime(2024, 11, 2, 20, tzinfo=UTC)),
+        ("Australia/Lord_Howe", datetime(2024, 10, 5, 10, tzinfo=UTC)),  # a 30-minute change
+        ("Australia/Lord_Howe", datetime(2024, 4, 6, 10, tzinfo=UTC)),
+    ],
+)
 @pytest.mark.parametrize("expression", ["*/7 * * * *", "30 2 * * *", "0,30 1-3 * * *", "15 * * * *", "45 1 * * *"])
 def test_fires_match_a_minute_by_minute_reference_around_changes(zone, start, expression):
     end = start + timedelta(hours=14)  # each window holds a change and the 02:30 around it
@@ -108,16 +111,20 @@ def test_fires_match_a_minute_by_minute_reference_around_changes(zone, start, ex
 
 # --- validation ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expression, message", [
-    ("61 * * * *", "out of range"),
-    ("* * *", "must have 5 fields"),
-    ("* * * * * * *", "got 7"),
-    ("bogus", "must have 5 fields"),
-    ("", "must be a cron expression"),
-    ("@reboot", "unknown alias"),
-    ("0 0 30 2 *", "never fires"),
-    (None, "must be a cron expression"),
-])
+
+@pytest.mark.parametrize(
+    "expression, message",
+    [
+        ("61 * * * *", "out of range"),
+        ("* * *", "must have 5 fields"),
+        ("* * * * * * *", "got 7"),
+        ("bogus", "must have 5 fields"),
+        ("", "must be a cron expression"),
+        ("@reboot", "unknown alias"),
+        ("0 0 30 2 *", "never fires"),
+        (None, "must be a cron expression"),
+    ],
+)
 def test_invalid_expressions_are_refused_naming_the_field(expression, message):
     with pytest.raises(ValidationError) as info:
         CronSchedule(expression)
@@ -146,8 +153,9 @@ GRACE = timedelta(seconds=60)
 
 
 def plan(policy: str, *, next_fire_at=T0, now=T0 + timedelta(minutes=10, seconds=5), limit=100):
-    return plan_fires(EVERY_MINUTE, next_fire_at=next_fire_at, anchor=T0, now=now, policy=policy, limit=limit,
-                      grace=GRACE)
+    return plan_fires(
+        EVERY_MINUTE, next_fire_at=next_fire_at, anchor=T0, now=now, policy=policy, limit=limit, grace=GRACE
+    )
 
 
 def test_on_time_ticks_fire_whatever_the_policy():
@@ -172,14 +180,22 @@ def test_after_an_outage_skip_fires_only_the_on_time_tick():
 
 
 def test_a_new_schedule_starts_after_its_anchor():
-    p = plan_fires(EVERY_MINUTE, next_fire_at=None, anchor=T0 + timedelta(seconds=1), now=T0 + timedelta(seconds=2),
-                   policy="fire_once", limit=1, grace=GRACE)
+    p = plan_fires(
+        EVERY_MINUTE,
+        next_fire_at=None,
+        anchor=T0 + timedelta(seconds=1),
+        now=T0 + timedelta(seconds=2),
+        policy="fire_once",
+        limit=1,
+        grace=GRACE,
+    )
     assert p.ticks == [] and p.next_fire_at == T0 + timedelta(minutes=1)
 
 
 def test_a_long_outage_of_a_per_second_schedule_is_planned_without_walking_every_tick():
     every_second = CronSchedule("* * * * * *")
-    p = plan_fires(every_second, next_fire_at=T0, anchor=T0, now=T0 + timedelta(days=30), policy="fire_all",
-                   limit=5, grace=GRACE)
+    p = plan_fires(
+        every_second, next_fire_at=T0, anchor=T0, now=T0 + timedelta(days=30), policy="fire_all", limit=5, grace=GRACE
+    )
     assert len(p.ticks) == 5 + 61
     assert p.ticks[4] == T0 + timedelta(days=30) - GRACE - timedelta(seconds=1)

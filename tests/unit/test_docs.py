@@ -75,7 +75,7 @@ def _command_lines() -> list[tuple[str, list[str]]]:
     found = []
     for name, body in _blocks("sh"):
         for line in body.replace("\\\n", " ").splitlines():
-            line = re.sub(r"^.*?\$\((?=jobqueue)", "", line)          # KEY=$(jobqueue apikey create …)
+            line = re.sub(r"^.*?\$\((?=jobqueue)", "", line)  # KEY=$(jobqueue apikey create …)
             line = line.split(" #")[0].split(")")[0] if "$(" in line or line.count(")") else line.split(" #")[0]
             line = re.sub(r"<[^>]+>", "x", line).strip().rstrip("&").strip()
             if re.match(r"^(\.venv/bin/)?jobqueue(-worker)?( |$)", line) and not re.search(r"\[|…|\|", line):

@@ -38,8 +38,10 @@ def test_a_task_timeout_that_cannot_be_stored_is_refused_at_import(timeout):
     each attempt's deadline (a huge one: a deadline after year 9999)."""
     app = JobQueue()
     with pytest.raises(ValidationError) as refused:
+
         @app.task("t", timeout=timeout)
         def t(job): ...
+
     assert refused.value.field == "timeout" and not app.tasks
 
 
@@ -57,8 +59,17 @@ def test_a_backoff_span_that_cannot_be_stored_is_refused(field, value):
     assert refused.value.field == f"backoff.{field}"
 
 
-@pytest.mark.parametrize("field, value", [("multiplier", math.nan), ("multiplier", math.inf), ("multiplier", 0.5),
-                                          ("jitter", math.nan), ("jitter", math.inf), ("jitter", 1.5)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("multiplier", math.nan),
+        ("multiplier", math.inf),
+        ("multiplier", 0.5),
+        ("jitter", math.nan),
+        ("jitter", math.inf),
+        ("jitter", 1.5),
+    ],
+)
 def test_a_backoff_factor_must_be_finite_and_in_range(field, value):
     with pytest.raises(ValidationError) as refused:
         Backoff(**{field: value})
@@ -92,8 +103,12 @@ def test_every_seconds_setting_is_under_the_rule():
     """A float setting added later, in any section, must be listed (as a duration, in days, or as another number)."""
     listed = _listed(_DURATIONS) | _listed(_RETENTION_DAYS) | _listed(_OTHER_FLOATS)
     defaults = Settings()
-    floats = {(section.name, f.name) for section in fields(Settings)
-              for f in fields(getattr(defaults, section.name)) if f.type in ("float", float)}
+    floats = {
+        (section.name, f.name)
+        for section in fields(Settings)
+        for f in fields(getattr(defaults, section.name))
+        if f.type in ("float", float)
+    }
     assert floats == listed
 
 
@@ -105,10 +120,18 @@ def test_a_seconds_setting_that_cannot_be_stored_is_refused_naming_its_variable(
         getattr(Settings(), section).with_(**{name: value})
 
 
-@pytest.mark.parametrize("env, value", [("JOBQUEUE_LEASE_SECONDS", "inf"), ("JOBQUEUE_PROCESSING_TTL", "nan"),
-                                        ("JOBQUEUE_POLL_INTERVAL", "1e300"), ("JOBQUEUE_SHUTDOWN_GRACE", "-1"),
-                                        ("JOBQUEUE_RETENTION_COMPLETED_DAYS", "1e9"),
-                                        ("JOBQUEUE_API_RATE_LIMIT", "nan"), ("JOBQUEUE_REINDEX_FACTOR", "inf")])
+@pytest.mark.parametrize(
+    "env, value",
+    [
+        ("JOBQUEUE_LEASE_SECONDS", "inf"),
+        ("JOBQUEUE_PROCESSING_TTL", "nan"),
+        ("JOBQUEUE_POLL_INTERVAL", "1e300"),
+        ("JOBQUEUE_SHUTDOWN_GRACE", "-1"),
+        ("JOBQUEUE_RETENTION_COMPLETED_DAYS", "1e9"),
+        ("JOBQUEUE_API_RATE_LIMIT", "nan"),
+        ("JOBQUEUE_REINDEX_FACTOR", "inf"),
+    ],
+)
 def test_from_the_environment_too(env, value):
     with pytest.raises(ValueError, match=f"^{env}"):
         Settings.from_env({env: value})

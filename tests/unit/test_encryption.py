@@ -45,8 +45,9 @@ from jobqueue.model.errors import (
 
 
 def ring(*ids: str) -> KeyRing:
-    return KeyRing.parse(",".join(f"{kid}:{base64.b64encode(kid.encode().ljust(32, b'x')).decode()}" for kid in ids),
-                         "test")
+    return KeyRing.parse(
+        ",".join(f"{kid}:{base64.b64encode(kid.encode().ljust(32, b'x')).decode()}" for kid in ids), "test"
+    )
 
 
 def test_a_ring_lists_keys_in_order_and_the_first_encrypts(tmp_path):
@@ -59,16 +60,19 @@ def test_a_ring_lists_keys_in_order_and_the_first_encrypts(tmp_path):
     assert "new" in repr(keys) and base64.b64encode(keys.current_key).decode() not in repr(keys)
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"JOBQUEUE_ENCRYPTION_KEYS": "k1"}, "entry 'k1' must look like id:base64key"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": "k1:not base64!"}, "key 'k1' is not valid base64"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": "k1:" + base64.b64encode(b"short").decode()}, "key 'k1' is 5 bytes"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": "bad id:" + base64.b64encode(bytes(32)).decode()}, "key id 'bad id'"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": new_key_line("k1") + "," + new_key_line("k1")}, "'k1' is listed twice"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": " # nothing"}, "lists no keys"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS": new_key_line("k1"), "JOBQUEUE_ENCRYPTION_KEYS_FILE": "/x"}, "not both"),
-    ({"JOBQUEUE_ENCRYPTION_KEYS_FILE": "/nonexistent/keys"}, "cannot read '/nonexistent/keys'"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"JOBQUEUE_ENCRYPTION_KEYS": "k1"}, "entry 'k1' must look like id:base64key"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": "k1:not base64!"}, "key 'k1' is not valid base64"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": "k1:" + base64.b64encode(b"short").decode()}, "key 'k1' is 5 bytes"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": "bad id:" + base64.b64encode(bytes(32)).decode()}, "key id 'bad id'"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": new_key_line("k1") + "," + new_key_line("k1")}, "'k1' is listed twice"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": " # nothing"}, "lists no keys"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS": new_key_line("k1"), "JOBQUEUE_ENCRYPTION_KEYS_FILE": "/x"}, "not both"),
+        ({"JOBQUEUE_ENCRYPTION_KEYS_FILE": "/nonexistent/keys"}, "cannot read '/nonexistent/keys'"),
+    ],
+)
 def test_bad_key_configuration_is_a_clear_error_at_settings_time(env, message):
     with pytest.raises(ValueError) as caught:
         Settings.from_env(env)
@@ -101,12 +105,15 @@ def test_a_field_is_sealed_in_the_documented_format_and_opens_to_its_value():
     assert seal_fields(sealed, ["ssn"], keys, JOB)["ssn"] == sealed["ssn"]  # already encrypted: left as it is
 
 
-@pytest.mark.parametrize("elsewhere", [
-    Binding("mallory", "charge", JOB.job_id),  # another producer
-    Binding("alice", "echo", JOB.job_id),  # another job type
-    Binding("alice", "charge", uuid.uuid4()),  # another job of the same producer and type
-    Binding(None, "charge", JOB.job_id),  # no producer
-])
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        Binding("mallory", "charge", JOB.job_id),  # another producer
+        Binding("alice", "echo", JOB.job_id),  # another job type
+        Binding("alice", "charge", uuid.uuid4()),  # another job of the same producer and type
+        Binding(None, "charge", JOB.job_id),  # no producer
+    ],
+)
 def test_a_value_opens_only_in_the_job_it_was_sealed_for(elsewhere):
     keys = ring("k1")
     sealed = seal_fields({"card": {"number": "4111"}, "ssn": "078"}, ["card.number", "ssn"], keys, JOB)
@@ -166,8 +173,12 @@ def test_sealing_a_missing_field_names_it_and_bad_paths_are_refused():
 def test_at_most_a_hundred_paths_and_a_path_inside_another_is_sealed_with_it():
     paths = [f"f{i}" for i in range(MAX_PATHS + 1)]
     with pytest.raises(ValidationError) as caught:
-        Sealer(ring("k1")).plan([{"job_type": "t", "payload": {}, "encrypt": ["a"]},
-                                 {"job_type": "t", "payload": dict.fromkeys(paths, 0), "encrypt": paths}])
+        Sealer(ring("k1")).plan(
+            [
+                {"job_type": "t", "payload": {}, "encrypt": ["a"]},
+                {"job_type": "t", "payload": dict.fromkeys(paths, 0), "encrypt": paths},
+            ]
+        )
     assert caught.value.field == "jobs[1].encrypt"
     assert f"names {MAX_PATHS + 1} paths; at most {MAX_PATHS}" in caught.value.message
     with pytest.raises(ValueError, match=f"at most {MAX_PATHS}"):
@@ -208,7 +219,10 @@ def test_a_job_id_made_to_seal_for_is_a_version_7_uuid_of_now():
 
 def test_redaction_and_rewrapping_leave_the_data_alone():
     keys = ring("k1")
-    sealed = {"items": [seal_result('"secret"', keys, JOB), 1], "ssn": seal_fields({"ssn": 42}, ["ssn"], keys, JOB)["ssn"]}
+    sealed = {
+        "items": [seal_result('"secret"', keys, JOB), 1],
+        "ssn": seal_fields({"ssn": 42}, ["ssn"], keys, JOB)["ssn"],
+    }
     assert redact(sealed) == {"items": [REDACTED, 1], "ssn": REDACTED}
     assert holds_envelope(sealed) and not holds_envelope(redact(sealed))
     rotated = ring("k2", "k1")
@@ -225,9 +239,13 @@ def test_binding_an_unbound_value_keeps_its_data_key():
     keys = ring("k1")
     data_key = bytes(range(32))
     nonce = bytes(12)
-    unbound = {MARKER: 1, "kid": "k1", "dek": base64.b64encode(aes_key_wrap(keys.get("k1"), data_key)).decode(),
-               "nonce": base64.b64encode(nonce).decode(),
-               "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, b'"078"', None)).decode()}
+    unbound = {
+        MARKER: 1,
+        "kid": "k1",
+        "dek": base64.b64encode(aes_key_wrap(keys.get("k1"), data_key)).decode(),
+        "nonce": base64.b64encode(nonce).decode(),
+        "ct": base64.b64encode(AESGCM(data_key).encrypt(nonce, b'"078"', None)).decode(),
+    }
     rebinder = Rebinder(ring("k2", "k1"))
     bound = rebinder.bound(unbound, "payload.ssn", JOB.field(["ssn"]))
     assert bound[MARKER] == 2 and bound["kid"] == "k2" and bound["nonce"] != unbound["nonce"]
@@ -261,9 +279,13 @@ def test_the_sealer_adds_the_fields_workers_published_for_the_job_type():
     assert not sealer.stale()
     assert sealer.paths("charge", ["card.number"]) == ("card.number", "ssn")
     assert sealer.paths("other") == ()
-    specs, plan = sealer.plan([{"job_type": "charge", "payload": {"ssn": "1"}},
-                               {"job_type": "echo", "payload": {"x": "2"}, "encrypt": ["x"]},
-                               {"job_type": "echo", "payload": {"y": 3}}])
+    specs, plan = sealer.plan(
+        [
+            {"job_type": "charge", "payload": {"ssn": "1"}},
+            {"job_type": "echo", "payload": {"x": "2"}, "encrypt": ["x"]},
+            {"job_type": "echo", "payload": {"y": 3}},
+        ]
+    )
     assert plan == [(0, ("ssn",), "jobs[0]."), (1, ("x",), "jobs[1].")]
     assert "encrypt" not in specs[1] and specs[2] == {"job_type": "echo", "payload": {"y": 3}}
     sealed = sealer.seal({"ssn": "1", "n": 2}, ("ssn",), JOB)

@@ -11,13 +11,34 @@ from tests.harness.faults.store import JobOutcome
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def outcome(key: str, *, state="completed", runs=1, failing=0, attempts=1, max_attempts=3, result_attempt=None,
-            result_outcome="completed", finished=1.0, job_type="record", error=None) -> JobOutcome:
-    return JobOutcome(id=uuid.uuid4(), job_type=job_type, key=key, state=state, attempts=attempts,
-                      max_attempts=max_attempts, finished_at=T0 + timedelta(seconds=finished) if finished else None,
-                      result_outcome=result_outcome if state in ("completed", "dead_letter") else None,
-                      result_attempt=attempts if result_attempt is None else result_attempt,
-                      runs=runs, failing_runs=failing, last_error=error)
+def outcome(
+    key: str,
+    *,
+    state="completed",
+    runs=1,
+    failing=0,
+    attempts=1,
+    max_attempts=3,
+    result_attempt=None,
+    result_outcome="completed",
+    finished=1.0,
+    job_type="record",
+    error=None,
+) -> JobOutcome:
+    return JobOutcome(
+        id=uuid.uuid4(),
+        job_type=job_type,
+        key=key,
+        state=state,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        finished_at=T0 + timedelta(seconds=finished) if finished else None,
+        result_outcome=result_outcome if state in ("completed", "dead_letter") else None,
+        result_attempt=attempts if result_attempt is None else result_attempt,
+        runs=runs,
+        failing_runs=failing,
+        last_error=error,
+    )
 
 
 def run_of(outcomes, *, expected_state="completed", faults=()) -> Run:
@@ -51,13 +72,23 @@ def test_a_second_run_is_allowed_only_when_a_fault_held_the_job():
 
 
 def test_runs_that_failed_on_purpose_are_retries_not_duplicates():
-    hang = outcome("hang-0", state="dead_letter", runs=2, failing=2, attempts=2, max_attempts=2,
-                   result_outcome="dead_letter", job_type="hang", error="JobTimeout")
+    hang = outcome(
+        "hang-0",
+        state="dead_letter",
+        runs=2,
+        failing=2,
+        attempts=2,
+        max_attempts=2,
+        result_outcome="dead_letter",
+        job_type="hang",
+        error="JobTimeout",
+    )
     row = judge(run_of([hang], expected_state="dead_letter"), [hang])
     assert (row.duplicates, row.status) == (0, "ok")
     assert "hang: 1 dead_letter (JobTimeout) after 2 runs" in row.notes
-    rerun = outcome("huge", state="dead_letter", runs=4, attempts=4, max_attempts=4, result_outcome="dead_letter",
-                    job_type="huge")  # returned normally, yet ran four times
+    rerun = outcome(
+        "huge", state="dead_letter", runs=4, attempts=4, max_attempts=4, result_outcome="dead_letter", job_type="huge"
+    )  # returned normally, yet ran four times
     assert judge(run_of([rerun], expected_state="dead_letter"), [rerun]).duplicates == 3
 
 
@@ -73,16 +104,24 @@ def test_wrong_end_states_fail_the_scenario():
     ghost = outcome("b", runs=0)
     dead_done = outcome("c", state="dead_letter", result_outcome="completed")
     jobs = [stale, ghost, dead_done]
-    row = judge(Run("s", expected={stale.id: "completed", ghost.id: "completed", dead_done.id: "dead_letter"},
-                    faults=[Fault("SIGSTOP", T0, held={stale.id})]), jobs)
+    row = judge(
+        Run(
+            "s",
+            expected={stale.id: "completed", ghost.id: "completed", dead_done.id: "dead_letter"},
+            faults=[Fault("SIGSTOP", T0, held={stale.id})],
+        ),
+        jobs,
+    )
     assert row.wrong == 3 and row.status == "FAIL"
     assert "result of a stale attempt" in row.notes and "completed without a run" in row.notes
 
 
 def test_recovery_is_the_slowest_fault_until_what_it_held_finished():
     a, b, c = outcome("a", finished=4.0), outcome("b", finished=9.5), outcome("c", finished=12.0)
-    faults = [Fault("f1", T0 + timedelta(seconds=1), held={a.id, b.id}),
-              Fault("f2", T0 + timedelta(seconds=10))]  # held nothing: until the next job finished
+    faults = [
+        Fault("f1", T0 + timedelta(seconds=1), held={a.id, b.id}),
+        Fault("f2", T0 + timedelta(seconds=10)),
+    ]  # held nothing: until the next job finished
     row = judge(run_of([a, b, c], faults=faults), [a, b, c])
     assert row.recovery == 8.5 and "recovery 2.0-8.5 s" in row.notes
     producer = Fault("stop", T0, producers=True)  # producers never got an answer again

@@ -42,8 +42,10 @@ def test_faults_aimed_at_a_stack_that_is_not_running_are_refused(tmp_path):
 @needs_autoctl
 def test_the_dsn_lists_the_three_data_nodes_and_asks_for_the_writable_one(tmp_path):
     stack = hastack.HaStack(tmp_path / "ha", 54390)
-    assert stack.dsn() == (f"postgresql://{stack.user}@127.0.0.1:54391,127.0.0.1:54392,127.0.0.1:54393/jobqueue"
-                           "?target_session_attrs=read-write")
+    assert stack.dsn() == (
+        f"postgresql://{stack.user}@127.0.0.1:54391,127.0.0.1:54392,127.0.0.1:54393/jobqueue"
+        "?target_session_attrs=read-write"
+    )
     assert stack.number_sync_standbys == 1  # a commit waits for one of the two standbys
 
 

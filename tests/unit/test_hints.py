@@ -44,6 +44,7 @@ def test_a_coalescer_with_a_burst_fires_that_many_at_once_then_one_per_gap():
     """A breaker opening right after a worker's start declared its job types is two real changes
     within one gap: with burst=1 the second waited the whole gap (the acceptance test's workers
     claimed a dead dependency's jobs meanwhile). A flood still costs one call per gap."""
+
     async def scenario() -> tuple[list[tuple[float, str]], float]:
         loop = asyncio.get_running_loop()
         fired: list[tuple[float, str]] = []
@@ -67,6 +68,7 @@ def test_a_coalescer_with_a_burst_fires_that_many_at_once_then_one_per_gap():
 def test_throttled_with_a_burst_runs_at_once_that_many_times():
     """The gap is long (60 s) so that no slowness of a loaded machine can refill the bucket
     between the requests: three run at once, the fourth waits for the budget."""
+
     async def scenario() -> tuple[int, int]:
         runs: list[int] = []
 
@@ -177,11 +179,20 @@ def test_decode_takes_only_the_six_job_events_with_typed_fields():
     a, b = uuid.uuid4(), uuid.uuid4()
     good = json.dumps([["job.started", "q", "p", _code(a) + _code(b)], ["job.queued", None, None, _code(a)]])
     assert [(e.event, e.job_id, e.queue, e.producer_id) for e in decode(good, 1.0)] == [
-        ("job.started", a, "q", "p"), ("job.started", b, "q", "p"), ("job.queued", a, None, None)]
+        ("job.started", a, "q", "p"),
+        ("job.started", b, "q", "p"),
+        ("job.queued", a, None, None),
+    ]
     for bad in (5, "stream.revoked", "job.nope", ["job.queued"], None):
         assert decode(json.dumps([[bad, "q", None, _code(a)]]), 1.0) == []
-    for queue, producer, codes in ((["q"], None, _code(a)), ("q", {}, _code(a)), ("q", None, 7),
-                                   ("q", None, _code(a)[:-1]), ("q", None, "%" * 22), ("q", None, "")):
+    for queue, producer, codes in (
+        (["q"], None, _code(a)),
+        ("q", {}, _code(a)),
+        ("q", None, 7),
+        ("q", None, _code(a)[:-1]),
+        ("q", None, "%" * 22),
+        ("q", None, ""),
+    ):
         assert decode(json.dumps([["job.queued", queue, producer, codes]]), 1.0) == []
     assert decode("[" * 3900 + "]" * 3900, 1.0) == []  # nested too deep for json: no RecursionError
     assert decode(json.dumps([["job.queued", "q", None, _code(a)], [1, 2]]), 1.0)[0].job_id == a  # the good piece stays
@@ -199,33 +210,36 @@ def _row(state: str, attempts: int, *, recent: bool = True) -> EventRow:
     return EventRow(state, attempts, "q", "p", datetime.now(timezone.utc), recent)
 
 
-@pytest.mark.parametrize("event, state, attempts, recent, expected", [
-    # the state the event announces
-    ("job.queued", "pending", 0, False, True),  # a pending job is queued, however old
-    ("job.started", "processing", 1, True, True),
-    ("job.started", "processing", 1, False, False),  # a replay of an old start
-    ("job.completed", "completed", 1, True, True),
-    ("job.completed", "completed", 1, False, False),
-    ("job.cancelled", "cancelled", 0, True, True),
-    ("job.dead_letter", "dead_letter", 0, True, True),  # expired before its first attempt
-    ("job.failed", "failed", 1, True, True),
-    ("job.failed", "pending", 1, True, True),  # a lost lease: back to pending
-    # forged: the row says otherwise
-    ("job.completed", "pending", 0, True, False),
-    ("job.cancelled", "processing", 1, True, False),
-    ("job.dead_letter", "completed", 1, True, False),
-    ("job.started", "pending", 0, True, False),
-    ("job.failed", "pending", 0, True, False),
-    ("job.failed", "processing", 1, True, False),  # the first attempt runs: nothing failed yet
-    ("job.failed", "completed", 1, True, False),  # completed at the first attempt
-    # moved on within milliseconds: the event is still true
-    ("job.queued", "completed", 1, True, True),
-    ("job.queued", "completed", 1, False, False),
-    ("job.started", "completed", 1, True, True),
-    ("job.started", "failed", 1, True, True),
-    ("job.failed", "processing", 2, True, True),  # the retry has started
-    ("job.failed", "completed", 2, True, True),
-    ("job.failed", "dead_letter", 1, True, True),
-])
+@pytest.mark.parametrize(
+    "event, state, attempts, recent, expected",
+    [
+        # the state the event announces
+        ("job.queued", "pending", 0, False, True),  # a pending job is queued, however old
+        ("job.started", "processing", 1, True, True),
+        ("job.started", "processing", 1, False, False),  # a replay of an old start
+        ("job.completed", "completed", 1, True, True),
+        ("job.completed", "completed", 1, False, False),
+        ("job.cancelled", "cancelled", 0, True, True),
+        ("job.dead_letter", "dead_letter", 0, True, True),  # expired before its first attempt
+        ("job.failed", "failed", 1, True, True),
+        ("job.failed", "pending", 1, True, True),  # a lost lease: back to pending
+        # forged: the row says otherwise
+        ("job.completed", "pending", 0, True, False),
+        ("job.cancelled", "processing", 1, True, False),
+        ("job.dead_letter", "completed", 1, True, False),
+        ("job.started", "pending", 0, True, False),
+        ("job.failed", "pending", 0, True, False),
+        ("job.failed", "processing", 1, True, False),  # the first attempt runs: nothing failed yet
+        ("job.failed", "completed", 1, True, False),  # completed at the first attempt
+        # moved on within milliseconds: the event is still true
+        ("job.queued", "completed", 1, True, True),
+        ("job.queued", "completed", 1, False, False),
+        ("job.started", "completed", 1, True, True),
+        ("job.started", "failed", 1, True, True),
+        ("job.failed", "processing", 2, True, True),  # the retry has started
+        ("job.failed", "completed", 2, True, True),
+        ("job.failed", "dead_letter", 1, True, True),
+    ],
+)
 def test_confirms_what_the_row_bears_out(event, state, attempts, recent, expected):
     assert confirms(event, _row(state, attempts, recent=recent)) is expected

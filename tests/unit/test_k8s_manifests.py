@@ -27,15 +27,22 @@ def test_every_manifest_is_valid(doc):
     validate(doc)
 
 
-@pytest.mark.parametrize("path, breaks", [
-    ("keda.yaml", lambda docs: docs[1]["spec"].update(minReplicas=2)),               # HPA's spelling in KEDA
-    ("keda.yaml", lambda docs: docs[1]["spec"]["triggers"][0]["metadata"].update(targetQueryValue=100)),
-    ("keda.yaml", lambda docs: docs[1]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-     ["scaleUp"]["policies"][0].update(periodSecond=30)),  # Kubernetes' own (strict) schema
-    ("keda.yaml", lambda docs: docs[0]["spec"]["secretTargetRef"][0].pop("key")),
-    ("hpa.yaml", lambda docs: docs[0]["spec"]["metrics"][0]["external"].update(metrics={})),
-    ("worker.yaml", lambda docs: docs[0]["spec"]["template"]["spec"]["containers"][0].update(arguments=[])),
-])
+@pytest.mark.parametrize(
+    "path, breaks",
+    [
+        ("keda.yaml", lambda docs: docs[1]["spec"].update(minReplicas=2)),  # HPA's spelling in KEDA
+        ("keda.yaml", lambda docs: docs[1]["spec"]["triggers"][0]["metadata"].update(targetQueryValue=100)),
+        (
+            "keda.yaml",
+            lambda docs: docs[1]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"][
+                "policies"
+            ][0].update(periodSecond=30),
+        ),  # Kubernetes' own (strict) schema
+        ("keda.yaml", lambda docs: docs[0]["spec"]["secretTargetRef"][0].pop("key")),
+        ("hpa.yaml", lambda docs: docs[0]["spec"]["metrics"][0]["external"].update(metrics={})),
+        ("worker.yaml", lambda docs: docs[0]["spec"]["template"]["spec"]["containers"][0].update(arguments=[])),
+    ],
+)
 def test_a_broken_manifest_is_refused(path, breaks):
     docs = copy.deepcopy(documents(path))
     breaks(docs)
@@ -63,7 +70,9 @@ def test_the_autoscalers_target_the_worker_deployment_and_share_its_bounds_and_c
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     secret = container["env"][0]["valueFrom"]["secretKeyRef"]
     assert (auth["spec"]["secretTargetRef"][0]["name"], auth["spec"]["secretTargetRef"][0]["key"]) == (
-        secret["name"], secret["key"])
+        secret["name"],
+        secret["key"],
+    )
     assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (2, 100)
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 100)
     keda_behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
@@ -79,7 +88,12 @@ def test_the_worker_arguments_are_ones_jobqueue_worker_accepts():
     (deployment,) = by_kind("Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(["worker", *container["args"]])
-    assert (args.app, args.queues, args.concurrency, args.metrics_port) == ("jobqueue.demo:queue", "default", "2:20", 9100)
+    assert (args.app, args.queues, args.concurrency, args.metrics_port) == (
+        "jobqueue.demo:queue",
+        "default",
+        "2:20",
+        9100,
+    )
     probe_port = container["readinessProbe"]["httpGet"]["port"]
     assert {p["name"]: p["containerPort"] for p in container["ports"]}[probe_port] == 9100
 
@@ -90,9 +104,15 @@ def test_the_hpa_reads_the_gauge_the_api_serves():
     (adapter,) = by_kind("ConfigMap")
     rule = yaml.safe_load(adapter["data"]["config.yaml"])["externalRules"][0]
     assert rule["name"]["as"] == metric["name"] and rule["seriesQuery"].startswith(metric["name"] + "{")
-    snapshot = Snapshot(measured_at=datetime.now(timezone.utc), submitted=0, queues=[
-        QueueCounts(metric["selector"]["matchLabels"]["queue"], 2, 5, 0, 0, 0, 0.0)], dead=[], totals=[], workers=[],
-        collect_seconds=0.0)
+    snapshot = Snapshot(
+        measured_at=datetime.now(timezone.utc),
+        submitted=0,
+        queues=[QueueCounts(metric["selector"]["matchLabels"]["queue"], 2, 5, 0, 0, 0, 0.0)],
+        dead=[],
+        totals=[],
+        workers=[],
+        collect_seconds=0.0,
+    )
     assert f'{metric["name"]}{{queue="default"}} 2' in render(snapshot)
     assert hpa["spec"]["metrics"][0]["external"]["target"] == {"type": "AverageValue", "averageValue": "1"}
 

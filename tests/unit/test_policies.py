@@ -62,9 +62,16 @@ def test_weighted_draw_fills_every_slot_and_follows_the_weights():
 
 
 def test_settings_from_env_and_errors():
-    settings = Settings.from_env({"JOBQUEUE_DSN": "postgresql://x/y", "JOBQUEUE_QUEUES": "a, b,,",
-                                  "JOBQUEUE_CONCURRENCY": "7", "JOBQUEUE_PRIORITY_MODE": "weighted",
-                                  "JOBQUEUE_PRIORITY_WEIGHTS": "5,3,2,1", "JOBQUEUE_ACK_FLUSH_MS": "2"})
+    settings = Settings.from_env(
+        {
+            "JOBQUEUE_DSN": "postgresql://x/y",
+            "JOBQUEUE_QUEUES": "a, b,,",
+            "JOBQUEUE_CONCURRENCY": "7",
+            "JOBQUEUE_PRIORITY_MODE": "weighted",
+            "JOBQUEUE_PRIORITY_WEIGHTS": "5,3,2,1",
+            "JOBQUEUE_ACK_FLUSH_MS": "2",
+        }
+    )
     assert settings.db.dsn == "postgresql://x/y" and settings.worker.queues == ("a", "b")
     assert settings.worker.concurrency == 7 and settings.worker.priority_weights == (5, 3, 2, 1)
     assert settings.worker.ack_flush_interval == pytest.approx(0.002)
@@ -78,20 +85,28 @@ def test_settings_from_env_and_errors():
         WorkerSettings(concurrency=0)
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"JOBQUEUE_DSN": "notadsn"}, "JOBQUEUE_DSN (or --dsn) is not a PostgreSQL connection string"),
-    ({"JOBQUEUE_READ_DSN": "host=a port"}, "JOBQUEUE_READ_DSN (or --dsn) is not"),
-    ({"JOBQUEUE_QUEUES": "a," + "q" * 300}, "must be at most 255 characters (got 300)"),
-    ({"JOBQUEUE_WORKER_METRICS_PORT": "99999"}, "metrics port must be from 1 to 65535"),
-    ({"JOBQUEUE_WORKER_METRICS_PORT": "65535", "JOBQUEUE_PROCESSES": "2"}, "from 1 to 65534"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"JOBQUEUE_DSN": "notadsn"}, "JOBQUEUE_DSN (or --dsn) is not a PostgreSQL connection string"),
+        ({"JOBQUEUE_READ_DSN": "host=a port"}, "JOBQUEUE_READ_DSN (or --dsn) is not"),
+        ({"JOBQUEUE_QUEUES": "a," + "q" * 300}, "must be at most 255 characters (got 300)"),
+        ({"JOBQUEUE_WORKER_METRICS_PORT": "99999"}, "metrics port must be from 1 to 65535"),
+        ({"JOBQUEUE_WORKER_METRICS_PORT": "65535", "JOBQUEUE_PROCESSES": "2"}, "from 1 to 65534"),
+    ],
+)
 def test_settings_no_worker_could_use_are_refused_at_startup_naming_them(env, says):
     """A worker started with them used to run and fail later: a traceback from the first
     connection, a queue no job can be enqueued to, a metrics port it could never bind."""
     with pytest.raises(ValueError, match=re.escape(says)):
         Settings.from_env(env)
-    assert Settings.from_env({"JOBQUEUE_DSN": "host=a,b port=5432,5433 dbname=x target_session_attrs=read-write",
-                              "JOBQUEUE_QUEUES": "q" * 255, "JOBQUEUE_WORKER_METRICS_PORT": "65535"})
+    assert Settings.from_env(
+        {
+            "JOBQUEUE_DSN": "host=a,b port=5432,5433 dbname=x target_session_attrs=read-write",
+            "JOBQUEUE_QUEUES": "q" * 255,
+            "JOBQUEUE_WORKER_METRICS_PORT": "65535",
+        }
+    )
 
 
 def test_switches_read_one_way_and_refuse_what_they_do_not_know():
@@ -114,13 +129,28 @@ def test_the_client_pool_size_comes_from_jobqueue_pool_size():
 
 def test_the_tests_one_level_names_reach_every_section_field_and_refuse_an_ambiguous_one():
     defaults = Settings()
-    every = {(s.name, f.name) for s in dataclasses.fields(Settings) for f in dataclasses.fields(getattr(defaults, s.name))}
+    every = {
+        (s.name, f.name) for s in dataclasses.fields(Settings) for f in dataclasses.fields(getattr(defaults, s.name))
+    }
     assert set(flat_names().values()) == every
-    made = settings_of(dsn="host=a", api_soft_limit=5, api_port=1, metrics_max_queues=3, maintenance_xact_age=1.0,
-                       worker_metrics_port=9000, poll_interval=2.0)
-    assert (made.db.dsn, made.backpressure.soft_limit, made.api.port, made.metrics.max_queues,
-            made.maintenance.max_xact_age, made.worker.metrics_port, made.worker.poll_interval) == (
-        "host=a", 5, 1, 3, 1.0, 9000, 2.0)
+    made = settings_of(
+        dsn="host=a",
+        api_soft_limit=5,
+        api_port=1,
+        metrics_max_queues=3,
+        maintenance_xact_age=1.0,
+        worker_metrics_port=9000,
+        poll_interval=2.0,
+    )
+    assert (
+        made.db.dsn,
+        made.backpressure.soft_limit,
+        made.api.port,
+        made.metrics.max_queues,
+        made.maintenance.max_xact_age,
+        made.worker.metrics_port,
+        made.worker.poll_interval,
+    ) == ("host=a", 5, 1, 3, 1.0, 9000, 2.0)
     with pytest.raises(TypeError, match="max_queues"):
         settings_of(max_queues=3)
 
@@ -137,34 +167,66 @@ def test_new_job_normalises_and_serialises_for_bulk():
     job = NewJob.build("send", {"to": "x"}, priority=1, delay=1.5, queue="mail", idempotency_key="k")
     assert job.priority == "high" and job.delay == timedelta(seconds=1.5)
     element = json.loads(job.as_json_fragment())
-    assert element == {"job_type": "send", "priority": "high", "queue": "mail", "delay": "0 days 1.500000 seconds",
-                       "idempotency_key": "k", "payload": {"to": "x"}}
+    assert element == {
+        "job_type": "send",
+        "priority": "high",
+        "queue": "mail",
+        "delay": "0 days 1.500000 seconds",
+        "idempotency_key": "k",
+        "payload": {"to": "x"},
+    }
     at = datetime(2030, 1, 1, tzinfo=timezone.utc)
-    job = NewJob.build("send", timeout=timedelta(days=2, microseconds=7), expires_at=at, idempotency_window=90,
-                       idempotency_mismatch="reject")
+    job = NewJob.build(
+        "send",
+        timeout=timedelta(days=2, microseconds=7),
+        expires_at=at,
+        idempotency_window=90,
+        idempotency_mismatch="reject",
+    )
     element = json.loads(job.as_json_fragment())
-    assert (element["timeout"], element["expires_at"], element["idempotency_window"], element["idempotency_mismatch"]) \
-        == ("2 days 0.000007 seconds", "2030-01-01T00:00:00+00:00", "0 days 90.000000 seconds", "reject")
+    assert (
+        element["timeout"],
+        element["expires_at"],
+        element["idempotency_window"],
+        element["idempotency_mismatch"],
+    ) == ("2 days 0.000007 seconds", "2030-01-01T00:00:00+00:00", "0 days 90.000000 seconds", "reject")
     assert "expire_after" not in element
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(job_type=None), "job_type"), (dict(job_type="x", priority=7), "priority"),
-    (dict(job_type="x", priority=True), "priority"), (dict(job_type="x", delay="soon"), "delay"),
-    (dict(job_type="x", max_attempts=2.5), "max_attempts"), (dict(job_type="x", idempotency_key=""), "idempotency_key"),
-    (dict(job_type="x", payload=float("nan")), "payload"), (dict(job_type="x", run_at="tomorrow"), "run_at"),
-    (dict(job_type="x", timeout=0), "timeout"), (dict(job_type="x", timeout=-1), "timeout"),
-    (dict(job_type="x", timeout="30"), "timeout"), (dict(job_type="x", timeout=float("inf")), "timeout"),
-    (dict(job_type="x", timeout=float("nan")), "timeout"), (dict(job_type="x", timeout=timedelta(days=3651)), "timeout"),
-    (dict(job_type="x", expire_after=0), "expire_after"), (dict(job_type="x", expire_after=True), "expire_after"),
-    (dict(job_type="x", expires_at="2030-01-01"), "expires_at"),
-    (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
-    (dict(job_type="x", expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc), expire_after=5), "expire_after"),
-    (dict(job_type="x", run_at=datetime(2030, 1, 2, tzinfo=timezone.utc),
-          expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc)), "expires_at"),
-    (dict(job_type="x", idempotency_window=-5), "idempotency_window"),
-    (dict(job_type="x", idempotency_mismatch="error"), "idempotency_mismatch"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(job_type=None), "job_type"),
+        (dict(job_type="x", priority=7), "priority"),
+        (dict(job_type="x", priority=True), "priority"),
+        (dict(job_type="x", delay="soon"), "delay"),
+        (dict(job_type="x", max_attempts=2.5), "max_attempts"),
+        (dict(job_type="x", idempotency_key=""), "idempotency_key"),
+        (dict(job_type="x", payload=float("nan")), "payload"),
+        (dict(job_type="x", run_at="tomorrow"), "run_at"),
+        (dict(job_type="x", timeout=0), "timeout"),
+        (dict(job_type="x", timeout=-1), "timeout"),
+        (dict(job_type="x", timeout="30"), "timeout"),
+        (dict(job_type="x", timeout=float("inf")), "timeout"),
+        (dict(job_type="x", timeout=float("nan")), "timeout"),
+        (dict(job_type="x", timeout=timedelta(days=3651)), "timeout"),
+        (dict(job_type="x", expire_after=0), "expire_after"),
+        (dict(job_type="x", expire_after=True), "expire_after"),
+        (dict(job_type="x", expires_at="2030-01-01"), "expires_at"),
+        (dict(job_type="x", expires_at=datetime(2030, 1, 1)), "expires_at"),
+        (dict(job_type="x", expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc), expire_after=5), "expire_after"),
+        (
+            dict(
+                job_type="x",
+                run_at=datetime(2030, 1, 2, tzinfo=timezone.utc),
+                expires_at=datetime(2030, 1, 1, tzinfo=timezone.utc),
+            ),
+            "expires_at",
+        ),
+        (dict(job_type="x", idempotency_window=-5), "idempotency_window"),
+        (dict(job_type="x", idempotency_mismatch="error"), "idempotency_mismatch"),
+    ],
+)
 def test_new_job_refuses_bad_fields(kwargs, field):
     with pytest.raises(ValidationError) as info:
         NewJob.build(**kwargs)
@@ -179,17 +241,32 @@ def test_bulk_element_errors_carry_their_index():
 
 def test_import_contracts_hold():
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=root,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")], cwd=root, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess[str]:
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache", "jobqueue", "tests", "migrations"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_ruff_finds_nothing():
-    """Lint only ([tool.ruff] in pyproject.toml): the tree is not yet run through `ruff format`."""
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "jobqueue", "tests"], cwd=root,
-                            capture_output=True, text=True)
+    """Lint rules in [tool.ruff] (pyproject.toml), lines of at most 120 characters included."""
+    result = _ruff("check")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_tree_is_formatted_by_ruff():
+    """One layout for everyone: `ruff format` (run it before committing) leaves every file as it is."""
+    result = _ruff("format", "--check")
+    assert result.returncode == 0, "run `.venv/bin/ruff format`:\n" + result.stdout + result.stderr
 
 
 def test_devdb_reports_a_cluster_that_cannot_start_instead_of_a_traceback(tmp_path, capsys):

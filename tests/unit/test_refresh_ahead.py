@@ -45,6 +45,7 @@ def test_concurrent_misses_share_one_load():
         source.release.set()
         assert await asyncio.gather(*waiting) == ["v1"] * 32
         assert source.calls == 1
+
     asyncio.run(scenario())
 
 
@@ -75,6 +76,7 @@ def test_an_entry_in_use_is_reloaded_in_the_background_and_never_used_past_its_t
         source.release.set()
         assert await pending is None
         assert await cache.get("k") is None and source.calls == 4  # unknown keys are never cached
+
     asyncio.run(scenario())
 
 
@@ -93,6 +95,7 @@ def test_a_failed_background_reload_keeps_the_entry_until_it_expires_then_fails_
         now[0] = 2.0
         with pytest.raises(ConnectionError):
             await cache.get("k")
+
     asyncio.run(scenario())
 
 
@@ -103,4 +106,5 @@ def test_no_ttl_loads_every_time():
         for _ in range(3):
             assert await cache.get("k") == "v1"
         assert source.calls == 3
+
     asyncio.run(scenario())

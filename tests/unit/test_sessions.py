@@ -12,15 +12,21 @@ from jobqueue.db import gateway as db
 
 def test_timeouts_go_into_startup_options_before_the_dsns_own(monkeypatch):
     monkeypatch.delenv("PGOPTIONS", raising=False)
-    settings = DbSettings(dsn="postgresql://u@h/d?options=-c%20search_path%3Dq", statement_timeout=1.5, lock_timeout=0,
-                          idle_in_transaction_timeout=0.0004)
+    settings = DbSettings(
+        dsn="postgresql://u@h/d?options=-c%20search_path%3Dq",
+        statement_timeout=1.5,
+        lock_timeout=0,
+        idle_in_transaction_timeout=0.0004,
+    )
     params = conninfo_to_dict(db.Session.of(settings, db.worker_name("h:1:ab")).conninfo())
     assert params["application_name"] == "jobqueue-worker h:1:ab"
-    assert params["options"] == ("-c statement_timeout=1500 -c lock_timeout=0 "
-                                 "-c idle_in_transaction_session_timeout=1 -c search_path=q")
+    assert params["options"] == (
+        "-c statement_timeout=1500 -c lock_timeout=0 -c idle_in_transaction_session_timeout=1 -c search_path=q"
+    )
     monkeypatch.setenv("PGOPTIONS", "-c work_mem=8MB")  # libpq's default when the DSN has none: kept
     assert conninfo_to_dict(db.Session.of(settings.with_(dsn="host=h"), "x").conninfo())["options"].endswith(
-        "-c work_mem=8MB")
+        "-c work_mem=8MB"
+    )
 
 
 def test_behind_pgbouncer_no_options_and_session_bound_work_takes_the_direct_dsn():
@@ -32,13 +38,22 @@ def test_behind_pgbouncer_no_options_and_session_bound_work_takes_the_direct_dsn
     assert "lock_timeout=10000" in conninfo_to_dict(direct.conninfo())["options"]
     without = db.Session.of(settings.with_(direct_dsn=None, listen=False), "p", direct=True)
     assert without.pooler and conninfo_to_dict(without.conninfo())["host"] == "bouncer"
-    assert direct.unbounded().timeouts_ms() == {"statement_timeout": 0, "lock_timeout": 0,
-                                                "idle_in_transaction_session_timeout": 60000}
+    assert direct.unbounded().timeouts_ms() == {
+        "statement_timeout": 0,
+        "lock_timeout": 0,
+        "idle_in_transaction_session_timeout": 60000,
+    }
 
 
 def test_connection_settings_from_the_environment():
-    settings = Settings.from_env({"JOBQUEUE_STATEMENT_TIMEOUT": "30", "JOBQUEUE_LOCK_TIMEOUT": "2.5",
-                                  "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT": "0", "JOBQUEUE_PGBOUNCER": "yes"}).db
+    settings = Settings.from_env(
+        {
+            "JOBQUEUE_STATEMENT_TIMEOUT": "30",
+            "JOBQUEUE_LOCK_TIMEOUT": "2.5",
+            "JOBQUEUE_IDLE_IN_TRANSACTION_TIMEOUT": "0",
+            "JOBQUEUE_PGBOUNCER": "yes",
+        }
+    ).db
     assert (settings.statement_timeout, settings.lock_timeout, settings.idle_in_transaction_timeout) == (30, 2.5, 0)
     assert settings.pgbouncer and not settings.listen  # PgBouncer without a direct DSN: poll-only
     assert Settings.from_env({"JOBQUEUE_PGBOUNCER": "1", "JOBQUEUE_DIRECT_DSN": "host=pg"}).db.listen

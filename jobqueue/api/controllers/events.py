@@ -36,8 +36,14 @@ from jobqueue.model.errors import DatabaseUnavailable
 KEEPALIVE_SECONDS = 15.0
 
 
-async def event_stream(hub: EventHub, subscription: Subscription, *, still_valid: Callable[[], Awaitable[bool]],
-                       check_every: float, release: Callable[[], None]) -> AsyncIterator[ServerSentEventMessage]:
+async def event_stream(
+    hub: EventHub,
+    subscription: Subscription,
+    *,
+    still_valid: Callable[[], Awaitable[bool]],
+    check_every: float,
+    release: Callable[[], None],
+) -> AsyncIterator[ServerSentEventMessage]:
     """Events until the reader goes, falls behind, or its key is revoked (``still_valid`` is
     asked every ``check_every`` seconds)."""
     try:
@@ -74,7 +80,9 @@ class EventsController(Controller):
 
     @get("/events", summary="Stream job events (text/event-stream)", responses=error_responses(422, 429, 503))
     async def events(
-        self, request: Request[Principal, Any, Any], services: ServicesDep,
+        self,
+        request: Request[Principal, Any, Any],
+        services: ServicesDep,
         queue: Annotated[str | None, QueryParameter(description="only this queue's jobs")] = None,
         job_id: Annotated[uuid.UUID | None, QueryParameter(description="only this job")] = None,
     ) -> ServerSentEvent:
@@ -82,8 +90,9 @@ class EventsController(Controller):
         hub = services.events
         release = services.streams.take(user.id)
         try:
-            subscription = await hub.subscribe(queue=queue, job_id=job_id,
-                                               producer_id=None if user.is_admin else user.producer_id)
+            subscription = await hub.subscribe(
+                queue=queue, job_id=job_id, producer_id=None if user.is_admin else user.producer_id
+            )
         except BaseException:
             release()
             raise
@@ -96,5 +105,6 @@ class EventsController(Controller):
                 return True
 
         check_every = min(max(services.settings.api.key_cache_seconds, 1.0), KEEPALIVE_SECONDS)
-        return ServerSentEvent(event_stream(hub, subscription, still_valid=still_valid, check_every=check_every,
-                                            release=release))
+        return ServerSentEvent(
+            event_stream(hub, subscription, still_valid=still_valid, check_every=check_every, release=release)
+        )

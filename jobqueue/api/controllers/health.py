@@ -20,12 +20,21 @@ class HealthController(Controller):
     async def healthz(self) -> Health:
         return Health(status="ok")
 
-    @get("/readyz", exclude_from_auth=True, security=[], summary="The database is reachable and migrated",
-         responses=error_responses(503))
+    @get(
+        "/readyz",
+        exclude_from_auth=True,
+        security=[],
+        summary="The database is reachable and migrated",
+        responses=error_responses(503),
+    )
     async def readyz(self, services: ServicesDep) -> Response[Health | ErrorBody]:
         revision = await services.store.schema_revision()
         if revision != services.head_revision:
-            return error_response(503, f"database schema at {revision or 'nothing'}, this API needs "
-                                  f"{services.head_revision}: run `jobqueue migrate`", error="not_migrated",
-                                  retry_after=services.settings.api.retry_after)
+            return error_response(
+                503,
+                f"database schema at {revision or 'nothing'}, this API needs "
+                f"{services.head_revision}: run `jobqueue migrate`",
+                error="not_migrated",
+                retry_after=services.settings.api.retry_after,
+            )
         return Response(Health(status="ready", revision=revision))

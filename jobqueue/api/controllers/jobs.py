@@ -1,7 +1,8 @@
 """``/jobs``: submit (one or a batch), status, result, cancel, and the newest-first listing.
 
 Encrypted payload fields and results (`jobqueue.crypto.envelopes`) read back as ``"[encrypted]"``: the API
-never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another producer's job is a 404, as if it
+never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another
+producer's job is a 404, as if it
 did not exist); an admin key sees all. Submissions pass backpressure first, then go through
 `AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
 """
@@ -62,8 +63,9 @@ async def visible_job(services: ServicesDep, user: Principal, job_id: uuid.UUID)
     return await services.reads.read(user.id, lambda client: client.get(job_id, producer_id=owner))
 
 
-async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSubmission],
-                  batch: bool) -> list[SubmittedJob]:
+async def _submit(
+    services: ServicesDep, request: AnyRequest, items: list[JobSubmission], batch: bool
+) -> list[SubmittedJob]:
     user = request.user
     traceparent = _traceparent(request)
     for index, item in enumerate(items):
@@ -78,9 +80,10 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
         for index, job in enumerate(built):
             refused = user.refuses(job.queue, job.job_type)
             if refused is not None:
-                raise NotAllowed(_where(index, batch) + refused,
-                                 f"this API key may not submit to {refused} {getattr(job, refused)!r}; "
-                                 "nothing was written")
+                raise NotAllowed(
+                    _where(index, batch) + refused,
+                    f"this API key may not submit to {refused} {getattr(job, refused)!r}; nothing was written",
+                )
         services.backpressure.reserve(user.producer_id, _demands(built))
         accepted.extend(built)
 
@@ -94,8 +97,10 @@ async def _submit(services: ServicesDep, request: AnyRequest, items: list[JobSub
     services.backpressure.committed(_demands(job for job, (_, created) in zip(accepted, results) if created))
     if not all(created for _, created in results):
         services.backpressure.release(_demands(job for job, (_, created) in zip(accepted, results) if not created))
-        return [SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
-                for (job_id, created), outcome in zip(results, await _outcomes(services, results))]
+        return [
+            SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
+            for (job_id, created), outcome in zip(results, await _outcomes(services, results))
+        ]
     return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
 
 
@@ -141,18 +146,33 @@ class JobsController(Controller):
     path = "/jobs"
     tags = ["jobs"]
 
-    @post("/", summary="Submit a job", status_code=201,
-          responses={200: ResponseSpec(SubmittedJob, description="the idempotency key is held (within its "
-                                       "window): the job first submitted with it, its state and result; "
-                                       "nothing created"),
-                     **error_responses(409, 413, 422, 429, 503)})
+    @post(
+        "/",
+        summary="Submit a job",
+        status_code=201,
+        responses={
+            200: ResponseSpec(
+                SubmittedJob,
+                description="the idempotency key is held (within its "
+                "window): the job first submitted with it, its state and result; "
+                "nothing created",
+            ),
+            **error_responses(409, 413, 422, 429, 503),
+        },
+    )
     async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission]) -> Response[SubmittedJob]:
         job = (await _submit(services_of(request), request, [data], batch=False))[0]
         return Response(job, status_code=201 if job.created else 200)
 
-    @post("/batch", summary="Submit several jobs in one transaction (all or nothing)", status_code=201,
-          responses={200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
-                     **error_responses(409, 413, 422, 429, 503)})
+    @post(
+        "/batch",
+        summary="Submit several jobs in one transaction (all or nothing)",
+        status_code=201,
+        responses={
+            200: ResponseSpec(SubmittedBatch, description="every job already existed (idempotency keys)"),
+            **error_responses(409, 413, 422, 429, 503),
+        },
+    )
     async def submit_batch(self, request: AnyRequest, data: JSONBody[BatchSubmission]) -> Response[SubmittedBatch]:
         services = services_of(request)
         limit = services.settings.api.max_batch
@@ -164,50 +184,89 @@ class JobsController(Controller):
 
     @get("/", summary="List jobs, newest first (keyset pagination)", responses=error_responses(422, 503))
     async def list_jobs(
-        self, request: AnyRequest, services: ServicesDep,
-        job_state: Annotated[str | None, QueryParameter(name="state", description="pending, processing, "
-                                                        "completed, failed, dead_letter or cancelled")] = None,
+        self,
+        request: AnyRequest,
+        services: ServicesDep,
+        job_state: Annotated[
+            str | None,
+            QueryParameter(
+                name="state", description="pending, processing, completed, failed, dead_letter or cancelled"
+            ),
+        ] = None,
         job_type: FromQuery[str | None] = None,
         queue: FromQuery[str | None] = None,
         priority: Annotated[str | None, QueryParameter(description="critical, high, normal or low")] = None,
-        scheduled: Annotated[bool | None, QueryParameter(
-            description="true: only jobs whose run_at is still ahead; false: only those due")] = None,
-        producer_id: Annotated[str | None, QueryParameter(
-            description="admin keys only; producers always see their own")] = None,
+        scheduled: Annotated[
+            bool | None,
+            QueryParameter(description="true: only jobs whose run_at is still ahead; false: only those due"),
+        ] = None,
+        producer_id: Annotated[
+            str | None, QueryParameter(description="admin keys only; producers always see their own")
+        ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, QueryParameter(description="next_cursor of the previous page")] = None,
     ) -> JobList:
         user = request.user
-        return await list_page(services, user, limit=limit, cursor=cursor, state=job_state, job_type=job_type,
-                               queue=queue, priority=priority, scheduled=scheduled,
-                               producer_id=producer_id if user.is_admin else user.producer_id)
+        return await list_page(
+            services,
+            user,
+            limit=limit,
+            cursor=cursor,
+            state=job_state,
+            job_type=job_type,
+            queue=queue,
+            priority=priority,
+            scheduled=scheduled,
+            producer_id=producer_id if user.is_admin else user.producer_id,
+        )
 
-    @get("/{job_id:uuid}", summary="A job: state, attempts, timestamps, result or errors",
-         responses=error_responses(404, 503))
+    @get(
+        "/{job_id:uuid}",
+        summary="A job: state, attempts, timestamps, result or errors",
+        responses=error_responses(404, 503),
+    )
     async def get_job(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> JobDetail:
         user = request.user
         return JobDetail.of(await visible_job(services, user, job_id), tracebacks=user.is_admin)
 
-    @get("/{job_id:uuid}/result", summary="The stored result (404 while there is none, with the state)",
-         responses=error_responses(404, 503))
-    async def get_result(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[JobResult]:
+    @get(
+        "/{job_id:uuid}/result",
+        summary="The stored result (404 while there is none, with the state)",
+        responses=error_responses(404, 503),
+    )
+    async def get_result(
+        self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep
+    ) -> Response[JobResult]:
         info = await visible_job(services, request.user, job_id)
         if info.state is not JobState.COMPLETED:
-            return error_response(404, f"job {job_id} has no result: it is {info.state.value}",
-                                  error="no_result", state=info.state.value)
+            return error_response(
+                404, f"job {job_id} has no result: it is {info.state.value}", error="no_result", state=info.state.value
+            )
         return Response(JobResult(info.id, info.state.value, redact(info.result), info.duration_ms, info.finished_at))
 
-    @post("/{job_id:uuid}/cancel", summary="Cancel: pending → cancelled (200), running → requested (202)",
-          status_code=200,
-          responses={202: ResponseSpec(CancelResult, description="running: cancel requested, the handler is told"),
-                     **error_responses(404, 409, 503)})
-    async def cancel(self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep) -> Response[CancelResult]:
+    @post(
+        "/{job_id:uuid}/cancel",
+        summary="Cancel: pending → cancelled (200), running → requested (202)",
+        status_code=200,
+        responses={
+            202: ResponseSpec(CancelResult, description="running: cancel requested, the handler is told"),
+            **error_responses(404, 409, 503),
+        },
+    )
+    async def cancel(
+        self, request: AnyRequest, job_id: FromPath[uuid.UUID], services: ServicesDep
+    ) -> Response[CancelResult]:
         user = request.user
         outcome = await services.client.cancel(job_id, producer_id=None if user.is_admin else user.producer_id)
         if outcome is CancelOutcome.NOT_FOUND:
             raise JobNotFound(job_id)
         if not outcome.changed:
-            return error_response(409, f"job {job_id} cannot be cancelled: {_CANCEL_REFUSED[outcome]}",
-                                  error="not_cancellable", state=outcome.value.removesuffix("_already"))
-        return Response(CancelResult(job_id, outcome.value),
-                        status_code=202 if outcome is CancelOutcome.CANCEL_REQUESTED else 200)
+            return error_response(
+                409,
+                f"job {job_id} cannot be cancelled: {_CANCEL_REFUSED[outcome]}",
+                error="not_cancellable",
+                state=outcome.value.removesuffix("_already"),
+            )
+        return Response(
+            CancelResult(job_id, outcome.value), status_code=202 if outcome is CancelOutcome.CANCEL_REQUESTED else 200
+        )

@@ -32,20 +32,34 @@ class LimitsController(Controller):
     path = "/limits"
     tags = ["limits"]
 
-    @get("/", summary="Every limit: concurrency, rate, set by code or admin, running jobs, starts in the window "
-                      "(admin)", guards=[admin_only], responses=error_responses(403, 503))
+    @get(
+        "/",
+        summary="Every limit: concurrency, rate, set by code or admin, running jobs, starts in the window (admin)",
+        guards=[admin_only],
+        responses=error_responses(403, 503),
+    )
     async def list_limits(self, services: ServicesDep) -> LimitList:
         return LimitList(await services.client.limits())
 
-    @put("/{limit_scope:str}/{name:str}", summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
-                                            "it wins over the code's until cleared (admin)",
-         status_code=200, guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_limit(self, limit_scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings],
-                        services: ServicesDep) -> Limit:
+    @put(
+        "/{limit_scope:str}/{name:str}",
+        summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
+        "it wins over the code's until cleared (admin)",
+        status_code=200,
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
+    async def set_limit(
+        self, limit_scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings], services: ServicesDep
+    ) -> Limit:
         return await services.client.set_limit(limit_scope, name, concurrency=data.concurrency, rate=data.rate)
 
-    @delete("/{limit_scope:str}/{name:str}", summary="Remove a limit; one the code declares returns at the next "
-                                               "worker start (admin)",
-            status_code=204, guards=[admin_only], responses=error_responses(403, 404, 422, 503))
+    @delete(
+        "/{limit_scope:str}/{name:str}",
+        summary="Remove a limit; one the code declares returns at the next worker start (admin)",
+        status_code=204,
+        guards=[admin_only],
+        responses=error_responses(403, 404, 422, 503),
+    )
     async def clear_limit(self, limit_scope: FromPath[str], name: FromPath[str], services: ServicesDep) -> None:
         await services.client.clear_limit(limit_scope, name)

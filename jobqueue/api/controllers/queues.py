@@ -33,14 +33,20 @@ class QueuesController(Controller):
     path = "/queues"
     tags = ["queues"]
 
-    @get("/", summary="Per queue and priority: depth, scheduled, retrying, processing, dead, oldest age "
-         "(the cached metrics snapshot: see measured_at and max_age_seconds); admin keys, or the queues of a "
-         "key's allow-list", responses=error_responses(403, 503))
+    @get(
+        "/",
+        summary="Per queue and priority: depth, scheduled, retrying, processing, dead, oldest age "
+        "(the cached metrics snapshot: see measured_at and max_age_seconds); admin keys, or the queues of a "
+        "key's allow-list",
+        responses=error_responses(403, 503),
+    )
     async def list_queues(self, request: AnyRequest, services: ServicesDep) -> QueueList:
         user = request.user
         if not user.is_admin and user.queues is None:
-            raise PermissionDeniedException("/queues lists every producer's queues: it needs an admin API key, or a "
-                                            "key with a queue allow-list (it lists those queues)")
+            raise PermissionDeniedException(
+                "/queues lists every producer's queues: it needs an admin API key, or a "
+                "key with a queue allow-list (it lists those queues)"
+            )
         cache = collector(request, services)
         snapshot = await cache.snapshot()
         listing = QueueList.of(snapshot, cache.valid_for(snapshot))
@@ -50,31 +56,61 @@ class QueuesController(Controller):
         # ``other`` sums queues beyond the listing's cap: other producers' too, so a producer key gets none.
         return msgspec.structs.replace(listing, queues=[q for q in listing.queues if q.queue in allowed], other=None)
 
-    @post("/{name:str}/pause", summary="Stop workers claiming from the queue (admin)", status_code=200,
-          guards=[admin_only], responses=error_responses(403, 422, 503))
+    @post(
+        "/{name:str}/pause",
+        summary="Stop workers claiming from the queue (admin)",
+        status_code=200,
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
     async def pause(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.pause_queue(name))
 
-    @post("/{name:str}/resume", summary="Let workers claim from the queue again (admin)", status_code=200,
-          guards=[admin_only], responses=error_responses(403, 422, 503))
+    @post(
+        "/{name:str}/resume",
+        summary="Let workers claim from the queue again (admin)",
+        status_code=200,
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
     async def resume(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.resume_queue(name))
 
-    @put("/{name:str}/limits", summary="Set the queue's backpressure limits (admin; null: the default)",
-         guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_limits(self, name: FromPath[str], data: JSONBody[QueueLimits], services: ServicesDep) -> QueueSettingsOut:
-        return QueueSettingsOut.of(await services.client.set_queue_limits(
-            name, soft_limit=data.soft_limit, hard_limit=data.hard_limit))
+    @put(
+        "/{name:str}/limits",
+        summary="Set the queue's backpressure limits (admin; null: the default)",
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
+    async def set_limits(
+        self, name: FromPath[str], data: JSONBody[QueueLimits], services: ServicesDep
+    ) -> QueueSettingsOut:
+        return QueueSettingsOut.of(
+            await services.client.set_queue_limits(name, soft_limit=data.soft_limit, hard_limit=data.hard_limit)
+        )
 
-    @put("/{name:str}/defaults", summary="Set the queue's job TTL and idempotency window (admin; null: the default)",
-         guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_defaults(self, name: FromPath[str], data: JSONBody[QueueDefaults],
-                           services: ServicesDep) -> QueueSettingsOut:
-        return QueueSettingsOut.of(await services.client.set_queue_defaults(
-            name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds))
+    @put(
+        "/{name:str}/defaults",
+        summary="Set the queue's job TTL and idempotency window (admin; null: the default)",
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
+    async def set_defaults(
+        self, name: FromPath[str], data: JSONBody[QueueDefaults], services: ServicesDep
+    ) -> QueueSettingsOut:
+        return QueueSettingsOut.of(
+            await services.client.set_queue_defaults(
+                name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds
+            )
+        )
 
-    @put("/{name:str}/shedding", summary="Shed low-priority retries above the soft limit, or stop (admin)",
-         guards=[admin_only], responses=error_responses(403, 422, 503))
-    async def set_shedding(self, name: FromPath[str], data: JSONBody[QueueShedding],
-                           services: ServicesDep) -> QueueSettingsOut:
+    @put(
+        "/{name:str}/shedding",
+        summary="Shed low-priority retries above the soft limit, or stop (admin)",
+        guards=[admin_only],
+        responses=error_responses(403, 422, 503),
+    )
+    async def set_shedding(
+        self, name: FromPath[str], data: JSONBody[QueueShedding], services: ServicesDep
+    ) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.set_queue_shedding(name, data.shed_low_retries))

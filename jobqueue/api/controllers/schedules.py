@@ -33,15 +33,17 @@ class ScheduleDefinition(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     priority: Annotated[str, Meta(description="critical, high, normal or low")] = Priority.NORMAL.label
     queue: str = "default"
     max_attempts: Annotated[int | None, Meta(description="null: the job type's default")] = None
-    misfire_policy: Annotated[str, Meta(
-        description="ticks missed while no scheduler ran: fire_once, fire_all (up to misfire_limit) or skip")] = DEFAULT_MISFIRE_POLICY
+    misfire_policy: Annotated[
+        str, Meta(description="ticks missed while no scheduler ran: fire_once, fire_all (up to misfire_limit) or skip")
+    ] = DEFAULT_MISFIRE_POLICY
     misfire_limit: int = DEFAULT_MISFIRE_LIMIT
     enabled: Annotated[bool, Meta(description="on create only; pause/resume change it later")] = True
 
     def options(self) -> dict[str, Any]:
         """The keyword options of `client.schedules.add` / `put`."""
-        return {field: getattr(self, field) for field in self.__struct_fields__
-                if field not in ("name", "cron", "job_type")}
+        return {
+            field: getattr(self, field) for field in self.__struct_fields__ if field not in ("name", "cron", "job_type")
+        }
 
 
 class NewSchedule(ScheduleDefinition, kw_only=True):
@@ -74,28 +76,47 @@ class SchedulesController(Controller):
     async def read(self, name: FromPath[str], services: ServicesDep) -> Schedule:
         return await services.client.schedules.get(name)
 
-    @put("/{name:str}", summary="Create the schedule or replace its definition (its paused state is kept)",
-         responses=error_responses(403, 422, 503))
+    @put(
+        "/{name:str}",
+        summary="Create the schedule or replace its definition (its paused state is kept)",
+        responses=error_responses(403, 422, 503),
+    )
     async def replace(self, name: FromPath[str], data: JSONBody[ScheduleDefinition], services: ServicesDep) -> Schedule:
         schedules = services.client.schedules.with_source("api")
         return await schedules.put(name, data.cron, data.job_type, **data.options())
 
-    @delete("/{name:str}", summary="Delete a schedule (and its fire history)", status_code=204,
-            responses=error_responses(403, 404, 503))
+    @delete(
+        "/{name:str}",
+        summary="Delete a schedule (and its fire history)",
+        status_code=204,
+        responses=error_responses(403, 404, 503),
+    )
     async def remove(self, name: FromPath[str], services: ServicesDep) -> None:
         await services.client.schedules.remove(name)
 
-    @post("/{name:str}/pause", summary="Stop firing until resumed", status_code=200,
-          responses=error_responses(403, 404, 503))
+    @post(
+        "/{name:str}/pause",
+        summary="Stop firing until resumed",
+        status_code=200,
+        responses=error_responses(403, 404, 503),
+    )
     async def pause(self, name: FromPath[str], services: ServicesDep) -> Schedule:
         return await services.client.schedules.pause(name)
 
-    @post("/{name:str}/resume", summary="Fire again from now on (ticks missed while paused are not fired)",
-          status_code=200, responses=error_responses(403, 404, 503))
+    @post(
+        "/{name:str}/resume",
+        summary="Fire again from now on (ticks missed while paused are not fired)",
+        status_code=200,
+        responses=error_responses(403, 404, 503),
+    )
     async def resume(self, name: FromPath[str], services: ServicesDep) -> Schedule:
         return await services.client.schedules.resume(name)
 
-    @post("/{name:str}/run", summary="Enqueue one job from the schedule now", status_code=201,
-          responses=error_responses(403, 404, 503))
+    @post(
+        "/{name:str}/run",
+        summary="Enqueue one job from the schedule now",
+        status_code=201,
+        responses=error_responses(403, 404, 503),
+    )
     async def run_now(self, name: FromPath[str], services: ServicesDep) -> ScheduleRun:
         return ScheduleRun(await services.client.schedules.run_now(name))

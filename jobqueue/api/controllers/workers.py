@@ -21,7 +21,11 @@ class WorkersController(Controller):
     path = "/workers"
     tags = ["workers"]
 
-    @get("/", summary="The worker registry, live workers first (admin)", guards=[admin_only],
-         responses=error_responses(403, 503))
+    @get(
+        "/",
+        summary="The worker registry, live workers first (admin)",
+        guards=[admin_only],
+        responses=error_responses(403, 503),
+    )
     async def list_workers(self, request: AnyRequest, services: ServicesDep) -> WorkerList:
         return WorkerList(await services.reads.read(request.user.id, lambda client: client.workers()))

@@ -57,8 +57,14 @@ async def _async_pool():
     pool = _pools.get(loop_key)
     if pool is None:
         settings = _settings()
-        pool = db.async_pool(settings.db.dsn, min_size=1, max_size=settings.worker.concurrency, name="faults-app",
-                             timeout=2.0, connect_timeout=2)
+        pool = db.async_pool(
+            settings.db.dsn,
+            min_size=1,
+            max_size=settings.worker.concurrency,
+            name="faults-app",
+            timeout=2.0,
+            connect_timeout=2,
+        )
         _pools[loop_key] = pool
         await pool.open(wait=False)
     return pool
@@ -69,16 +75,18 @@ def _sync_pool():
         pool = _pools.get("sync")
         if pool is None:
             settings = _settings()
-            pool = db.sync_pool(settings.db.dsn, min_size=1, max_size=settings.worker.concurrency, name="faults-app-sync",
-                                timeout=2.0)
+            pool = db.sync_pool(
+                settings.db.dsn, min_size=1, max_size=settings.worker.concurrency, name="faults-app-sync", timeout=2.0
+            )
             pool.open(wait=False)
             _pools["sync"] = pool
     return pool
 
 
 def _record_call(job: Job, fails: bool) -> db.Call[None]:
-    return faults_store.record_execution(token=uuid.uuid4(), job_id=job.id, attempt=job.attempt,
-                                         pid=os.getpid(), fails=fails)
+    return faults_store.record_execution(
+        token=uuid.uuid4(), job_id=job.id, attempt=job.attempt, pid=os.getpid(), fails=fails
+    )
 
 
 async def record_run(job: Job, *, fails: bool = False) -> None:

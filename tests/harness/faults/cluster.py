@@ -55,7 +55,9 @@ class FaultCluster:
     def describe(self) -> str:
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:
             version, _, fsync, synchronous_commit, *_ = db.run_sync(conn, bench_store.server_settings())
-        return f"PostgreSQL {version} on port {self.cluster.port}, fsync={fsync}, synchronous_commit={synchronous_commit}"
+        return (
+            f"PostgreSQL {version} on port {self.cluster.port}, fsync={fsync}, synchronous_commit={synchronous_commit}"
+        )
 
     def _admin(self, statement: sql.Composed) -> None:
         with psycopg.connect(self.cluster.dsn(), autocommit=True) as conn:

@@ -131,9 +131,15 @@ class ApiProcess:
     """`jobqueue api` on ``port``; backpressure off, so only faults refuse submissions."""
 
     def __init__(self, dsn: str, port: int, logdir: Path) -> None:
-        env = dict(os.environ, JOBQUEUE_DSN=dsn, JOBQUEUE_API_SOFT_LIMIT="1000000000",
-                   JOBQUEUE_API_HARD_LIMIT="1000000000",
-                   JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000", JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000", PYTHONUNBUFFERED="1")
+        env = dict(
+            os.environ,
+            JOBQUEUE_DSN=dsn,
+            JOBQUEUE_API_SOFT_LIMIT="1000000000",
+            JOBQUEUE_API_HARD_LIMIT="1000000000",
+            JOBQUEUE_API_TOTAL_SOFT_LIMIT="1000000000",
+            JOBQUEUE_API_TOTAL_HARD_LIMIT="1000000000",
+            PYTHONUNBUFFERED="1",
+        )
         self.url = f"http://127.0.0.1:{port}"
         self.process = _Process("api", _jobqueue_command("main", "api", "--port", str(port)), env, logdir)
         self.ignored_sigterm = False

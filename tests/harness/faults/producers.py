@@ -36,7 +36,7 @@ async def seed(client: AsyncClient, jobs: list[dict]) -> list[uuid.UUID]:
     """Enqueue ``jobs`` (enqueue_many specs) in chunks; their ids in order."""
     ids: list[uuid.UUID] = []
     for offset in range(0, len(jobs), SEED_CHUNK):
-        ids += await client.enqueue_many(jobs[offset: offset + SEED_CHUNK])
+        ids += await client.enqueue_many(jobs[offset : offset + SEED_CHUNK])
     return ids
 
 
@@ -76,8 +76,10 @@ class Tally:
         return datetime.fromtimestamp(min(later), timezone.utc) if later else None
 
     def summary(self) -> str:
-        text = (f"{self.path}: {len(self.accepted)} accepted, {self.clean_errors} clean errors "
-                f"(slowest {self.max_error_latency:.1f} s)")
+        text = (
+            f"{self.path}: {len(self.accepted)} accepted, {self.clean_errors} clean errors "
+            f"(slowest {self.max_error_latency:.1f} s)"
+        )
         if self.unclean:
             text += ", UNCLEAN: " + ", ".join(f"{n}x {kind}" for kind, n in self.unclean.most_common())
         return text
@@ -90,8 +92,7 @@ class Submitter(Protocol):
 
 
 def job_body(key: str, ms: float, max_attempts: int) -> dict:
-    return {"job_type": "record", "payload": {"k": key, "ms": ms}, "idempotency_key": key,
-            "max_attempts": max_attempts}
+    return {"job_type": "record", "payload": {"k": key, "ms": ms}, "idempotency_key": key, "max_attempts": max_attempts}
 
 
 class PythonSubmitter:

@@ -42,8 +42,12 @@ class Fault:
 
     def as_dict(self, held_ids: bool = False) -> dict:
         held = sorted(map(str, self.held)) if held_ids else len(self.held)
-        return {"what": self.what, "at": self.at.isoformat(), "held": held,
-                "service_back": self.service_back.isoformat() if self.service_back else None}
+        return {
+            "what": self.what,
+            "at": self.at.isoformat(),
+            "held": held,
+            "service_back": self.service_back.isoformat() if self.service_back else None,
+        }
 
 
 @dataclass
@@ -160,8 +164,11 @@ def _poison(outcomes: list[JobOutcome]) -> list[str]:
     lines = []
     for kind, jobs in sorted(kinds.items()):
         ends = Counter(o.state + (f" ({o.last_error})" if o.last_error else "") for o in jobs)
-        lines.append(f"{kind}: " + ", ".join(f"{n} {end}" for end, n in ends.most_common())
-                     + f" after {sum(o.runs for o in jobs)} runs")
+        lines.append(
+            f"{kind}: "
+            + ", ".join(f"{n} {end}" for end, n in ends.most_common())
+            + f" after {sum(o.runs for o in jobs)} runs"
+        )
     return lines
 
 
@@ -197,9 +204,19 @@ def judge(run: Run, outcomes: list[JobOutcome]) -> Row:
     failed = lost or duplicates > allowed or wrong or failures or run.wedged
     status = "WEDGED" if run.wedged else "FAIL" if failed else "ok"
     recovery = latest(recoveries)
-    return Row(scenario=run.name, jobs=len(run.expected), lost=lost, duplicates=duplicates, allowed=allowed,
-               wrong=sum(wrong.values()), recovery=recovery, status=status, notes="; ".join(notes),
-               faults=[f.as_dict() for f in run.faults], logs=run.logs)
+    return Row(
+        scenario=run.name,
+        jobs=len(run.expected),
+        lost=lost,
+        duplicates=duplicates,
+        allowed=allowed,
+        wrong=sum(wrong.values()),
+        recovery=recovery,
+        status=status,
+        notes="; ".join(notes),
+        faults=[f.as_dict() for f in run.faults],
+        logs=run.logs,
+    )
 
 
 def _recovery_text(row: Row) -> str:
@@ -211,8 +228,19 @@ def _recovery_text(row: Row) -> str:
 def render(rows: list[Row], header: str = "") -> str:
     """The campaign's table, one line per scenario."""
     columns = ("scenario", "jobs", "lost", "duplicates (allowed)", "wrong", "recovery", "status", "notes")
-    lines = [(r.scenario, f"{r.jobs:,}", str(r.lost), f"{r.duplicates} ({r.allowed})", str(r.wrong),
-              _recovery_text(r), r.status, r.notes) for r in rows]
+    lines = [
+        (
+            r.scenario,
+            f"{r.jobs:,}",
+            str(r.lost),
+            f"{r.duplicates} ({r.allowed})",
+            str(r.wrong),
+            _recovery_text(r),
+            r.status,
+            r.notes,
+        )
+        for r in rows
+    ]
     widths = [max(len(columns[i]), *(len(line[i]) for line in lines)) for i in range(len(columns) - 1)]
 
     def fmt(cells) -> str:

@@ -10,7 +10,8 @@ its faults while jobs are still pending, waits for the drain and leaves the judg
 | pg-terminate | ``pg_terminate_backend`` of every session of the database, 5 times |
 | producers | Python and REST producers submit while PostgreSQL is down for 2 s (stopped ``-m immediate``) |
 | api-kill | SIGKILL the ``jobqueue api`` process 3 times while REST producers submit |
-| poison | handlers that never return (async), block their thread forever (sync), return a result too large for jsonb or not JSON, and a payload holding NUL, among normal jobs |
+| poison | handlers that never return (async), block their thread forever (sync), return a result too large for |
+|        | jsonb or not JSON, and a payload holding NUL, among normal jobs |
 
 Jobs of the drain scenarios sleep so that an undisturbed drain would take a set time (the
 scenario's ``drain`` seconds, at the configured workers x concurrency), long enough for several
@@ -57,10 +58,16 @@ class Config:
     logdir: Path = Path(".run/faults")
 
     def worker_env(self) -> dict[str, str]:
-        return {"JOBQUEUE_CONCURRENCY": str(self.concurrency), "JOBQUEUE_LEASE_SECONDS": str(self.lease),
-                "JOBQUEUE_SWEEP_INTERVAL": str(self.sweep_interval), "JOBQUEUE_LEADER_TTL": str(self.leader_ttl),
-                "JOBQUEUE_POLL_INTERVAL": "1", "JOBQUEUE_SHUTDOWN_GRACE": str(self.shutdown_grace),
-                "JOBQUEUE_REINDEX_INTERVAL": "0", "JOBQUEUE_FAULTS_HUGE_CHARS": str(self.huge_result_chars)}
+        return {
+            "JOBQUEUE_CONCURRENCY": str(self.concurrency),
+            "JOBQUEUE_LEASE_SECONDS": str(self.lease),
+            "JOBQUEUE_SWEEP_INTERVAL": str(self.sweep_interval),
+            "JOBQUEUE_LEADER_TTL": str(self.leader_ttl),
+            "JOBQUEUE_POLL_INTERVAL": "1",
+            "JOBQUEUE_SHUTDOWN_GRACE": str(self.shutdown_grace),
+            "JOBQUEUE_REINDEX_INTERVAL": "0",
+            "JOBQUEUE_FAULTS_HUGE_CHARS": str(self.huge_result_chars),
+        }
 
     @property
     def stall_seconds(self) -> float:
@@ -110,10 +117,13 @@ class Stage:
             ids = await seed(client, specs)
         self.run.expected.update((job_id, end_state) for job_id in ids)
 
-    def record_jobs(self, count: int, ms: float, max_attempts: int, job_type: str = "record",
-                    prefix: str = "j") -> list[dict]:
-        return [{"job_type": job_type, "payload": {"k": f"{prefix}{i}", "ms": ms}, "max_attempts": max_attempts}
-                for i in range(count)]
+    def record_jobs(
+        self, count: int, ms: float, max_attempts: int, job_type: str = "record", prefix: str = "j"
+    ) -> list[dict]:
+        return [
+            {"job_type": job_type, "payload": {"k": f"{prefix}{i}", "ms": ms}, "max_attempts": max_attempts}
+            for i in range(count)
+        ]
 
     async def start_workers(self) -> None:
         """Start the fleet and wait until every worker has registered: a fault must hit running
@@ -124,12 +134,14 @@ class Stage:
         deadline = time.monotonic() + WORKERS_READY_TIMEOUT
         while True:
             pids = [worker.pid for worker in self.fleet.running()]
-            if len(pids) == len(self.fleet.workers) and \
-                    len(await self.monitor.run(faults_store.registered_pids(pids))) == len(pids):
+            if len(pids) == len(self.fleet.workers) and len(
+                await self.monitor.run(faults_store.registered_pids(pids))
+            ) == len(pids):
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the workers did not register within {WORKERS_READY_TIMEOUT:.0f} s "
-                                   f"(logs: {self.logdir})")
+                raise RuntimeError(
+                    f"the workers did not register within {WORKERS_READY_TIMEOUT:.0f} s (logs: {self.logdir})"
+                )
             await asyncio.sleep(0.1)
 
     async def start_api(self) -> ApiProcess:
@@ -184,15 +196,18 @@ class Stage:
         await asyncio.to_thread(self.cluster.ensure_running)
         ignored = await asyncio.to_thread(self.fleet.stop)
         if ignored:
-            self.run.failures.append(f"SIGTERM ignored by {', '.join(ignored)} "
-                                     f"(still running {self.config.shutdown_grace + STOP_MARGIN:.0f} s later)")
+            self.run.failures.append(
+                f"SIGTERM ignored by {', '.join(ignored)} "
+                f"(still running {self.config.shutdown_grace + STOP_MARGIN:.0f} s later)"
+            )
         if self.api is not None:
             await asyncio.to_thread(self.api.stop)
             if self.api.ignored_sigterm:
                 self.run.failures.append("SIGTERM ignored by the API process")
         for name, pid, status in self.fleet.own_exits:
             (self.run.failures if status != 0 else self.run.notes).append(
-                f"{name} (pid {pid}) exited by itself with status {status} (started again)")
+                f"{name} (pid {pid}) exited by itself with status {status} (started again)"
+            )
         faults = [fault.as_dict(held_ids=True) for fault in self.run.faults]
         (self.logdir / "faults.json").write_text(json.dumps(faults, indent=1))
         outcomes = await self.monitor.run(faults_store.job_outcomes())
@@ -244,8 +259,7 @@ async def sigstop(stage: Stage) -> None:
     await stage.drained()
 
 
-async def _database_faults(stage: Stage, count: int, spacing: float,
-                           inject: Callable[[], Awaitable[str]]) -> None:
+async def _database_faults(stage: Stage, count: int, spacing: float, inject: Callable[[], Awaitable[str]]) -> None:
     """A drain (max_attempts=1) with ``count`` database faults ``spacing`` seconds apart; each fault
     may hit every job in processing just before it or just after it."""
     stage.run.min_faults = 1
@@ -267,6 +281,7 @@ def _restart(stage: Stage, mode: str) -> Callable[[], Awaitable[str]]:
     async def inject() -> str:
         took = await asyncio.to_thread(stage.cluster.restart, mode)
         return f"restart -m {mode} ({took:.1f} s)"
+
     return inject
 
 
@@ -281,6 +296,7 @@ async def pg_restart(stage: Stage) -> None:
 async def pg_terminate(stage: Stage) -> None:
     async def inject() -> str:
         return f"pg_terminate_backend x{await stage.monitor.run(faults_store.terminate_backends())}"
+
     await _database_faults(stage, 5, 2.0, inject)
 
 
@@ -320,13 +336,17 @@ async def producers(stage: Stage) -> None:
     await stage.start_workers()
     keys = [f"p{i}" for i in range(stage.config.jobs)]
     python, rest = Tally("python"), Tally("rest")
-    async with stage.client(producer_id="faults-python", pool_size=PRODUCERS, pool_timeout=2.0,
-                            connect_timeout=2) as client:
+    async with stage.client(
+        producer_id="faults-python", pool_size=PRODUCERS, pool_timeout=2.0, connect_timeout=2
+    ) as client:
         api_key, _ = await client.create_api_key("faults-rest")
-        tasks = [produce(PythonSubmitter(client, PRODUCED_MS, 1), share, python)
-                 for share in _shares(keys[0::2], PRODUCERS)]
-        tasks += [produce(RestSubmitter(api.url, api_key, PRODUCED_MS, 1, api_may_be_down=False), share, rest)
-                  for share in _shares(keys[1::2], PRODUCERS)]
+        tasks = [
+            produce(PythonSubmitter(client, PRODUCED_MS, 1), share, python) for share in _shares(keys[0::2], PRODUCERS)
+        ]
+        tasks += [
+            produce(RestSubmitter(api.url, api_key, PRODUCED_MS, 1, api_may_be_down=False), share, rest)
+            for share in _shares(keys[1::2], PRODUCERS)
+        ]
         producing = asyncio.ensure_future(asyncio.gather(*tasks))
         await _accepted([python, rest], len(keys) // 3, producing)
         before = await stage.processing()
@@ -350,8 +370,10 @@ async def api_kill(stage: Stage) -> None:
     rest = Tally("rest")
     async with stage.client() as client:
         api_key, _ = await client.create_api_key("faults-rest")
-    tasks = [produce(RestSubmitter(api.url, api_key, PRODUCED_MS, 3, api_may_be_down=True), share, rest)
-             for share in _shares(keys, 2 * PRODUCERS)]
+    tasks = [
+        produce(RestSubmitter(api.url, api_key, PRODUCED_MS, 3, api_may_be_down=True), share, rest)
+        for share in _shares(keys, 2 * PRODUCERS)
+    ]
     producing = asyncio.ensure_future(asyncio.gather(*tasks))
     restarted = []
     for share in (0.2, 0.45, 0.7):
@@ -374,14 +396,19 @@ async def poison(stage: Stage) -> None:
     ms = stage.work_ms(8)
     blocks = config.workers * config.concurrency  # their runs can take every handler thread twice over
     # max_attempts given, as the workers publish their tasks' defaults only once they start
-    poisoned = [{"job_type": "hang", "payload": {"k": f"hang-{i}"}, "max_attempts": POISON_ATTEMPTS}
-                for i in range(config.workers)]
-    poisoned += [{"job_type": "block", "payload": {"k": f"block-{i}"}, "max_attempts": POISON_ATTEMPTS}
-                 for i in range(blocks)]
+    poisoned = [
+        {"job_type": "hang", "payload": {"k": f"hang-{i}"}, "max_attempts": POISON_ATTEMPTS}
+        for i in range(config.workers)
+    ]
+    poisoned += [
+        {"job_type": "block", "payload": {"k": f"block-{i}"}, "max_attempts": POISON_ATTEMPTS} for i in range(blocks)
+    ]
     await stage.seed(poisoned + [{"job_type": "not_json", "payload": {"k": "not_json"}}], end_state="dead_letter")
     # a result jsonb cannot hold must be failed (once); a merely very large one stored
-    await stage.seed([{"job_type": "huge", "payload": {"k": "huge"}}],
-                     end_state="dead_letter" if config.huge_result_chars > JSONB_STRING_MAX else "completed")
+    await stage.seed(
+        [{"job_type": "huge", "payload": {"k": "huge"}}],
+        end_state="dead_letter" if config.huge_result_chars > JSONB_STRING_MAX else "completed",
+    )
     half = config.jobs // 2
     await stage.seed(stage.record_jobs(half, ms, 3) + stage.record_jobs(config.jobs - half, ms, 3, "record_sync", "s"))
     stage.run.refused_keys.add("nul")
@@ -402,16 +429,19 @@ class Scenario:
     summary: str = field(default="")
 
 
-SCENARIOS = {s.name: s for s in (
-    Scenario("sigkill", sigkill, "SIGKILL a random worker every 2-3 s during a drain, restart it"),
-    Scenario("sigstop", sigstop, "SIGSTOP a worker past its lease, then SIGCONT: late acks change nothing"),
-    Scenario("pg-crash", pg_crash, "PostgreSQL restart -m immediate mid-drain, 3 times"),
-    Scenario("pg-restart", pg_restart, "PostgreSQL restart -m fast mid-drain, 3 times"),
-    Scenario("pg-terminate", pg_terminate, "pg_terminate_backend of every session, 5 times mid-drain"),
-    Scenario("producers", producers, "Python and REST producers while PostgreSQL is down for 2 s"),
-    Scenario("api-kill", api_kill, "SIGKILL the API process 3 times while REST producers submit"),
-    Scenario("poison", poison, "hanging, blocking, too-large and non-JSON results, a NUL payload"),
-)}
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("sigkill", sigkill, "SIGKILL a random worker every 2-3 s during a drain, restart it"),
+        Scenario("sigstop", sigstop, "SIGSTOP a worker past its lease, then SIGCONT: late acks change nothing"),
+        Scenario("pg-crash", pg_crash, "PostgreSQL restart -m immediate mid-drain, 3 times"),
+        Scenario("pg-restart", pg_restart, "PostgreSQL restart -m fast mid-drain, 3 times"),
+        Scenario("pg-terminate", pg_terminate, "pg_terminate_backend of every session, 5 times mid-drain"),
+        Scenario("producers", producers, "Python and REST producers while PostgreSQL is down for 2 s"),
+        Scenario("api-kill", api_kill, "SIGKILL the API process 3 times while REST producers submit"),
+        Scenario("poison", poison, "hanging, blocking, too-large and non-JSON results, a NUL payload"),
+    )
+}
 
 
 async def run_scenario(name: str, cluster: FaultCluster, config: Config) -> Row:

@@ -42,13 +42,18 @@ class JobOutcome:
 
 
 def create_schema() -> list[FaultCall[None]]:
-    return [FaultCall(name, {}, no_result) for name in
-            ("faults_create_schema", "faults_create_executions", "faults_create_executions_index")]
+    return [
+        FaultCall(name, {}, no_result)
+        for name in ("faults_create_schema", "faults_create_executions", "faults_create_executions_index")
+    ]
 
 
 def record_execution(*, token: uuid.UUID, job_id: uuid.UUID, attempt: int, pid: int, fails: bool) -> FaultCall[None]:
-    return FaultCall("faults_record_execution",
-                {"token": token, "job_id": job_id, "attempt": attempt, "pid": pid, "fails": fails}, no_result)
+    return FaultCall(
+        "faults_record_execution",
+        {"token": token, "job_id": job_id, "attempt": attempt, "pid": pid, "fails": fails},
+        no_result,
+    )
 
 
 def held_by_pid(pid: int) -> FaultCall[list[uuid.UUID]]:

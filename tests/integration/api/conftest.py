@@ -19,8 +19,16 @@ from tests.support.waiting import wait_until
 
 def api_settings(dsn: str, **overrides) -> Settings:
     """Quick to fail and to notice: no key cache, 1 s pool wait, depths refreshed every 50 ms."""
-    base = dict(dsn=dsn, api_key_cache_seconds=0.0, api_db_timeout=1.0, api_connect_timeout=2,
-                api_depth_refresh=0.05, api_retry_after=2, api_pool_size=4, poll_interval=1.0)
+    base = dict(
+        dsn=dsn,
+        api_key_cache_seconds=0.0,
+        api_db_timeout=1.0,
+        api_connect_timeout=2,
+        api_depth_refresh=0.05,
+        api_retry_after=2,
+        api_pool_size=4,
+        poll_interval=1.0,
+    )
     base.update(overrides)
     return settings_of(**base)
 
@@ -30,9 +38,16 @@ class ApiServer:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0,
-                                                    log_level="warning", lifespan="on",
-                                                    timeout_graceful_shutdown=0.5))
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings),
+                host="127.0.0.1",
+                port=0,
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=0.5,
+            )
+        )
         self._thread = threading.Thread(target=self.server.run, daemon=True, name="test-api")
         self.url = ""
 

@@ -11,17 +11,25 @@ from tests.support.factories import job_row, make_job
 
 def dead(conn, **fields) -> uuid.UUID:
     job_id = make_job(conn, state="dead_letter", attempts=4, **fields)
-    conn.execute("INSERT INTO jobqueue.job_results (job_id, outcome, error) VALUES (%s, 'dead_letter', '{}')", (job_id,))
-    conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES (%s, 4, 'E', 'last words')",
-                 (job_id,))
+    conn.execute(
+        "INSERT INTO jobqueue.job_results (job_id, outcome, error) VALUES (%s, 'dead_letter', '{}')", (job_id,)
+    )
+    conn.execute(
+        "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES (%s, 4, 'E', 'last words')",
+        (job_id,),
+    )
     return job_id
 
 
 def test_admin_endpoints_need_an_admin_key(http, conn):
     job_id = dead(conn)
     bob = http("bob")
-    for response in (bob.get("/admin/dlq"), bob.post(f"/admin/jobs/{job_id}/retry"),
-                     bob.post("/admin/dlq/retry-all"), bob.delete("/admin/dlq")):
+    for response in (
+        bob.get("/admin/dlq"),
+        bob.post(f"/admin/jobs/{job_id}/retry"),
+        bob.post("/admin/dlq/retry-all"),
+        bob.delete("/admin/dlq"),
+    ):
         assert response.status_code == 403 and response.json()["error"] == "forbidden"
     assert http(None).get("/admin/dlq").status_code == 401
     assert job_row(conn, job_id)["state"] == "dead_letter"
@@ -102,7 +110,9 @@ def test_purge_by_filter(http, conn):
     assert response.status_code == 200 and response.json() == {"count": 3}
     remaining = {r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs").fetchall()}
     assert remaining == {recent, other, live}
-    assert conn.execute("SELECT count(*) FROM jobqueue.job_results WHERE job_id = ANY(%s)", (purged,)).fetchone()[0] == 0
+    assert (
+        conn.execute("SELECT count(*) FROM jobqueue.job_results WHERE job_id = ANY(%s)", (purged,)).fetchone()[0] == 0
+    )
     assert conn.execute("SELECT count(*) FROM jobqueue.job_errors WHERE job_id = ANY(%s)", (purged,)).fetchone()[0] == 0
     naive = admin.delete("/admin/dlq", params={"before": "2020-01-01T00:00:00"})
     assert naive.status_code == 422 and naive.json()["field"] == "before"

@@ -40,14 +40,20 @@ def test_soft_limit_rate_limits_each_producer_with_429(start_api, keys, conn):
     server = start_api(api_soft_limit=5, api_hard_limit=1000, api_rate_limit=1.0, api_rate_burst=3)
     fill(conn, "busy", 10)
     alice, bob = client_for(server, keys["alice"]), client_for(server, keys["bob"])
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code == 429,
-               message="depth refresh")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code == 429, message="depth refresh"
+    )
     before = count_jobs(conn, "busy")
     refused = alice.post("/jobs", json={"job_type": "x", "queue": "busy"})
     assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
     assert int(refused.headers["Retry-After"]) >= 1
     assert count_jobs(conn, "busy") == before
-    assert [bob.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code for _ in range(4)] == [201, 201, 201, 429]
+    assert [bob.post("/jobs", json={"job_type": "x", "queue": "busy"}).status_code for _ in range(4)] == [
+        201,
+        201,
+        201,
+        429,
+    ]
     assert alice.post("/jobs", json={"job_type": "x", "queue": "calm"}).status_code == 201  # other queues unaffected
 
 
@@ -55,16 +61,19 @@ def test_hard_limit_refuses_with_503_and_writes_nothing(start_api, keys, conn):
     server = start_api(api_soft_limit=5, api_hard_limit=10, api_rate_limit=1000.0, api_rate_burst=1000)
     fill(conn, "full", 10)
     alice = client_for(server, keys["alice"])
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 503,
-               message="depth refresh")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 503, message="depth refresh"
+    )
     before = count_jobs(conn, "full")
     response = alice.post("/jobs/batch", json={"jobs": [{"job_type": "x", "queue": "full"}]})
     assert response.status_code == 503 and response.json()["error"] == "queue_full"
     assert response.headers["Retry-After"] == "2"
     assert count_jobs(conn, "full") == before
     conn.execute("DELETE FROM jobqueue.jobs WHERE queue = 'full'")
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 201,
-               message="recovery below the limit")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "full"}).status_code == 201,
+        message="recovery below the limit",
+    )
 
 
 def test_admitted_jobs_count_at_once_between_refreshes(start_api, keys, conn):
@@ -79,8 +88,10 @@ def test_low_priority_jobs_are_shed_above_the_soft_limit(start_api, keys, conn):
     server = start_api(api_soft_limit=2, api_hard_limit=100, api_shed_low=True)
     fill(conn, "shed", 5)
     alice = client_for(server, keys["alice"])
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "low"}).status_code == 503,
-               message="depth refresh")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "low"}).status_code == 503,
+        message="depth refresh",
+    )
     response = alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "low"})
     assert response.json()["error"] == "shed" and "Retry-After" in response.headers
     assert alice.post("/jobs", json={"job_type": "x", "queue": "shed", "priority": "high"}).status_code == 201
@@ -92,8 +103,10 @@ def test_per_queue_limits_override_the_defaults(start_api, keys, conn):
     assert admin.put("/queues/tiny/limits", json={"soft_limit": 1, "hard_limit": 2}).status_code == 200
     fill(conn, "tiny", 2)
     alice = client_for(server, keys["alice"])
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "tiny"}).status_code == 503,
-               message="per-queue hard limit")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "tiny"}).status_code == 503,
+        message="per-queue hard limit",
+    )
     assert alice.post("/jobs", json={"job_type": "x", "queue": "roomy"}).status_code == 201
 
 
@@ -154,9 +167,13 @@ def test_the_count_is_every_waiting_job_scheduled_included_and_the_queues_worker
                     ('x', 'mix', 0, 'failed', now() + interval '1 minute', 1),
                     ('x', 'mix', 0, 'processing', now(), 1), ('x', 'mix', 0, 'completed', now(), 1),
                     ('x', 'other', 2, 'pending', now() + interval '3000 days', 0)""")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w', 'h', 1, '{idle,other}', 1)")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
-                 "VALUES ('gone', 'h', 2, '{stale}', 1, now() - interval '2 minutes')")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w', 'h', 1, '{idle,other}', 1)"
+    )
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, last_heartbeat) "
+        "VALUES ('gone', 'h', 2, '{stale}', 1, now() - interval '2 minutes')"
+    )
 
     async def counts(cap: int) -> WaitingCounts:
         async with AsyncClient(dsn, pool_size=1) as client:
@@ -194,8 +211,10 @@ def test_submissions_the_database_refused_or_that_existed_do_not_use_up_the_limi
     alice = client_for(server, keys["alice"])
     refused = [alice.post("/jobs", json={"job_type": "x\u0000y", "queue": "tight"}).status_code for _ in range(3)]
     first = alice.post("/jobs", json={"job_type": "x", "queue": "tight", "idempotency_key": "once"})
-    again = [alice.post("/jobs", json={"job_type": "x", "queue": "tight", "idempotency_key": "once"}).status_code
-             for _ in range(3)]
+    again = [
+        alice.post("/jobs", json={"job_type": "x", "queue": "tight", "idempotency_key": "once"}).status_code
+        for _ in range(3)
+    ]
     rest = [alice.post("/jobs", json={"job_type": "x", "queue": "tight"}).status_code for _ in range(3)]
     assert (refused, first.status_code, again) == ([422] * 3, 201, [200] * 3)
     assert rest == [201, 201, 503]
@@ -269,8 +288,10 @@ def test_scheduled_jobs_count_toward_the_limits(start_api, keys, conn):
     assert count_jobs(conn, "later") == statuses.count(201)
     fill(conn, "behind", 10)  # scheduled behind the API's back: counted too
     conn.execute("UPDATE jobqueue.jobs SET run_at = now() + interval '1 day' WHERE queue = 'behind'")
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "behind"}).status_code == 503,
-               message="a recount that sees the scheduled jobs")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "behind"}).status_code == 503,
+        message="a recount that sees the scheduled jobs",
+    )
     refusal = alice.post("/jobs", json={"job_type": "x", "queue": "behind"}).json()
     assert refusal["error"] == "queue_full" and "waiting jobs, limit 10)" in refusal["message"]
 
@@ -290,11 +311,19 @@ def test_a_producer_cannot_invent_queue_names_past_the_cap(start_api, keys, conn
     assert count_jobs(conn) == 1000
     assert alice.post("/jobs", json={"job_type": "x", "queue": "n7"}).status_code == 201  # exists
     assert admin.put("/queues/declared/limits", json={"soft_limit": 5, "hard_limit": 10}).status_code == 200
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "declared"}).status_code == 201,
-               message="a queue an admin configured")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)")
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "served"}).status_code == 201,
-               message="a queue a live worker serves")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "declared"}).status_code == 201,
+        message="a queue an admin configured",
+    )
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)"
+    )
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "served"}).status_code == 201,
+        message="a queue a live worker serves",
+    )
     conn.execute("DELETE FROM jobqueue.jobs WHERE queue LIKE 'n%%'")
-    wait_until(lambda: alice.post("/jobs", json={"job_type": "x", "queue": "m0"}).status_code == 201,
-               message="room again once the invented queues drained")
+    wait_until(
+        lambda: alice.post("/jobs", json={"job_type": "x", "queue": "m0"}).status_code == 201,
+        message="room again once the invented queues drained",
+    )

@@ -19,7 +19,8 @@ def test_an_admin_holds_a_breaker_open_over_rest_and_workers_obey_until_it_is_cl
     with WorkerThread(circuit_app.queue, test_settings(dsn, poll_interval=30)):  # the worker declares it
         listed = admin.get("/circuits").json()["circuits"]
         assert [(c["name"], c["state"], c["job_types"]) for c in listed] == [
-            ("flaky-api", "closed", ["call_api", "call_api_checked"])]
+            ("flaky-api", "closed", ["call_api", "call_api_checked"])
+        ]
         assert http("alice").post("/circuits/flaky-api/open").status_code == 403
         held = admin.post("/circuits/flaky-api/open")
         assert held.status_code == 200

@@ -93,8 +93,10 @@ def test_running_lists_each_workers_jobs_with_its_full_count(http, conn):
     assert set(body["workers"]) == {"w-big", "w-small"} and body["per_worker"] == 10
     big = body["workers"]["w-big"]
     assert big["running"] == 12 and [j["id"] for j in big["jobs"]] == [str(j) for j in held[:10]]
-    assert body["workers"]["w-small"] == {"running": 1, "jobs": [
-        {"id": str(small), "queue": "default", "job_type": "noop", "attempt": 1, "started_at": None}]}
+    assert body["workers"]["w-small"] == {
+        "running": 1,
+        "jobs": [{"id": str(small), "queue": "default", "job_type": "noop", "attempt": 1, "started_at": None}],
+    }
 
 
 def test_history_and_running_need_what_the_overview_needs(http, conn):
@@ -122,13 +124,23 @@ def test_a_job_claimed_while_the_delete_waits_is_kept(dsn, conn):
     job_id = make_job(conn)
     outcome: list = []
     with psycopg.connect(dsn) as claimer, Client(dsn, pool_size=1) as client:
-        claimer.execute("UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_by = 'w1', "
-                        "locked_until = now() + interval '30 seconds' WHERE id = %s", (job_id,))
+        claimer.execute(
+            "UPDATE jobqueue.jobs SET state = 'processing', attempts = 1, locked_by = 'w1', "
+            "locked_until = now() + interval '30 seconds' WHERE id = %s",
+            (job_id,),
+        )
         deleting = threading.Thread(target=lambda: outcome.append(client.delete_waiting(job_id)))
         deleting.start()
-        wait_until(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                        "AND datname = current_database()").fetchone()[0] == 1,
-                   message="the delete waits for the claim's row lock")
+        wait_until(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                ).fetchone()[0]
+                == 1
+            ),
+            message="the delete waits for the claim's row lock",
+        )
         claimer.commit()
         deleting.join(10)
     assert outcome == [(DeleteOutcome.STARTED, JobState.PROCESSING)]

@@ -51,8 +51,10 @@ def test_a_role_without_the_privilege_answers_403_with_a_clear_body(reader_dsn, 
     # reader_dsn first: fixtures are torn down in reverse, so the API is stopped before the role is dropped
     with client_for(start_api(dsn=reader_dsn), keys["alice"]) as client:
         assert client.get("/jobs").status_code == 200
-        for response in (client.post("/jobs", json={"job_type": "x"}),
-                         client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}, {"job_type": "y"}]})):
+        for response in (
+            client.post("/jobs", json={"job_type": "x"}),
+            client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}, {"job_type": "y"}]}),
+        ):
             assert response.status_code == 403, response.text
             body = response.json()
             assert body["error"] == "permission_denied"

@@ -71,8 +71,9 @@ def names_for(events: list[tuple[str, dict]], job_id: str) -> list[str]:
 
 
 def listeners(conn) -> int:
-    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND query ILIKE 'LISTEN%%'").fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+    ).fetchone()[0]
 
 
 def test_a_stream_sees_one_jobs_whole_life(api, keys, http, dsn, conn):
@@ -97,10 +98,18 @@ def test_failures_retries_dead_letters_and_cancels_are_streamed(api, keys, http,
     reader = EventReader(api.url, keys["alice"])
     try:
         client = http("alice")
-        failing = client.post("/jobs", json={"job_type": "always_fails", "queue": "sse-fail", "max_attempts": 2}).json()["id"]
+        failing = client.post(
+            "/jobs", json={"job_type": "always_fails", "queue": "sse-fail", "max_attempts": 2}
+        ).json()["id"]
         with WorkerThread(apps.queue, test_settings(dsn, queues=("sse-fail",))):
             events = reader.take(5)
-        assert names_for(events, failing) == ["job.queued", "job.started", "job.failed", "job.started", "job.dead_letter"]
+        assert names_for(events, failing) == [
+            "job.queued",
+            "job.started",
+            "job.failed",
+            "job.started",
+            "job.dead_letter",
+        ]
         cancelled = client.post("/jobs", json={"job_type": "record", "queue": "sse-idle"}).json()["id"]
         client.post(f"/jobs/{cancelled}/cancel")
         assert names_for(reader.take(2), cancelled) == ["job.queued", "job.cancelled"]
@@ -173,7 +182,9 @@ def test_one_notify_per_batch_statement_and_payloads_under_8000_bytes(dsn, conn)
             started = _notifications(listener)
             assert len(started) == 1  # one statement, one NOTIFY, 200 ids
             assert {e.job_id for e in decode(started[0], 0.0)} == {row[0] for row in claimed}
-            worker.execute("UPDATE jobqueue.jobs SET locked_until = now() + interval '1 minute' WHERE state = 'processing'")
+            worker.execute(
+                "UPDATE jobqueue.jobs SET locked_until = now() + interval '1 minute' WHERE state = 'processing'"
+            )
             assert _notifications(listener) == []  # a heartbeat changes no state: no event
 
 
@@ -182,7 +193,7 @@ def test_names_too_long_for_a_payload_are_sent_as_null(dsn, conn):
     register(conn)
     with psycopg.connect(dsn, autocommit=True) as listener, Client(dsn, pool_size=1) as client:
         listener.execute("LISTEN jobqueue_events")
-        job_id = client.enqueue("x", queue="\U0001F680" * 255)
+        job_id = client.enqueue("x", queue="\U0001f680" * 255)
         (event,) = [e for p in _notifications(listener) for e in decode(p, 0.0)]
         assert (event.job_id, event.queue) == (job_id, None)
 
@@ -196,8 +207,10 @@ def test_decode_ignores_what_is_not_a_job_event():
 def test_a_stream_says_reconnected_after_losing_the_listen_connection_and_goes_on(api, keys, http, conn):
     reader = EventReader(api.url, keys["alice"], queue="sse-gap")
     try:
-        killed = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                              "AND query ILIKE 'LISTEN%%'").fetchall()
+        killed = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query ILIKE 'LISTEN%%'"
+        ).fetchall()
         assert len(killed) == 1
         name, data = reader.take(1)[0]
         assert name == "stream.reconnected" and data["job_id"] is None
@@ -221,11 +234,14 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
                 if slow.overflowed:
                     break
                 await asyncio.sleep(0.01)
+
             async def valid() -> bool:
                 return True
 
-            messages = [message async for message in event_stream(hub, slow, still_valid=valid, check_every=1.0,
-                                                                  release=lambda: None)]
+            messages = [
+                message
+                async for message in event_stream(hub, slow, still_valid=valid, check_every=1.0, release=lambda: None)
+            ]
             for _ in range(500):  # its last stream gone, the hub stops listening
                 if listeners(conn) == 0:
                     break
@@ -240,6 +256,7 @@ def test_a_stream_that_falls_too_far_behind_gets_overflow_and_ends(dsn, conn):
 def test_a_stream_opened_as_the_last_one_closes_still_gets_events(dsn, conn):
     """Closing the last stream stops the hub's listener, which unregisters on its way out; a new
     stream at that moment must not lose its registration to that cleanup (a page reload)."""
+
     async def scenario() -> tuple[list[str], int]:
         async with AsyncClient(dsn, pool_size=2) as client:
             registrar = StoreRegistrar(client.connection)
@@ -254,7 +271,9 @@ def test_a_stream_opened_as_the_last_one_closes_still_gets_events(dsn, conn):
             hub.unsubscribe(await hub.subscribe(queue=None, job_id=None, producer_id=None))
             again = await hub.subscribe(queue=None, job_id=None, producer_id=None)
             await asyncio.sleep(0.5)  # any cleanup of the old listener is over by now
-            registered = conn.execute("SELECT count(*) FROM jobqueue.event_listeners WHERE expires_at > now()").fetchone()[0]
+            registered = conn.execute(
+                "SELECT count(*) FROM jobqueue.event_listeners WHERE expires_at > now()"
+            ).fetchone()[0]
             await client.enqueue("x")
             event = await asyncio.wait_for(again.inbox.get(), 5)
             await hub.stop()

@@ -38,8 +38,11 @@ def test_a_forged_job_completed_for_a_pending_job_reaches_no_stream(api, keys, h
     """Before, alice's streams showed job.completed for her job that no worker had touched."""
     alice = http("alice")
     job_id = alice.post("/jobs", json={"job_type": "x", "queue": "forged-q"}).json()["id"]
-    readers = [EventReader(api.url, keys["alice"]), EventReader(api.url, keys["alice"], queue="forged-q"),
-               EventReader(api.url, keys["alice"], job_id=job_id)]
+    readers = [
+        EventReader(api.url, keys["alice"]),
+        EventReader(api.url, keys["alice"], queue="forged-q"),
+        EventReader(api.url, keys["alice"], job_id=job_id),
+    ]
     try:
         notify(stranger_dsn, "jobqueue_events", forged(("job.completed", "forged-q", "alice", code(job_id))))
         alice.post(f"/jobs/{job_id}/cancel")  # a real event after the forged one
@@ -58,9 +61,15 @@ def test_forged_stream_events_and_another_producers_jobs_reach_no_stream(api, ke
     bobs = http("bob").post("/jobs", json={"job_type": "x", "queue": "bobs"}).json()["id"]
     reader = EventReader(api.url, keys["alice"])
     try:
-        notify(stranger_dsn, "jobqueue_events", forged(("stream.revoked", None, "alice", code(bobs)),
-                                                       ("job.queued", "alices", "alice", code(bobs)),
-                                                       ("job.cancelled", None, "alice", code(bobs))))
+        notify(
+            stranger_dsn,
+            "jobqueue_events",
+            forged(
+                ("stream.revoked", None, "alice", code(bobs)),
+                ("job.queued", "alices", "alice", code(bobs)),
+                ("job.cancelled", None, "alice", code(bobs)),
+            ),
+        )
         mine = http("alice").post("/jobs", json={"job_type": "x"}).json()["id"]
         assert [(name, data["job_id"]) for name, data in reader.take(1)] == [("job.queued", mine)]
         assert reader.nothing_more()
@@ -75,8 +84,11 @@ def test_a_replayed_event_of_a_job_finished_long_ago_reaches_no_stream(api, keys
     conn.execute("UPDATE jobqueue.jobs SET updated_at = now() - interval '1 hour' WHERE id = %s", (old,))
     reader = EventReader(api.url, keys["alice"])
     try:
-        notify(stranger_dsn, "jobqueue_events", forged(("job.completed", "default", "alice", code(old)),
-                                                       ("job.started", "default", "alice", code(old))))
+        notify(
+            stranger_dsn,
+            "jobqueue_events",
+            forged(("job.completed", "default", "alice", code(old)), ("job.started", "default", "alice", code(old))),
+        )
         mine = http("alice").post("/jobs", json={"job_type": "x"}).json()["id"]
         assert [(name, data["job_id"]) for name, data in reader.take(1)] == [("job.queued", mine)]
         assert reader.nothing_more()
@@ -112,8 +124,9 @@ def test_a_flood_of_forged_events_costs_a_bounded_number_of_reads(api, keys, htt
     reader = EventReader(api.url, keys["admin"])
     try:
         started = time.monotonic()
-        pieces = [forged(("job.completed", "q", "alice", "".join(code(uuid.uuid4()) for _ in range(300))))
-                  for _ in range(4)]
+        pieces = [
+            forged(("job.completed", "q", "alice", "".join(code(uuid.uuid4()) for _ in range(300)))) for _ in range(4)
+        ]
         sent = flood(stranger_dsn, [("jobqueue_events", payload) for payload in pieces], count=200)
         left = _drain(reader, quiet=1.0)
         elapsed = time.monotonic() - started
@@ -140,8 +153,15 @@ def _drain(reader: EventReader, *, quiet: float) -> list[str]:
 def test_malformed_notifications_log_one_line_a_minute_and_break_nothing(dsn, conn, stranger_dsn, caplog):  # noqa: F811
     """Before, a payload nested 3,900 deep logged a RecursionError traceback per notification and
     every bad piece a warning of its own."""
-    malformed = ["[" * 3900 + "]" * 3900, "not json", '{"a": 1}', "[[1, 2, 3]]", '[["job.queued", [], {}, 5]]',
-                 '[[5, "q", null, "AAAAAAAAAAAAAAAAAAAAAA"]]', '[["job.queued", "q", null, "%%%%%%%%%%%%%%%%%%%%%%"]]']
+    malformed = [
+        "[" * 3900 + "]" * 3900,
+        "not json",
+        '{"a": 1}',
+        "[[1, 2, 3]]",
+        '[["job.queued", [], {}, 5]]',
+        '[[5, "q", null, "AAAAAAAAAAAAAAAAAAAAAA"]]',
+        '[["job.queued", "q", null, "%%%%%%%%%%%%%%%%%%%%%%"]]',
+    ]
 
     async def scenario() -> str:
         async with AsyncClient(dsn, pool_size=1) as client:
@@ -170,9 +190,14 @@ def test_a_forged_event_with_a_bad_name_does_not_break_wait(dsn, conn, stranger_
         async with AsyncClient(dsn, pool_size=2) as client:
             waiting = asyncio.create_task(client.wait(job_id, timeout=20))
             await async_wait_until(lambda: _registered(conn), message="wait() listening")
-            await asyncio.to_thread(notify, stranger_dsn, "jobqueue_events",
-                                    forged((5, "nobody-claims", None, code(job_id)),
-                                           ("job.completed", "nobody-claims", None, code(job_id))))
+            await asyncio.to_thread(
+                notify,
+                stranger_dsn,
+                "jobqueue_events",
+                forged(
+                    (5, "nobody-claims", None, code(job_id)), ("job.completed", "nobody-claims", None, code(job_id))
+                ),
+            )
             await asyncio.sleep(0.3)
             assert not waiting.done()  # neither crashed nor returned for a job still pending
             await asyncio.to_thread(_finish, conn, job_id)
@@ -195,12 +220,16 @@ def test_events_of_a_fast_job_still_arrive_whole_and_in_order(api, keys, http, d
     job.started is read (the row says completed) still streams queued, started, completed."""
     reader = EventReader(api.url, keys["alice"], queue="fast")
     try:
-        ids = [http("alice").post("/jobs", json={"job_type": "record", "queue": "fast"}).json()["id"]
-               for _ in range(20)]
+        ids = [
+            http("alice").post("/jobs", json={"job_type": "record", "queue": "fast"}).json()["id"] for _ in range(20)
+        ]
         with WorkerThread(apps.queue, test_settings(dsn, queues=("fast",))):
             events = reader.take(60)
         for job_id in ids:
-            assert [name for name, data in events if data["job_id"] == job_id] == \
-                ["job.queued", "job.started", "job.completed"]
+            assert [name for name, data in events if data["job_id"] == job_id] == [
+                "job.queued",
+                "job.started",
+                "job.completed",
+            ]
     finally:
         reader.close()

@@ -20,8 +20,11 @@ def client_for(server, key: str) -> httpx.Client:
 
 def test_names_over_their_limit_are_422_naming_the_field_and_write_nothing(http, dsn, api, conn):
     alice = http("alice")
-    for body, field in (({"job_type": HUGE}, "job_type"), ({"job_type": "x", "queue": HUGE}, "queue"),
-                        ({"job_type": "x", "idempotency_key": "k" * 256}, "idempotency_key")):
+    for body, field in (
+        ({"job_type": HUGE}, "job_type"),
+        ({"job_type": "x", "queue": HUGE}, "queue"),
+        ({"job_type": "x", "idempotency_key": "k" * 256}, "idempotency_key"),
+    ):
         response = alice.post("/jobs", json=body)
         assert response.status_code == 422, response.text
         assert response.json()["field"] == field
@@ -56,8 +59,13 @@ def test_run_at_in_1970_means_now_and_a_naive_one_is_refused(http, conn):
 
 def test_a_producer_flooding_invented_queue_names_is_stopped(start_api, keys, conn):
     """Each of 1,000 new queues is far below its own limits; all of them together are not."""
-    server = start_api(api_total_soft_limit=500, api_total_hard_limit=500, api_rate_limit=1000.0,
-                       api_rate_burst=10_000, api_depth_refresh=60.0)
+    server = start_api(
+        api_total_soft_limit=500,
+        api_total_hard_limit=500,
+        api_rate_limit=1000.0,
+        api_rate_burst=10_000,
+        api_depth_refresh=60.0,
+    )
     with client_for(server, keys["alice"]) as alice:
         statuses = []
         for batch in range(10):
@@ -70,9 +78,15 @@ def test_a_producer_flooding_invented_queue_names_is_stopped(start_api, keys, co
 
 
 def test_above_the_total_soft_limit_each_producer_is_rate_limited_whatever_the_queue(start_api, keys, conn):
-    server = start_api(api_total_soft_limit=20, api_total_hard_limit=10_000, api_rate_limit=0.01,
-                       api_rate_burst=3, api_depth_refresh=60.0)
+    server = start_api(
+        api_total_soft_limit=20,
+        api_total_hard_limit=10_000,
+        api_rate_limit=0.01,
+        api_rate_burst=3,
+        api_depth_refresh=60.0,
+    )
     with client_for(server, keys["alice"]) as alice, client_for(server, keys["bob"]) as bob:
+
         def submit(client: httpx.Client, n: int) -> int:
             return client.post("/jobs", json={"job_type": "x", "queue": f"q-{n}"}).status_code
 

@@ -25,7 +25,12 @@ def test_a_job_through_its_life_status_and_result(http, dsn):
     client = http("alice")
     job_id = submit(client, payload={"n": 7}, queue="api-life")
     detail = client.get(f"/jobs/{job_id}").json()
-    assert (detail["state"], detail["attempts"], detail["priority"], detail["payload"]) == ("pending", 0, "normal", {"n": 7})
+    assert (detail["state"], detail["attempts"], detail["priority"], detail["payload"]) == (
+        "pending",
+        0,
+        "normal",
+        {"n": 7},
+    )
     pending = client.get(f"/jobs/{job_id}/result")
     assert pending.status_code == 404 and pending.json()["state"] == "pending"
     with WorkerThread(apps.queue, test_settings(dsn, queues=("api-life",))):
@@ -81,8 +86,11 @@ def test_cancel_pending_running_and_finished(http, conn, dsn):
 def test_unknown_jobs_are_404(http):
     client = http("alice")
     missing = uuid.uuid4()
-    for response in (client.get(f"/jobs/{missing}"), client.get(f"/jobs/{missing}/result"),
-                     client.post(f"/jobs/{missing}/cancel")):
+    for response in (
+        client.get(f"/jobs/{missing}"),
+        client.get(f"/jobs/{missing}/result"),
+        client.post(f"/jobs/{missing}/cancel"),
+    ):
         assert response.status_code == 404 and response.json()["error"] == "not_found"
     assert client.get("/jobs/not-a-uuid").status_code in (404, 422)
 
@@ -120,9 +128,14 @@ def test_listing_is_newest_first_with_keyset_pages_and_filters(http, conn):
 
 def test_bad_listing_parameters_are_422_naming_them(http):
     client = http("alice")
-    for params, field in [({"state": "sleeping"}, "state"), ({"priority": "urgent"}, "priority"),
-                          ({"cursor": "abc"}, "cursor"), ({"limit": 0}, "limit"), ({"limit": 501}, "limit"),
-                          ({"limit": "many"}, "limit")]:
+    for params, field in [
+        ({"state": "sleeping"}, "state"),
+        ({"priority": "urgent"}, "priority"),
+        ({"cursor": "abc"}, "cursor"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 501}, "limit"),
+        ({"limit": "many"}, "limit"),
+    ]:
         response = client.get("/jobs", params=params)
         assert response.status_code == 422 and response.json()["field"] == field, (params, response.text)
 
@@ -141,8 +154,12 @@ def test_requests_without_a_valid_key_are_401(http, dsn, conn):
         admin_client.revoke_api_key(info.id)
         assert client.get("/jobs").status_code == 401  # key cache is off in these tests
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM jobqueue.api_keys WHERE key_hash = sha256(%s::bytea)",
-                        (key.encode(),)).fetchone()[0] == 1  # stored hashed, never in clear
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM jobqueue.api_keys WHERE key_hash = sha256(%s::bytea)", (key.encode(),)
+        ).fetchone()[0]
+        == 1
+    )  # stored hashed, never in clear
 
 
 def test_readyz_says_whether_the_schema_is_migrated(http, conn):

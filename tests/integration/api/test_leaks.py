@@ -18,8 +18,10 @@ from tests.support.factories import make_job
 
 
 def _bulk_jobs(conn, producer: str, count: int) -> list[uuid.UUID]:
-    rows = conn.execute("SELECT id FROM jobqueue.enqueue_many(%s)",
-                        (json.dumps([{"job_type": "bulk", "producer_id": producer}] * count),)).fetchall()
+    rows = conn.execute(
+        "SELECT id FROM jobqueue.enqueue_many(%s)",
+        (json.dumps([{"job_type": "bulk", "producer_id": producer}] * count),),
+    ).fetchall()
     return [row[0] for row in rows]
 
 
@@ -80,8 +82,10 @@ def test_a_cursor_is_the_keys_own_and_cannot_be_forged(http, conn):
 def _blocks_read(conn: psycopg.Connection, statement: str, params: dict) -> int:
     """Buffers the statement reads, counted by the server for this transaction (heap, indexes,
     TOAST) of every jobqueue relation: what the query costs, free of the machine's noise."""
-    count = ("SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0) FROM pg_class c "
-             "WHERE c.relnamespace IN ('jobqueue'::regnamespace, 'pg_toast'::regnamespace)")
+    count = (
+        "SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0) FROM pg_class c "
+        "WHERE c.relnamespace IN ('jobqueue'::regnamespace, 'pg_toast'::regnamespace)"
+    )
     with conn.transaction():
         before = conn.execute(count).fetchone()[0]
         conn.execute(statement, params).fetchall()
@@ -94,16 +98,19 @@ def test_another_producers_job_costs_what_a_missing_one_costs(http, conn, dsn):
     payload, result and errors are never read."""
     payload = {"blob": secrets.token_hex(500_000)}  # 1 MB that does not compress
     foreign = make_job(conn, producer_id="alice", payload=payload)
-    conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES (%s, 1, 'E', 'm')",
-                 (foreign,))
+    conn.execute(
+        "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES (%s, 1, 'E', 'm')", (foreign,)
+    )
     small = make_job(conn, producer_id="alice")
     missing = uuid.uuid4()
     statement = queries()["job_get"]
     with psycopg.connect(dsn, autocommit=True) as reader:
         for warm in (foreign, small, missing):  # plans and caches warm
             _blocks_read(reader, statement, {"id": warm, "producer_id": "bob"})
-        costs = {name: _blocks_read(reader, statement, {"id": job_id, "producer_id": "bob"})
-                 for name, job_id in (("foreign", foreign), ("small", small), ("missing", missing))}
+        costs = {
+            name: _blocks_read(reader, statement, {"id": job_id, "producer_id": "bob"})
+            for name, job_id in (("foreign", foreign), ("small", small), ("missing", missing))
+        }
         own = _blocks_read(reader, statement, {"id": foreign, "producer_id": "alice"})
     assert own > 100, own  # the measure sees a 1 MB read
     # At most the heap page that holds the row's producer: the same for a 1 MB job and a small one.
@@ -111,8 +118,9 @@ def test_another_producers_job_costs_what_a_missing_one_costs(http, conn, dsn):
     bob = http("bob")
     answers = [bob.get(f"/jobs/{job_id}") for job_id in (foreign, missing)]
     assert [a.status_code for a in answers] == [404, 404]
-    assert [a.json()["message"].replace(str(j), "ID") for a, j in zip(answers, (foreign, missing))] == \
-        [answers[1].json()["message"].replace(str(missing), "ID")] * 2
+    assert [a.json()["message"].replace(str(j), "ID") for a, j in zip(answers, (foreign, missing))] == [
+        answers[1].json()["message"].replace(str(missing), "ID")
+    ] * 2
     assert http("alice").get(f"/jobs/{foreign}").json()["payload"] == payload
 
 
@@ -124,10 +132,14 @@ def others_system(conn):
     """Bob's queue with a job, a worker serving it, a circuit and a limit on his job type."""
     make_job(conn, producer_id="bob", queue="payroll", job_type="pay_salaries")
     make_job(conn, producer_id="alice", queue="mine", job_type="mine_job")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, job_types) "
-                 "VALUES ('w1', 'payroll-host-7', 4242, '{payroll}', 4, '{pay_salaries}')")
-    conn.execute("INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
-                 "VALUES ('bank-api', 5, 60, 30)")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, job_types) "
+        "VALUES ('w1', 'payroll-host-7', 4242, '{payroll}', 4, '{pay_salaries}')"
+    )
+    conn.execute(
+        "INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
+        "VALUES ('bank-api', 5, 60, 30)"
+    )
     conn.execute("INSERT INTO jobqueue.circuit_job_types (job_type, circuit) VALUES ('pay_salaries', 'bank-api')")
     conn.execute("INSERT INTO jobqueue.job_limits (scope, name, concurrency) VALUES ('job_type', 'pay_salaries', 2)")
 

@@ -19,7 +19,13 @@ def test_an_admin_sets_and_clears_a_limit_over_rest_and_a_running_worker_obeys(h
         set_ = admin.put("/limits/job_type/api", json={"concurrency": 1, "rate": "2/s"})
         assert set_.status_code == 200, set_.text
         assert {k: set_.json()[k] for k in ("scope", "name", "concurrency", "rate", "period_seconds", "set_by")} == {
-            "scope": "job_type", "name": "api", "concurrency": 1, "rate": 2, "period_seconds": 1.0, "set_by": "admin"}
+            "scope": "job_type",
+            "name": "api",
+            "concurrency": 1,
+            "rate": 2,
+            "period_seconds": 1.0,
+            "set_by": "admin",
+        }
         held = make_job(conn, job_type="api", state="processing")  # one already running: the slot is taken
         conn.execute("UPDATE jobqueue.jobs SET limited = true WHERE id = %s", (held,))
         waiting = make_job(conn, job_type="api")
@@ -38,11 +44,13 @@ def test_an_admin_sets_and_clears_a_limit_over_rest_and_a_running_worker_obeys(h
 
 def test_bad_limits_are_a_422_naming_the_field_and_write_nothing(http, conn):
     admin = http("admin")
-    for path, body, field in (("/limits/job_type/api", {"concurrency": 0}, "concurrency"),
-                              ("/limits/job_type/api", {"concurrency": -2}, "concurrency"),
-                              ("/limits/job_type/api", {"rate": "lots"}, "rate"),
-                              ("/limits/job_type/api", {}, "concurrency"),
-                              ("/limits/tenant/api", {"concurrency": 1}, "scope")):
+    for path, body, field in (
+        ("/limits/job_type/api", {"concurrency": 0}, "concurrency"),
+        ("/limits/job_type/api", {"concurrency": -2}, "concurrency"),
+        ("/limits/job_type/api", {"rate": "lots"}, "rate"),
+        ("/limits/job_type/api", {}, "concurrency"),
+        ("/limits/tenant/api", {"concurrency": 1}, "scope"),
+    ):
         response = admin.put(path, json=body)
         assert response.status_code == 422, (body, response.text)
         assert response.json().get("field") == field, response.json()

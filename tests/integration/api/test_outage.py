@@ -26,8 +26,10 @@ def committed(dsn: str) -> set[str]:
 def test_terminated_connections_give_503_or_201_never_500_and_the_api_recovers(api, http, dsn, conn):
     client = http("alice")
     created = {submit(client, 0).json()["id"]}
-    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                 "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
     statuses = []
     for n in range(1, 30):
         response = submit(client, n)
@@ -68,10 +70,18 @@ def test_database_down_503_quickly_then_recovers_by_itself(own_cluster):
                 assert time.monotonic() - started < 7  # the second shares the first's failure
             finally:
                 cluster.start()
-            wait_until(lambda: client.get("/readyz").status_code == 200, timeout=30, interval=0.2,
-                       message="readiness after the restart")
-            response = wait_until(lambda: (r := submit(client, 99)).status_code == 201 and r, timeout=30,
-                                  interval=0.2, message="a 201 after the restart")
+            wait_until(
+                lambda: client.get("/readyz").status_code == 200,
+                timeout=30,
+                interval=0.2,
+                message="readiness after the restart",
+            )
+            response = wait_until(
+                lambda: (r := submit(client, 99)).status_code == 201 and r,
+                timeout=30,
+                interval=0.2,
+                message="a 201 after the restart",
+            )
             created.add(response.json()["id"])
             assert committed(own_cluster) == created
     finally:

@@ -9,8 +9,22 @@ from urllib.parse import quote
 
 import pytest
 
-NAMES = ["team/mail", "a/", "/lead", "a//b", "50%", "a%2Fb", "a%25b", "what?", "tag#1", "with space", "ünï/日本語",
-         "%", "%%2F", "+plus"]
+NAMES = [
+    "team/mail",
+    "a/",
+    "/lead",
+    "a//b",
+    "50%",
+    "a%2Fb",
+    "a%25b",
+    "what?",
+    "tag#1",
+    "with space",
+    "ünï/日本語",
+    "%",
+    "%%2F",
+    "+plus",
+]
 
 
 def path(name: str) -> str:
@@ -24,8 +38,11 @@ def bystander(conn):
 
 
 def _queue_settings(conn, queue: str) -> tuple | None:
-    return conn.execute("SELECT paused, soft_limit, hard_limit, shed_low_retries, job_ttl FROM jobqueue.queue_settings "
-                        "WHERE queue = %s", (queue,)).fetchone()
+    return conn.execute(
+        "SELECT paused, soft_limit, hard_limit, shed_low_retries, job_ttl FROM jobqueue.queue_settings "
+        "WHERE queue = %s",
+        (queue,),
+    ).fetchone()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -60,8 +77,11 @@ def test_limits_take_any_queue_or_job_type_name(http, conn, scope):
 def test_schedules_and_circuits_take_any_name(http, conn):
     admin = http("admin")
     for name in NAMES:
-        conn.execute("INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
-                     "VALUES (%s, 5, 60, 30)", (name,))
+        conn.execute(
+            "INSERT INTO jobqueue.circuits (name, threshold, window_seconds, reset_after_seconds) "
+            "VALUES (%s, 5, 60, 30)",
+            (name,),
+        )
         opened = admin.post(f"/circuits/{path(name)}/open")
         assert opened.status_code == 200 and opened.json()["name"] == name, (name, opened.text)
         assert admin.post(f"/circuits/{path(name)}/close").json()["state"] == "closed"

@@ -20,8 +20,10 @@ def test_queue_stats_per_queue_and_priority(http, conn):
     make_job(conn, queue="mail", priority="low", state="processing")
     make_job(conn, queue="mail", priority="low", state="dead_letter")
     make_job(conn, queue="mail", priority="low", state="failed")
-    conn.execute("UPDATE jobqueue.jobs SET run_at = now() + interval '1 hour' WHERE id = %s",
-                 (make_job(conn, queue="mail", priority="low"),))
+    conn.execute(
+        "UPDATE jobqueue.jobs SET run_at = now() + interval '1 hour' WHERE id = %s",
+        (make_job(conn, queue="mail", priority="low"),),
+    )
     make_job(conn, queue="img", state="completed")
     body = http("admin").get("/queues").json()
     mail = next(q for q in body["queues"] if q["queue"] == "mail")
@@ -103,17 +105,25 @@ def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
     row = job_row(conn, job["id"])
     assert row["expires_at"] - row["run_at"] == timedelta(hours=1)
     assert datetime.fromisoformat(shown["expires_at"]) == row["expires_at"]
-    assert conn.execute("SELECT expires_at - created_at FROM jobqueue.idempotency_keys").fetchone()[0] == \
-        timedelta(minutes=10)
+    assert conn.execute("SELECT expires_at - created_at FROM jobqueue.idempotency_keys").fetchone()[0] == timedelta(
+        minutes=10
+    )
     queue = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "mail")
     assert (queue["job_ttl_seconds"], queue["idempotency_window_seconds"]) == (3600, 600)
-    for body, field in (({"job_ttl_seconds": 0}, "job_ttl"), ({"idempotency_window_seconds": -1}, "idempotency_window"),
-                        ({"job_ttl": 5}, "job_ttl")):
+    for body, field in (
+        ({"job_ttl_seconds": 0}, "job_ttl"),
+        ({"idempotency_window_seconds": -1}, "idempotency_window"),
+        ({"job_ttl": 5}, "job_ttl"),
+    ):
         bad = admin.put("/queues/mail/defaults", json=body)
         assert bad.status_code == 422 and bad.json()["field"] == field, bad.text
     assert http("bob").put("/queues/mail/defaults", json={}).status_code == 403
     cleared = admin.put("/queues/mail/defaults", json={}).json()
-    assert (cleared["job_ttl_seconds"], cleared["idempotency_window_seconds"], cleared["soft_limit"]) == (None, None, 10)
+    assert (cleared["job_ttl_seconds"], cleared["idempotency_window_seconds"], cleared["soft_limit"]) == (
+        None,
+        None,
+        10,
+    )
 
 
 def test_queue_shedding_is_set_per_queue_by_admins(http, conn):
@@ -129,5 +139,7 @@ def test_queue_shedding_is_set_per_queue_by_admins(http, conn):
         bad = admin.put("/queues/mail/shedding", json=body)
         assert bad.status_code == 422, bad.text
     assert http("bob").put("/queues/mail/shedding", json={"shed_low_retries": False}).status_code == 403
-    assert conn.execute("SELECT shed_low_retries FROM jobqueue.queue_settings WHERE queue = 'mail'").fetchone() == (True,)
+    assert conn.execute("SELECT shed_low_retries FROM jobqueue.queue_settings WHERE queue = 'mail'").fetchone() == (
+        True,
+    )
     assert admin.put("/queues/mail/shedding", json={"shed_low_retries": False}).json()["shed_low_retries"] is False

@@ -28,10 +28,15 @@ def _keys(dsn: str, replica_dsn: str) -> dict[str, str]:
     with Client(dsn, pool_size=1) as client:
         keys = {"alice": client.create_api_key("alice")[0], "admin": client.create_api_key("ops", role="admin")[0]}
     with psycopg.connect(dsn) as source, psycopg.connect(replica_dsn) as target:
-        rows = source.execute("SELECT id, key_hash, key_prefix, producer_id, role, created_at FROM jobqueue.api_keys").fetchall()
+        rows = source.execute(
+            "SELECT id, key_hash, key_prefix, producer_id, role, created_at FROM jobqueue.api_keys"
+        ).fetchall()
         with target.cursor() as cursor:
-            cursor.executemany("INSERT INTO jobqueue.api_keys (id, key_hash, key_prefix, producer_id, role, created_at) "
-                               "VALUES (%s, %s, %s, %s, %s, %s)", rows)
+            cursor.executemany(
+                "INSERT INTO jobqueue.api_keys (id, key_hash, key_prefix, producer_id, role, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
     return keys
 
 
@@ -44,8 +49,7 @@ def test_reads_go_to_the_replica_and_a_writer_reads_its_own_writes(dsn, replica_
     keys = _keys(dsn, replica_dsn)
     on_replica = _only_on(replica_dsn, "alice")
     on_primary = _only_on(dsn, "alice")
-    server = ApiServer(api_settings(dsn, read_dsn=replica_dsn, read_after_write=60.0,
-                                    metrics_public=True)).start()
+    server = ApiServer(api_settings(dsn, read_dsn=replica_dsn, read_after_write=60.0, metrics_public=True)).start()
     try:
         admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['admin']}"})
         alice = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['alice']}"})

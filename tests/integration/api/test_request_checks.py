@@ -18,8 +18,11 @@ def test_an_empty_query_parameter_is_refused_the_same_way_on_every_endpoint(http
     for path in ("/jobs?queue=", "/events?queue=", "/admin/dlq?job_type="):
         response = http("admin").get(path)
         assert response.status_code == 422, (path, response.text)
-        assert response.json() == {"error": "invalid", "field": path.rsplit("?", 1)[1].rstrip("="),
-                                   "message": "must be a non-empty string when given"}
+        assert response.json() == {
+            "error": "invalid",
+            "field": path.rsplit("?", 1)[1].rstrip("="),
+            "message": "must be a non-empty string when given",
+        }
 
 
 def test_a_path_id_that_is_not_a_uuid_says_so(http):
@@ -33,8 +36,9 @@ def test_a_path_id_that_is_not_a_uuid_says_so(http):
 
 def test_bodies_nested_beyond_the_cap_are_refused_and_write_nothing(http, conn):
     deep = "[" * 1000 + "]" * 1000  # past the decoder's recursion: was a 500
-    response = http("alice").post("/jobs", content='{"job_type": "x", "payload": ' + deep + "}",
-                                  headers={"Content-Type": "application/json"})
+    response = http("alice").post(
+        "/jobs", content='{"job_type": "x", "payload": ' + deep + "}", headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 422 and response.json()["error"] == "invalid", response.text
     nested: object = {}
     for _ in range(150):  # decodes, but deeper than a payload may be
@@ -51,9 +55,11 @@ def test_bodies_nested_beyond_the_cap_are_refused_and_write_nothing(http, conn):
 def test_producers_see_error_types_and_messages_admins_see_tracebacks(http, conn):
     job_id = http("alice").post("/jobs", json={"job_type": "x"}).json()["id"]
     conn.execute("UPDATE jobqueue.jobs SET state = 'failed', attempts = 1 WHERE id = %s", (job_id,))
-    conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback) "
-                 "VALUES (%s, 1, 'KeyError', 'card', 'Traceback (most recent call last):\n  File \"/srv/app.py\"')",
-                 (job_id,))
+    conn.execute(
+        "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message, traceback) "
+        "VALUES (%s, 1, 'KeyError', 'card', 'Traceback (most recent call last):\n  File \"/srv/app.py\"')",
+        (job_id,),
+    )
     as_producer = http("alice").get(f"/jobs/{job_id}").json()
     assert as_producer["last_error"]["error_type"] == "KeyError" and as_producer["last_error"]["message"] == "card"
     assert as_producer["last_error"]["traceback"] is None

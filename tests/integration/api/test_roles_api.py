@@ -21,14 +21,20 @@ def test_the_api_and_a_worker_run_under_their_own_roles(login_as, start_api, key
     # login_as first: fixtures are torn down in reverse, so the API stops before its role is dropped
     api_dsn, worker_dsn, sql_producer = login_as("api"), login_as("worker"), login_as("producer")
     server = start_api(dsn=api_dsn)
-    with client_for(server, keys["alice"]) as alice, client_for(server, keys["bob"]) as bob, \
-            client_for(server, keys["admin"]) as admin:
+    with (
+        client_for(server, keys["alice"]) as alice,
+        client_for(server, keys["bob"]) as bob,
+        client_for(server, keys["admin"]) as admin,
+    ):
         created = alice.post("/jobs", json={"job_type": "record", "payload": {"n": 7}})
         assert created.status_code == 201, created.text
         job_id = created.json()["id"]
         with WorkerThread(apps.queue, test_settings(worker_dsn)):
-            wait_until(lambda: alice.get(f"/jobs/{job_id}").json()["state"] == "completed", timeout=15,
-                       message="the job completed")
+            wait_until(
+                lambda: alice.get(f"/jobs/{job_id}").json()["state"] == "completed",
+                timeout=15,
+                message="the job completed",
+            )
         assert alice.get(f"/jobs/{job_id}/result").json()["result"] == {"ok": True, "n": 7}
         assert bob.get(f"/jobs/{job_id}").status_code == 404
         for path in ("/admin/dlq", "/queues", "/workers", "/schedules", "/circuits", "/dashboard/overview"):

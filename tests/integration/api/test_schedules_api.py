@@ -6,8 +6,16 @@ from tests.support import apps
 from tests.support.maintenance import insert_schedule
 from tests.support.workers import WorkerThread, test_settings
 
-NIGHTLY = {"name": "nightly", "cron": "30 2 * * *", "job_type": "report", "timezone": "Europe/Berlin",
-           "payload": {"kind": "daily"}, "priority": "high", "misfire_policy": "fire_all", "misfire_limit": 5}
+NIGHTLY = {
+    "name": "nightly",
+    "cron": "30 2 * * *",
+    "job_type": "report",
+    "timezone": "Europe/Berlin",
+    "payload": {"kind": "daily"},
+    "priority": "high",
+    "misfire_policy": "fire_all",
+    "misfire_limit": 5,
+}
 
 
 def test_schedules_need_an_admin_key(http):
@@ -39,8 +47,12 @@ def test_create_read_list_pause_resume_run_delete(http, conn):
     assert (job["job_type"], job["payload"], job["priority"]) == ("report", {"kind": "daily"}, "high")
 
     assert admin.delete("/schedules/nightly").status_code == 204
-    for method, path in (("GET", "/schedules/nightly"), ("DELETE", "/schedules/nightly"),
-                         ("POST", "/schedules/nightly/pause"), ("POST", "/schedules/nightly/run")):
+    for method, path in (
+        ("GET", "/schedules/nightly"),
+        ("DELETE", "/schedules/nightly"),
+        ("POST", "/schedules/nightly/pause"),
+        ("POST", "/schedules/nightly/run"),
+    ):
         response = admin.request(method, path)
         assert response.status_code == 404
         assert response.json() == {"error": "not_found", "message": "no schedule named 'nightly'"}
@@ -57,10 +69,16 @@ def test_put_creates_or_redefines_keeping_a_pause(http):
 
 def test_invalid_schedules_are_422_naming_the_field(http, conn):
     admin = http("admin")
-    for change, field in (({"cron": "61 * * * *"}, "cron"), ({"cron": "* * *"}, "cron"),
-                          ({"timezone": "Mars/Olympus"}, "timezone"), ({"priority": "urgent"}, "priority"),
-                          ({"misfire_policy": "later"}, "misfire_policy"), ({"max_attempts": 0}, "max_attempts"),
-                          ({"job_type": ""}, "job_type"), ({"colour": "blue"}, "colour")):
+    for change, field in (
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"cron": "* * *"}, "cron"),
+        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"priority": "urgent"}, "priority"),
+        ({"misfire_policy": "later"}, "misfire_policy"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"job_type": ""}, "job_type"),
+        ({"colour": "blue"}, "colour"),
+    ):
         response = admin.post("/schedules", json={**NIGHTLY, **change})
         assert response.status_code == 422, (change, response.text)
         assert response.json()["field"] == field, (change, response.json())

@@ -25,8 +25,9 @@ schema = schemathesis.openapi.from_dict(create_app(Settings()).openapi_schema.to
 @schema.exclude(path="/events").parametrize()  # an endless stream: covered by test_events.py
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_no_generated_request_gets_a_500(case, api, keys, who):
-    case.call_and_validate(base_url=api.url, headers={"Authorization": f"Bearer {keys[who]}"},
-                           checks=[not_a_server_error], timeout=10)
+    case.call_and_validate(
+        base_url=api.url, headers={"Authorization": f"Bearer {keys[who]}"}, checks=[not_a_server_error], timeout=10
+    )
 
 
 SUBMISSIONS = schema["/jobs"]["POST"].as_strategy()
@@ -47,8 +48,11 @@ def test_a_job_created_by_one_producer_does_not_exist_for_another(api, keys):
         job_id = response.json()["id"]
         created.append(job_id)
         assert alice.get(f"/jobs/{job_id}").status_code == 200
-        for answer in (bob.get(f"/jobs/{job_id}"), bob.get(f"/jobs/{job_id}/result"),
-                       bob.post(f"/jobs/{job_id}/cancel")):
+        for answer in (
+            bob.get(f"/jobs/{job_id}"),
+            bob.get(f"/jobs/{job_id}/result"),
+            bob.post(f"/jobs/{job_id}/cancel"),
+        ):
             assert answer.status_code == 404, answer.text
 
     with alice, bob:
@@ -71,8 +75,10 @@ def test_two_producers_never_reach_each_others_jobs_whatever_they_send(start_api
     path and never in a listing; one's own is found and listed. (A pool wait of 10 s, not the
     tests' usual 1 s: a busy shared box must not pass for a database outage, answered 503.)"""
     api = start_api(api_db_timeout=10.0)
-    clients = {who: httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {keys[who]}"}, timeout=10)
-               for who in PRODUCERS}
+    clients = {
+        who: httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {keys[who]}"}, timeout=10)
+        for who in PRODUCERS
+    }
     steps = [0]
 
     class TwoProducers(RuleBasedStateMachine):
@@ -140,10 +146,17 @@ def test_two_producers_never_reach_each_others_jobs_whatever_they_send(start_api
             assert job_id in listed and not listed & self.created[_other(owner)]
 
     try:
-        run_state_machine_as_test(TwoProducers, settings=settings(
-            max_examples=60, stateful_step_count=25, deadline=None, derandomize=True,
-            phases=[Phase.generate],  # no shrinking: a replay meets the jobs earlier runs left in the database
-            suppress_health_check=list(HealthCheck)))
+        run_state_machine_as_test(
+            TwoProducers,
+            settings=settings(
+                max_examples=60,
+                stateful_step_count=25,
+                deadline=None,
+                derandomize=True,
+                phases=[Phase.generate],  # no shrinking: a replay meets the jobs earlier runs left in the database
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
     finally:
         for client in clients.values():
             client.close()

@@ -18,13 +18,27 @@ def _policy(response) -> dict[str, str]:
     return {part.split()[0]: " ".join(part.split()[1:]) for part in text.split(";") if part.strip()}
 
 
-@pytest.mark.parametrize("who, method, path", [
-    ("alice", "GET", "/jobs"), ("alice", "POST", "/jobs"), (None, "GET", "/jobs"), ("alice", "GET", "/jobs/0190e2a4-0000-7000-8000-000000000000"),
-    ("alice", "GET", "/nowhere"), ("alice", "GET", "/workers"), (None, "GET", "/healthz"), (None, "GET", "/dashboard"),
-    (None, "GET", "/dashboard/static/dashboard.js"), (None, "GET", "/dashboard/static/dashboard.css"),
-    (None, "GET", "/schema"), (None, "GET", "/schema/swagger"), (None, "GET", "/schema/openapi.json"),
-    (None, "GET", "/schema/assets/swagger-ui.css"), (None, "GET", "/metrics"), ("admin", "DELETE", "/admin/dlq"),
-])
+@pytest.mark.parametrize(
+    "who, method, path",
+    [
+        ("alice", "GET", "/jobs"),
+        ("alice", "POST", "/jobs"),
+        (None, "GET", "/jobs"),
+        ("alice", "GET", "/jobs/0190e2a4-0000-7000-8000-000000000000"),
+        ("alice", "GET", "/nowhere"),
+        ("alice", "GET", "/workers"),
+        (None, "GET", "/healthz"),
+        (None, "GET", "/dashboard"),
+        (None, "GET", "/dashboard/static/dashboard.js"),
+        (None, "GET", "/dashboard/static/dashboard.css"),
+        (None, "GET", "/schema"),
+        (None, "GET", "/schema/swagger"),
+        (None, "GET", "/schema/openapi.json"),
+        (None, "GET", "/schema/assets/swagger-ui.css"),
+        (None, "GET", "/metrics"),
+        ("admin", "DELETE", "/admin/dlq"),
+    ],
+)
 def test_every_response_carries_the_security_headers(http, who, method, path):
     response = http(who).request(method, path, json={} if method == "POST" else None)
     assert response.headers.get("x-content-type-options") == "nosniff", (path, response.headers)
@@ -56,4 +70,6 @@ def test_the_dashboard_reads_its_routes_from_data_not_an_inline_script(http):
     page = http(None).get("/dashboard").text
     found = re.search(r'<script type="application/json" id="jobqueue-routes">(.*?)</script>', page, re.S)
     assert found and '"/admin/dlq"' in found.group(1)
-    assert "window.JOBQUEUE_ROUTES" not in page and set(dashboard.ROUTES) <= set(re.findall(r'"(\w+)":', found.group(1)))
+    assert "window.JOBQUEUE_ROUTES" not in page and set(dashboard.ROUTES) <= set(
+        re.findall(r'"(\w+)":', found.group(1))
+    )

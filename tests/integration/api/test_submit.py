@@ -18,16 +18,33 @@ from tests.support.waiting import wait_until
 
 
 def test_submit_creates_a_pending_job_with_links(http, conn):
-    response = http("alice").post("/jobs", json={"job_type": "send_email", "payload": {"to": "a@b.c"},
-                                                 "priority": "high", "queue": "mail", "max_attempts": 5})
+    response = http("alice").post(
+        "/jobs",
+        json={
+            "job_type": "send_email",
+            "payload": {"to": "a@b.c"},
+            "priority": "high",
+            "queue": "mail",
+            "max_attempts": 5,
+        },
+    )
     assert response.status_code == 201, response.text
     body = response.json()
     assert body["state"] == "pending" and body["created"] is True
-    assert body["links"] == {"self": f"/jobs/{body['id']}", "result": f"/jobs/{body['id']}/result",
-                             "cancel": f"/jobs/{body['id']}/cancel"}
+    assert body["links"] == {
+        "self": f"/jobs/{body['id']}",
+        "result": f"/jobs/{body['id']}/result",
+        "cancel": f"/jobs/{body['id']}/cancel",
+    }
     row = job_row(conn, body["id"])
-    assert (row["job_type"], row["payload"], row["priority"], row["queue"], row["max_attempts"], row["producer_id"]) == \
-        ("send_email", {"to": "a@b.c"}, 1, "mail", 5, "alice")
+    assert (
+        row["job_type"],
+        row["payload"],
+        row["priority"],
+        row["queue"],
+        row["max_attempts"],
+        row["producer_id"],
+    ) == ("send_email", {"to": "a@b.c"}, 1, "mail", 5, "alice")
 
 
 def test_submit_with_delay_or_run_at_schedules(http, conn):
@@ -46,9 +63,15 @@ def test_the_traceparent_header_is_stored_with_the_job(http, conn):
     assert job_row(conn, body["id"])["traceparent"] == traceparent
 
 
-@pytest.mark.parametrize("traceparent", ["00-" + "a" * 1_000_000, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
-                                         "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"],
-                         ids=["1MB", "no-flags", "upper-case"])
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "00-" + "a" * 1_000_000,
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",
+    ],
+    ids=["1MB", "no-flags", "upper-case"],
+)
 def test_an_invalid_traceparent_header_is_422_naming_it_and_writes_nothing(http, conn, traceparent):
     """The attack of issue 18: a small batch under a 1 MB header stored the header in every job."""
     client = http("alice")
@@ -63,16 +86,22 @@ def test_an_invalid_traceparent_header_is_422_naming_it_and_writes_nothing(http,
 
 def test_two_traceparent_headers_are_422(http, conn):
     valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    response = http("alice").post("/jobs", json={"job_type": "x"},
-                                  headers=[("traceparent", valid), ("traceparent", valid.replace("0af7", "1af7"))])
+    response = http("alice").post(
+        "/jobs",
+        json={"job_type": "x"},
+        headers=[("traceparent", valid), ("traceparent", valid.replace("0af7", "1af7"))],
+    )
     assert response.status_code == 422 and response.json()["field"] == "traceparent"
     assert count_jobs(conn) == 0
 
 
 def test_a_batchs_traceparent_header_is_stored_with_each_of_its_jobs(http, conn):
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    body = http("alice").post("/jobs/batch", json={"jobs": [{"job_type": "x"}] * 3},
-                              headers={"traceparent": traceparent}).json()
+    body = (
+        http("alice")
+        .post("/jobs/batch", json={"jobs": [{"job_type": "x"}] * 3}, headers={"traceparent": traceparent})
+        .json()
+    )
     assert {job_row(conn, job["id"])["traceparent"] for job in body["jobs"]} == {traceparent}
 
 
@@ -95,8 +124,13 @@ def test_a_repeat_after_the_job_finished_answers_200_with_its_state_and_result(h
     finish_job(conn, first.json()["id"], state, result=result)
     again = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "pay-1", "payload": {"amount": 5}})
     assert again.status_code == 200, again.text
-    assert again.json() | {"links": None} == {"id": first.json()["id"], "state": state, "created": False,
-                                              "result": result, "links": None}
+    assert again.json() | {"links": None} == {
+        "id": first.json()["id"],
+        "state": state,
+        "created": False,
+        "result": result,
+        "links": None,
+    }
     batch = client.post("/jobs/batch", json={"jobs": [{"job_type": "pay", "idempotency_key": "pay-1"}]})
     assert batch.status_code == 200 and batch.json()["jobs"][0]["result"] == result
     assert count_jobs(conn) == 1
@@ -104,8 +138,10 @@ def test_a_repeat_after_the_job_finished_answers_200_with_its_state_and_result(h
 
 def test_a_key_is_free_after_its_window_and_a_mismatch_can_be_refused(http, conn):
     client = http("alice")
-    first = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "k", "payload": {"amount": 5},
-                                       "idempotency_window_seconds": 60}).json()
+    first = client.post(
+        "/jobs",
+        json={"job_type": "pay", "idempotency_key": "k", "payload": {"amount": 5}, "idempotency_window_seconds": 60},
+    ).json()
     differs = {"job_type": "pay", "idempotency_key": "k", "payload": {"amount": 6}}
     assert client.post("/jobs", json=differs).json()["id"] == first["id"]  # the original wins
     refused = client.post("/jobs", json=differs | {"idempotency_mismatch": "reject"})
@@ -122,8 +158,9 @@ def test_timeout_and_expiry_fields_are_stored_and_shown(http, conn):
     client = http("alice")
     at = datetime.now(timezone.utc) + timedelta(hours=3)
     given = client.post("/jobs", json={"job_type": "x", "timeout_seconds": 90.5, "expires_at": at.isoformat()}).json()
-    relative = client.post("/jobs/batch", json={"jobs": [{"job_type": "x", "delay_seconds": 60,
-                                                          "expire_after_seconds": 120}]}).json()["jobs"][0]
+    relative = client.post(
+        "/jobs/batch", json={"jobs": [{"job_type": "x", "delay_seconds": 60, "expire_after_seconds": 120}]}
+    ).json()["jobs"][0]
     shown = client.get(f"/jobs/{given['id']}").json()
     assert shown["timeout_seconds"] == 90.5 and datetime.fromisoformat(shown["expires_at"]) == at
     row = job_row(conn, given["id"])
@@ -181,15 +218,24 @@ INVALID = [
     ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
     ({"job_type": "x\u0000y"}, "input"),
     ({"job_type": "x", "payload": {"note": "a\u0000b"}}, "payload"),
-    ({"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()}, "idempotency_key"),  # over 255 characters
+    (
+        {"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()},
+        "idempotency_key",
+    ),  # over 255 characters
     ({"job_type": "x", "timeout_seconds": 0}, "timeout"),
     ({"job_type": "x", "timeout_seconds": -1}, "timeout"),
     ({"job_type": "x", "timeout_seconds": 1e12}, "timeout_seconds"),
     ({"job_type": "x", "expire_after_seconds": 0}, "expire_after"),
     ({"job_type": "x", "expires_at": "2030-01-01T00:00:00"}, "expires_at"),
     ({"job_type": "x", "expires_at": "2020-01-01T00:00:00Z"}, "expires_at"),
-    ({"job_type": "x", "delay_seconds": 600, "expires_at": (datetime.now(timezone.utc) + timedelta(seconds=300)).isoformat()},
-     "expires_at"),
+    (
+        {
+            "job_type": "x",
+            "delay_seconds": 600,
+            "expires_at": (datetime.now(timezone.utc) + timedelta(seconds=300)).isoformat(),
+        },
+        "expires_at",
+    ),
     ({"job_type": "x", "expires_at": "2030-01-01T00:00:00Z", "expire_after_seconds": 5}, "expire_after"),
     ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": -1}, "idempotency_window"),
     ({"job_type": "x", "idempotency_key": "k", "idempotency_mismatch": "error"}, "idempotency_mismatch"),
@@ -252,10 +298,14 @@ def test_batch_size_is_limited(start_api, keys, conn):
 
 def test_a_batch_repeating_live_idempotency_keys_creates_nothing_and_answers_200(http, conn):
     client = http("alice")
-    first = client.post("/jobs/batch", json={"jobs": [{"job_type": "a", "idempotency_key": "k1"},
-                                                      {"job_type": "a", "idempotency_key": "k2"}]}).json()
-    again = client.post("/jobs/batch", json={"jobs": [{"job_type": "a", "idempotency_key": "k1"},
-                                                      {"job_type": "a", "idempotency_key": "k2"}]})
+    first = client.post(
+        "/jobs/batch",
+        json={"jobs": [{"job_type": "a", "idempotency_key": "k1"}, {"job_type": "a", "idempotency_key": "k2"}]},
+    ).json()
+    again = client.post(
+        "/jobs/batch",
+        json={"jobs": [{"job_type": "a", "idempotency_key": "k1"}, {"job_type": "a", "idempotency_key": "k2"}]},
+    )
     assert again.status_code == 200 and again.json()["created"] == 0
     assert [j["id"] for j in again.json()["jobs"]] == [j["id"] for j in first["jobs"]]
     assert count_jobs(conn) == 2
@@ -286,8 +336,15 @@ def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(sta
 
     threads = [threading.Thread(target=post, args=(0,))]
     threads[0].start()
-    wait_until(lambda: conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                    "AND datname = current_database()").fetchone()[0] == 1, message="lane held")
+    wait_until(
+        lambda: (
+            conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()[0]
+            == 1
+        ),
+        message="lane held",
+    )
     threads += [threading.Thread(target=post, args=(i,)) for i in range(1, len(bodies))]
     for thread in threads[1:]:
         thread.start()
@@ -319,7 +376,9 @@ def test_a_key_with_allow_lists_submits_only_there_and_a_refusal_writes_nothing(
         assert elsewhere.json()["error"] == "not_allowed" and elsewhere.json()["field"] == "queue"
         other_type = http.post("/jobs", json={"job_type": "wipe", "queue": "invoices"})
         assert other_type.status_code == 403 and other_type.json()["field"] == "job_type"
-        batch = http.post("/jobs/batch", json={"jobs": [{"job_type": "send", "queue": "invoices"},
-                                                        {"job_type": "send", "queue": "default"}]})
+        batch = http.post(
+            "/jobs/batch",
+            json={"jobs": [{"job_type": "send", "queue": "invoices"}, {"job_type": "send", "queue": "default"}]},
+        )
         assert batch.status_code == 403 and batch.json()["field"] == "jobs[1].queue", batch.text
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 1

@@ -25,6 +25,7 @@ def prune(dsn: str, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
             return (await Pruner(pool, PrunerOptions(**options), clock=ManualClock(NOW)).run_once()).jobs
+
     return asyncio.run(main())
 
 
@@ -39,9 +40,9 @@ def aged(conn, state: str, days: float, *, queue: str = "default", seconds: floa
 def test_each_finished_state_is_kept_exactly_its_retention(dsn, conn):
     keep, drop = set(), set()
     for state, days in (("completed", 30), ("cancelled", 7), ("dead_letter", 90)):
-        keep.add(aged(conn, state, days))                # exactly at the boundary: kept
-        keep.add(aged(conn, state, days, seconds=-60))   # a minute younger: kept
-        drop.add(aged(conn, state, days, seconds=1))     # a second older: gone
+        keep.add(aged(conn, state, days))  # exactly at the boundary: kept
+        keep.add(aged(conn, state, days, seconds=-60))  # a minute younger: kept
+        drop.add(aged(conn, state, days, seconds=1))  # a second older: gone
         drop.add(aged(conn, state, days * 3))
     assert prune(dsn) == len(drop)
     assert ids(conn) == keep
@@ -49,8 +50,10 @@ def test_each_finished_state_is_kept_exactly_its_retention(dsn, conn):
 
 def test_live_jobs_are_never_pruned_however_old(dsn, conn):
     year_ago = NOW - timedelta(days=365)
-    live = {make_job(conn, state=state, run_at=year_ago, finished_at=year_ago if state == "failed" else None)
-            for state in ("pending", "processing", "failed")}
+    live = {
+        make_job(conn, state=state, run_at=year_ago, finished_at=year_ago if state == "failed" else None)
+        for state in ("pending", "processing", "failed")
+    }
     conn.execute("UPDATE jobqueue.jobs SET created_at = %s, updated_at = %s", (year_ago, year_ago))
     assert prune(dsn, retention={"completed": 0, "cancelled": 0, "dead_letter": 0}) == 0
     assert ids(conn) == live
@@ -59,10 +62,14 @@ def test_live_jobs_are_never_pruned_however_old(dsn, conn):
 def test_results_and_errors_go_with_their_job(dsn, conn):
     old, recent = aged(conn, "dead_letter", 100), aged(conn, "dead_letter", 1)
     for job_id in (old, recent):
-        conn.execute("INSERT INTO jobqueue.job_results (job_id, outcome, error) VALUES (%s, 'dead_letter', '{}')",
-                     (job_id,))
-        conn.execute("INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES "
-                     "(%s, 1, 'E', 'm'), (%s, 2, 'E', 'm')", (job_id, job_id))
+        conn.execute(
+            "INSERT INTO jobqueue.job_results (job_id, outcome, error) VALUES (%s, 'dead_letter', '{}')", (job_id,)
+        )
+        conn.execute(
+            "INSERT INTO jobqueue.job_errors (job_id, attempt, error_type, message) VALUES "
+            "(%s, 1, 'E', 'm'), (%s, 2, 'E', 'm')",
+            (job_id, job_id),
+        )
     assert prune(dsn) == 1
     for table in ("job_results", "job_errors"):
         assert {r[0] for r in conn.execute(f"SELECT job_id FROM jobqueue.{table}").fetchall()} == {recent}
@@ -71,11 +78,20 @@ def test_results_and_errors_go_with_their_job(dsn, conn):
 def test_per_queue_retention_overrides_the_defaults(dsn, conn):
     conn.execute("""INSERT INTO jobqueue.queue_retention (queue, completed, dead_letter)
                     VALUES ('audit', '365 days', NULL), ('chatty', '1 hour', '1 day')""")
-    kept = {aged(conn, "completed", 100, queue="audit"), aged(conn, "dead_letter", 80, queue="audit"),
-            aged(conn, "completed", 0.01, queue="chatty"), aged(conn, "completed", 20)}
-    gone = {aged(conn, "completed", 400, queue="audit"), aged(conn, "dead_letter", 95, queue="audit"),
-            aged(conn, "completed", 1, queue="chatty"), aged(conn, "dead_letter", 2, queue="chatty"),
-            aged(conn, "cancelled", 8, queue="chatty"), aged(conn, "completed", 31)}
+    kept = {
+        aged(conn, "completed", 100, queue="audit"),
+        aged(conn, "dead_letter", 80, queue="audit"),
+        aged(conn, "completed", 0.01, queue="chatty"),
+        aged(conn, "completed", 20),
+    }
+    gone = {
+        aged(conn, "completed", 400, queue="audit"),
+        aged(conn, "dead_letter", 95, queue="audit"),
+        aged(conn, "completed", 1, queue="chatty"),
+        aged(conn, "dead_letter", 2, queue="chatty"),
+        aged(conn, "cancelled", 8, queue="chatty"),
+        aged(conn, "completed", 31),
+    }
     assert prune(dsn) == len(gone)
     assert ids(conn) == kept
 
@@ -94,9 +110,11 @@ def record_batches(monkeypatch, name: str) -> list[int]:
 
 
 def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
-    conn.execute("""INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
+    conn.execute(
+        """INSERT INTO jobqueue.jobs (job_type, queue, state, finished_at)
                     SELECT 'x', 'q' || (g %% 3), 'completed', %s FROM generate_series(1, 2500) g""",
-                 (NOW - timedelta(days=40),))
+        (NOW - timedelta(days=40),),
+    )
     batches = record_batches(monkeypatch, "prune_jobs")
     assert prune(dsn, batch_size=400) == 2500
     assert ids(conn) == set()
@@ -106,8 +124,10 @@ def test_a_backlog_goes_in_bounded_batches(dsn, conn, monkeypatch):
 def test_old_fire_history_is_pruned_per_schedule(dsn, conn):
     schedule = insert_schedule(conn, "s", "* * * * *")
     for days in (1, 6, 8, 30):
-        conn.execute("INSERT INTO jobqueue.schedule_fires (schedule_id, fire_at, job_id) "
-                     "VALUES (%s, %s, gen_random_uuid())", (schedule, NOW - timedelta(days=days)))
+        conn.execute(
+            "INSERT INTO jobqueue.schedule_fires (schedule_id, fire_at, job_id) VALUES (%s, %s, gen_random_uuid())",
+            (schedule, NOW - timedelta(days=days)),
+        )
     prune(dsn, fire_history=7 * DAY)
     left = conn.execute("SELECT fire_at FROM jobqueue.schedule_fires ORDER BY fire_at").fetchall()
     assert [NOW - r[0] for r in left] == [timedelta(days=6), timedelta(days=1)]
@@ -133,8 +153,11 @@ def test_the_prune_reads_old_finished_rows_only(dsn):
     indexes = {node["Index Name"] for node in walk(plan[0]["Plan"]) if node.get("Index Name", "").startswith("jobs")}
     assert indexes == {"jobs_finished_idx", "jobs_pkey"}
     assert max(node["Actual Rows"] * node["Actual Loops"] for node in on_jobs) <= 1000
-    deleted = next(node for node in walk(plan[0]["Plan"]) if node.get("Operation") == "Delete"
-                   and node.get("Relation Name") == "jobs")
+    deleted = next(
+        node
+        for node in walk(plan[0]["Plan"])
+        if node.get("Operation") == "Delete" and node.get("Relation Name") == "jobs"
+    )
     assert deleted["Actual Rows"] == 1000
 
 
@@ -153,8 +176,9 @@ def test_idempotency_keys_whose_window_closed_are_pruned_in_batches(dsn, conn, m
     open_keys = {f"open-{i}": make_job(conn, state="completed", idempotency_key=f"open-{i}") for i in range(3)}
     for i in range(5):
         make_job(conn, state="pending", idempotency_key=f"closed-{i}")
-    conn.execute("UPDATE jobqueue.idempotency_keys SET expires_at = %s WHERE key LIKE 'closed-%%'",
-                 (NOW - timedelta(seconds=1),))
+    conn.execute(
+        "UPDATE jobqueue.idempotency_keys SET expires_at = %s WHERE key LIKE 'closed-%%'", (NOW - timedelta(seconds=1),)
+    )
     batches = record_batches(monkeypatch, "prune_idempotency_keys")
     prune(dsn, batch_size=2)
     assert keys(conn) == open_keys

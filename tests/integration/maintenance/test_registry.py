@@ -31,23 +31,30 @@ def reap(dsn: str, now: datetime, **options) -> int:
     async def main() -> int:
         async with pools(dsn) as (pool,):
             return (await Reaper(pool, ReaperOptions(**options), clock=ManualClock(now)).run_once()).count
+
     return asyncio.run(main())
 
 
 def add_worker(conn, worker_id: str, *, status: str = "running", silent_for: float, interval: float = 10.0) -> None:
-    conn.execute("""INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, status, last_heartbeat,
+    conn.execute(
+        """INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, status, last_heartbeat,
                                                   heartbeat_interval)
                     VALUES (%s, 'h', 1, '{default}', 1, %s, now() - make_interval(secs => %s), %s)""",
-                 (worker_id, status, silent_for, interval))
+        (worker_id, status, silent_for, interval),
+    )
 
 
 def test_a_worker_keeps_its_row_and_counts_fresh(dsn, conn):
-    settings = test_settings(dsn, lease_seconds=0.6, concurrency=3, queues=("default", "other"),
-                             run_maintenance=False)
+    settings = test_settings(dsn, lease_seconds=0.6, concurrency=3, queues=("default", "other"), run_maintenance=False)
     with WorkerThread(apps.queue, settings) as worker:
         row = registry(conn)[worker.worker.worker_id]
         assert (row["host"], row["pid"], row["queues"], row["concurrency"], row["status"]) == (
-            os.uname().nodename, os.getpid(), ["default", "other"], 3, "running")
+            os.uname().nodename,
+            os.getpid(),
+            ["default", "other"],
+            3,
+            "running",
+        )
         assert abs(row["heartbeat_interval"] - 0.2) < 1e-6
         with Client(dsn) as client:
             client.enqueue_many([{"job_type": "record"} for _ in range(5)])
@@ -58,16 +65,21 @@ def test_a_worker_keeps_its_row_and_counts_fresh(dsn, conn):
 
 
 def test_silent_workers_are_marked_lost_after_three_missed_beats(dsn, conn):
-    add_worker(conn, "fresh", silent_for=25)                   # 2.5 beats: not yet
-    add_worker(conn, "silent", silent_for=35)                  # 3.5 beats: lost
+    add_worker(conn, "fresh", silent_for=25)  # 2.5 beats: not yet
+    add_worker(conn, "silent", silent_for=35)  # 3.5 beats: lost
     add_worker(conn, "slow-beater", silent_for=35, interval=60)  # its own interval is long: fine
     add_worker(conn, "stopping", status="stopping", silent_for=35)
     add_worker(conn, "stopped", status="stopped", silent_for=35)
     now = conn.execute("SELECT now()").fetchone()[0]
     assert reap(dsn, now) == 2
     status = {worker_id: row["status"] for worker_id, row in registry(conn).items()}
-    assert status == {"fresh": "running", "silent": "lost", "slow-beater": "running", "stopping": "lost",
-                      "stopped": "stopped"}
+    assert status == {
+        "fresh": "running",
+        "silent": "lost",
+        "slow-beater": "running",
+        "stopping": "lost",
+        "stopped": "stopped",
+    }
 
 
 def test_a_lost_worker_that_beats_again_is_running_again(dsn, conn):
@@ -105,9 +117,13 @@ def test_the_reaper_uses_its_clock(dsn, conn):
 def test_the_reaper_folds_the_metrics_rows_of_crashed_workers(dsn, conn):
     """A crashed worker never folds its own /metrics rows; the leader's reaper does, keeping totals."""
     now = datetime.now(timezone.utc)
-    conn.execute("""INSERT INTO jobqueue.worker_stats (worker_id, queue, job_type, processed, failed, duration_buckets, updated_at)
+    conn.execute(
+        """INSERT INTO jobqueue.worker_stats
+                        (worker_id, queue, job_type, processed, failed, duration_buckets, updated_at)
                     VALUES ('crashed', 'q', 't', 7, 1, '{7}', %(now)s - interval '2 hours'),
-                           ('alive', 'q', 't', 3, 0, '{3}', %(now)s)""", {"now": now})
+                           ('alive', 'q', 't', 3, 0, '{3}', %(now)s)""",
+        {"now": now},
+    )
     reap(dsn, now)
     rows = dict(conn.execute("SELECT worker_id, processed FROM jobqueue.worker_stats").fetchall())
     assert rows == {"(retired)": 7, "alive": 3}

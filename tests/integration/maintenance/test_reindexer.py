@@ -24,16 +24,19 @@ SMALL = {"min_waste_mb": 0.5}
 
 def run(dsn: str, runs: int = 1, **options) -> list[int]:
     """``runs`` runs of one Reindexer (what each returned)."""
+
     async def main() -> list[int]:
         reindexer = Reindexer(db.Session(dsn, "test-reindexer"), ReindexerOptions(**{**SMALL, **options}))
         return [(await reindexer.run_once()).count for _ in range(runs)]
+
     return asyncio.run(main())
 
 
 def index_file(conn, name: str) -> tuple[int, int]:
     """(relfilenode, bytes): a rebuild gives the index a new file."""
-    return conn.execute("SELECT relfilenode, pg_relation_size(oid) FROM pg_class WHERE relname = %s",
-                        (name,)).fetchone()
+    return conn.execute(
+        "SELECT relfilenode, pg_relation_size(oid) FROM pg_class WHERE relname = %s", (name,)
+    ).fetchone()
 
 
 def files(conn) -> dict[str, tuple[int, int]]:
@@ -41,8 +44,10 @@ def files(conn) -> dict[str, tuple[int, int]]:
 
 
 def load(conn, count: int) -> None:
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', 'q' || (g %% 7) "
-                 "FROM generate_series(1, %s) g", (count,))
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', 'q' || (g %% 7) FROM generate_series(1, %s) g",
+        (count,),
+    )
 
 
 def bloat(conn, count: int = 60_000) -> dict[str, tuple[int, int]]:
@@ -54,17 +59,21 @@ def bloat(conn, count: int = 60_000) -> dict[str, tuple[int, int]]:
     # the delete's counters reach the statistics when this backend next flushes them; counted after
     # the ANALYZE they would look like changes since it (and the estimate would wait for the next)
     conn.execute("SELECT pg_stat_force_next_flush()")
-    wait_until(lambda: conn.execute("SELECT n_tup_del >= %s FROM pg_stat_user_tables WHERE relid = "
-                                    "'jobqueue.jobs'::regclass", (count - 100,)).fetchone()[0],
-               message="the delete in the statistics")
+    wait_until(
+        lambda: conn.execute(
+            "SELECT n_tup_del >= %s FROM pg_stat_user_tables WHERE relid = 'jobqueue.jobs'::regclass", (count - 100,)
+        ).fetchone()[0],
+        message="the delete in the statistics",
+    )
     conn.execute("VACUUM ANALYZE jobqueue.jobs")
     assert files(conn) == before  # VACUUM gave nothing back
     return before
 
 
 def all_valid(conn) -> bool:
-    return conn.execute("SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = 'jobqueue.jobs'::regclass"
-                        ).fetchone()[0]
+    return conn.execute(
+        "SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = 'jobqueue.jobs'::regclass"
+    ).fetchone()[0]
 
 
 def leftovers(conn) -> int:
@@ -113,8 +122,10 @@ def test_bloated_indexes_shrink_one_per_run_and_a_bulk_load_is_not_bloat(dsn, co
         assert after[name][0] != before[name][0], name
         assert after[name][1] < before[name][1] / 10, name
     assert leftovers(conn) == 0 and all_valid(conn)
-    plan = conn.execute("EXPLAIN SELECT id FROM jobqueue.jobs WHERE state = 'pending' AND queue = 'q1' "
-                        "ORDER BY priority, run_at, seq LIMIT 1").fetchall()
+    plan = conn.execute(
+        "EXPLAIN SELECT id FROM jobqueue.jobs WHERE state = 'pending' AND queue = 'q1' "
+        "ORDER BY priority, run_at, seq LIMIT 1"
+    ).fetchall()
     assert "jobs_claim_idx" in str(plan)
 
 
@@ -130,9 +141,13 @@ def test_nothing_happens_while_an_old_snapshot_is_held(dsn, conn):
     with psycopg.connect(dsn) as holder:  # a long report: REPEATABLE READ, its snapshot taken
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT count(*) FROM jobqueue.leaders")
-        wait_until(lambda: conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND "
-                                        "now() - xact_start > interval '0.3 s'", (holder.info.backend_pid,)
-                                        ).fetchone(), message="an old snapshot")
+        wait_until(
+            lambda: conn.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND now() - xact_start > interval '0.3 s'",
+                (holder.info.backend_pid,),
+            ).fetchone(),
+            message="an old snapshot",
+        )
         assert run(dsn, max_xact_age=0.2) == [0]
         assert files(conn) == before and leftovers(conn) == 0  # no rebuild even began
         holder.rollback()
@@ -156,8 +171,9 @@ def test_a_failed_rebuild_is_cleaned_up_on_the_next_run_and_a_rebuild_waits_past
         with pytest.raises(DatabaseBusy):
             asyncio.run(bounded_rebuild())
         holder.rollback()
-    invalid = conn.execute("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                           "WHERE NOT i.indisvalid").fetchall()
+    invalid = conn.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE NOT i.indisvalid"
+    ).fetchall()
     assert invalid == [("jobs_claim_idx_ccnew",)]
 
     assert run(dsn) == [2]  # the leftover dropped, then the most bloated index rebuilt
@@ -169,10 +185,15 @@ def test_a_failed_rebuild_is_cleaned_up_on_the_next_run_and_a_rebuild_waits_past
     async def waits() -> int:
         reindexer = Reindexer(db.Session.of(settings, "test-reindexer"), ReindexerOptions(**SMALL))
         rebuilding = asyncio.create_task(reindexer.run_once())
-        await asyncio.to_thread(wait_until, lambda: conn.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE application_name = 'test-reindexer' AND wait_event_type = 'Lock'"
-            " AND query LIKE 'REINDEX%%' AND now() - query_start > interval '1 second'").fetchone(),
-            timeout=10, message="a rebuild waiting past its timeouts")
+        await asyncio.to_thread(
+            wait_until,
+            lambda: conn.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'test-reindexer' AND wait_event_type = 'Lock'"
+                " AND query LIKE 'REINDEX%%' AND now() - query_start > interval '1 second'"
+            ).fetchone(),
+            timeout=10,
+            message="a rebuild waiting past its timeouts",
+        )
         assert not rebuilding.done()
         holder.commit()
         return (await asyncio.wait_for(rebuilding, 30)).count
@@ -205,14 +226,30 @@ def test_the_vacuumer_and_reindexer_are_leader_services_unless_turned_off(dsn):
 
     assert {"reindexer", "vacuumer"} <= set(names())
     assert "reindexer" not in names(reindex_interval=0) and "vacuumer" not in names(vacuum_interval=0)
-    for bad in ({"reindex_interval": -1}, {"vacuum_interval": -1}, {"reindex_factor": 0.9},
-                {"vacuum_min_dead": -1}, {"maintenance_xact_age": -1}):
+    for bad in (
+        {"reindex_interval": -1},
+        {"vacuum_interval": -1},
+        {"reindex_factor": 0.9},
+        {"vacuum_min_dead": -1},
+        {"maintenance_xact_age": -1},
+    ):
         with pytest.raises(ValueError):
             settings_of(dsn=dsn, **bad)
-    env = Settings.from_env({"JOBQUEUE_REINDEX_FACTOR": "3", "JOBQUEUE_REINDEX_MIN_WASTE_MB": "1",
-                             "JOBQUEUE_VACUUM_INTERVAL": "30", "JOBQUEUE_VACUUM_MIN_DEAD": "1000",
-                             "JOBQUEUE_MAINTENANCE_XACT_AGE": "5"})
-    assert (env.maintenance.reindex_factor, env.maintenance.reindex_min_waste_mb, env.maintenance.vacuum_interval,
-            env.maintenance.vacuum_min_dead, env.maintenance.max_xact_age) == (3.0, 1.0, 30.0, 1000, 5.0)
+    env = Settings.from_env(
+        {
+            "JOBQUEUE_REINDEX_FACTOR": "3",
+            "JOBQUEUE_REINDEX_MIN_WASTE_MB": "1",
+            "JOBQUEUE_VACUUM_INTERVAL": "30",
+            "JOBQUEUE_VACUUM_MIN_DEAD": "1000",
+            "JOBQUEUE_MAINTENANCE_XACT_AGE": "5",
+        }
+    )
+    assert (
+        env.maintenance.reindex_factor,
+        env.maintenance.reindex_min_waste_mb,
+        env.maintenance.vacuum_interval,
+        env.maintenance.vacuum_min_dead,
+        env.maintenance.max_xact_age,
+    ) == (3.0, 1.0, 30.0, 1000, 5.0)
     with pytest.raises(ValueError):
         Settings.from_env({"JOBQUEUE_VACUUM_MIN_DEAD": "many"})

@@ -66,12 +66,15 @@ def test_a_tick_that_already_has_a_fire_row_creates_no_second_job(dsn, conn):
     assert fired_ticks(conn, "daily") == [START.replace(hour=6)]
 
 
-@pytest.mark.parametrize("policy, limit, ticks_fired", [
-    ("fire_once", 100, [9, 10]),          # one job for the outage (the latest missed tick), then on time
-    ("fire_all", 100, list(range(11))),   # every missed tick
-    ("fire_all", 3, [7, 8, 9, 10]),       # ... the latest `misfire_limit` of them
-    ("skip", 100, [10]),                  # none of the missed ones
-])
+@pytest.mark.parametrize(
+    "policy, limit, ticks_fired",
+    [
+        ("fire_once", 100, [9, 10]),  # one job for the outage (the latest missed tick), then on time
+        ("fire_all", 100, list(range(11))),  # every missed tick
+        ("fire_all", 3, [7, 8, 9, 10]),  # ... the latest `misfire_limit` of them
+        ("skip", 100, [10]),  # none of the missed ones
+    ],
+)
 def test_misfire_policies_after_an_outage(dsn, conn, policy, limit, ticks_fired):
     insert_schedule(conn, "minutely", "* * * * *", next_fire_at=START, misfire_policy=policy, misfire_limit=limit)
     clock = ManualClock(START + timedelta(minutes=10, seconds=5))  # down from 12:00 to 12:10:05; grace 60 s
@@ -83,7 +86,9 @@ def test_misfire_policies_after_an_outage(dsn, conn, policy, limit, ticks_fired)
     asyncio.run(catch_up())
     assert fired_ticks(conn, "minutely") == [START + timedelta(minutes=m) for m in ticks_fired]
     assert conn.execute("SELECT next_fire_at, last_fire_at FROM jobqueue.schedules").fetchone() == (
-        START + timedelta(minutes=11), START + timedelta(minutes=10))
+        START + timedelta(minutes=11),
+        START + timedelta(minutes=10),
+    )
 
 
 def test_a_failover_shorter_than_the_grace_loses_no_tick_even_with_skip(dsn, conn):
@@ -98,16 +103,28 @@ def test_a_failover_shorter_than_the_grace_loses_no_tick_even_with_skip(dsn, con
     assert fired_ticks(conn, "every-5s") == [START + timedelta(seconds=s) for s in (0, 5, 10, 15)]
 
 
-@pytest.mark.parametrize("day_start, day_end, hours", [
-    (datetime(2024, 3, 30, 23, tzinfo=UTC), datetime(2024, 3, 31, 22, tzinfo=UTC), 23),  # spring forward
-    (datetime(2024, 10, 26, 22, tzinfo=UTC), datetime(2024, 10, 27, 23, tzinfo=UTC), 25),  # fall back
-])
+@pytest.mark.parametrize(
+    "day_start, day_end, hours",
+    [
+        (datetime(2024, 3, 30, 23, tzinfo=UTC), datetime(2024, 3, 31, 22, tzinfo=UTC), 23),  # spring forward
+        (datetime(2024, 10, 26, 22, tzinfo=UTC), datetime(2024, 10, 27, 23, tzinfo=UTC), 25),  # fall back
+    ],
+)
 def test_dst_days_in_the_schedules_zone_neither_skip_nor_double_a_fire(dsn, conn, day_start, day_end, hours):
     berlin = "Europe/Berlin"
-    for name, cron in (("daily-0230", "30 2 * * *"), ("daily-0200", "0 2 * * *"), ("hourly", "0 * * * *"),
-                       ("quarter", "*/15 * * * *")):
-        insert_schedule(conn, name, cron, timezone=berlin,
-                        next_fire_at=CronSchedule(cron, berlin).next_after(day_start - timedelta(seconds=1)))
+    for name, cron in (
+        ("daily-0230", "30 2 * * *"),
+        ("daily-0200", "0 2 * * *"),
+        ("hourly", "0 * * * *"),
+        ("quarter", "*/15 * * * *"),
+    ):
+        insert_schedule(
+            conn,
+            name,
+            cron,
+            timezone=berlin,
+            next_fire_at=CronSchedule(cron, berlin).next_after(day_start - timedelta(seconds=1)),
+        )
     clock = ManualClock(day_start - timedelta(minutes=1))
 
     async def through_the_day() -> None:

@@ -25,10 +25,19 @@ def row(conn, name: str) -> dict:
 
 # --- Python ---------------------------------------------------------------------------------------
 
+
 def test_add_list_pause_resume_remove_run_now(dsn, conn):
     with Client(dsn) as client:
-        added = client.schedules.add("report", "0 3 * * *", "make_report", timezone="Europe/Berlin",
-                                     payload={"kind": "daily"}, priority="high", queue="reports", max_attempts=2)
+        added = client.schedules.add(
+            "report",
+            "0 3 * * *",
+            "make_report",
+            timezone="Europe/Berlin",
+            payload={"kind": "daily"},
+            priority="high",
+            queue="reports",
+            max_attempts=2,
+        )
         assert added.next_fire_at is not None and added.next_fire_at.astimezone(timezone.utc).hour in (1, 2)
         assert (added.enabled, added.source, added.misfire_policy) == (True, "python", "fire_once")
         assert [s.name for s in client.schedules.list()] == ["report"]
@@ -41,12 +50,23 @@ def test_add_list_pause_resume_remove_run_now(dsn, conn):
         job_id = client.schedules.run_now("report")
         job = client.get(job_id)
         assert (job.job_type, job.payload, job.priority.label, job.queue, job.max_attempts, job.producer_id) == (
-            "make_report", {"kind": "daily"}, "high", "reports", 2, "schedule:report")
+            "make_report",
+            {"kind": "daily"},
+            "high",
+            "reports",
+            2,
+            "schedule:report",
+        )
 
         client.schedules.remove("report")
         assert client.schedules.list() == []
-        for call in (client.schedules.get, client.schedules.pause, client.schedules.resume,
-                     client.schedules.remove, client.schedules.run_now):
+        for call in (
+            client.schedules.get,
+            client.schedules.pause,
+            client.schedules.resume,
+            client.schedules.remove,
+            client.schedules.run_now,
+        ):
             with pytest.raises(ScheduleNotFound):
                 call("report")
 
@@ -75,25 +95,28 @@ def test_a_taken_name_is_refused_and_put_redefines(dsn, conn):
     assert changed.updated_at > before["updated_at"]
 
 
-@pytest.mark.parametrize("options, field", [
-    (dict(cron="61 * * * *"), "cron"),
-    (dict(cron="* * *"), "cron"),
-    (dict(cron="* * * * * * *"), "cron"),
-    (dict(cron="0 0 30 2 *"), "cron"),
-    (dict(timezone="Mars/Olympus"), "timezone"),
-    (dict(timezone="CEST"), "timezone"),
-    (dict(job_type=""), "job_type"),
-    (dict(name=" "), "name"),
-    (dict(priority="urgent"), "priority"),
-    (dict(queue=""), "queue"),
-    (dict(queue="q" * 256), "queue"),
-    (dict(job_type="t" * 10_000), "job_type"),
-    (dict(max_attempts=0), "max_attempts"),
-    (dict(misfire_policy="catch_up"), "misfire_policy"),
-    (dict(misfire_limit=0), "misfire_limit"),
-    (dict(misfire_limit=2**40), "misfire_limit"),
-    (dict(payload={"x": object()}), "payload"),
-])
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        (dict(cron="61 * * * *"), "cron"),
+        (dict(cron="* * *"), "cron"),
+        (dict(cron="* * * * * * *"), "cron"),
+        (dict(cron="0 0 30 2 *"), "cron"),
+        (dict(timezone="Mars/Olympus"), "timezone"),
+        (dict(timezone="CEST"), "timezone"),
+        (dict(job_type=""), "job_type"),
+        (dict(name=" "), "name"),
+        (dict(priority="urgent"), "priority"),
+        (dict(queue=""), "queue"),
+        (dict(queue="q" * 256), "queue"),
+        (dict(job_type="t" * 10_000), "job_type"),
+        (dict(max_attempts=0), "max_attempts"),
+        (dict(misfire_policy="catch_up"), "misfire_policy"),
+        (dict(misfire_limit=0), "misfire_limit"),
+        (dict(misfire_limit=2**40), "misfire_limit"),
+        (dict(payload={"x": object()}), "payload"),
+    ],
+)
 def test_python_refuses_invalid_input_naming_the_field(options, field):
     fields = dict(name="n", cron="* * * * *", job_type="t") | options
     client = Client("postgresql://nowhere.invalid/none")  # never opened: refused before any SQL runs
@@ -141,8 +164,15 @@ def test_an_update_that_breaks_the_expression_is_refused_too(conn):
 
 
 def test_sql_accepts_croniter_syntax_and_leaves_planning_to_the_scheduler(conn):
-    for name, cron in (("a", "0 9 * * mon-fri"), ("b", "0 0 L * *"), ("c", "0 12 * * sat#1"), ("d", "@daily"),
-                       ("e", "*/10 8-18 * JAN-MAR ?"), ("f", "0 0 15W * *"), ("g", "30 * * * * 15")):
+    for name, cron in (
+        ("a", "0 9 * * mon-fri"),
+        ("b", "0 0 L * *"),
+        ("c", "0 12 * * sat#1"),
+        ("d", "@daily"),
+        ("e", "*/10 8-18 * JAN-MAR ?"),
+        ("f", "0 0 15W * *"),
+        ("g", "30 * * * * 15"),
+    ):
         insert_schedule(conn, name, cron, timezone="America/New_York", priority="HIGH")
     rows = conn.execute("SELECT priority, next_fire_at, source FROM jobqueue.schedules").fetchall()
     assert set(rows) == {("high", None, "sql")}
@@ -165,6 +195,7 @@ def test_changing_the_expression_or_resuming_replans_and_notifies(dsn, conn):
 
 
 # --- @queue.periodic --------------------------------------------------------------------------------
+
 
 def periodic_app(cron: str) -> JobQueue:
     app = JobQueue("periodic-test")
@@ -197,8 +228,14 @@ def test_worker_start_syncs_declared_schedules_keeping_a_pause(dsn, conn):
     with WorkerThread(periodic_app("*/5 * * * *"), settings):
         pass
     first = row(conn, "cleanup")
-    assert (first["cron"], first["timezone"], first["job_type"], first["payload"], first["priority"], first["source"]) == (
-        "*/5 * * * *", "Europe/Berlin", "cleanup", {"deep": True}, "low", "python")
+    assert (
+        first["cron"],
+        first["timezone"],
+        first["job_type"],
+        first["payload"],
+        first["priority"],
+        first["source"],
+    ) == ("*/5 * * * *", "Europe/Berlin", "cleanup", {"deep": True}, "low", "python")
     assert first["next_fire_at"] is not None and row(conn, "hourly")["cron"] == "0 * * * *"
 
     with Client(dsn) as client:

@@ -38,8 +38,9 @@ def _expired_jobs(dsn: str) -> tuple:
 def _renew(dsn: str, job_id) -> None:
     """The live worker's heartbeat: the lease of its attempt 1, 30 s more."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        call = job_store.extend_leases(worker_id="live-worker", attempts=[(job_id, 1)], lease_seconds=30,
-                                       deadline_grace=30)
+        call = job_store.extend_leases(
+            worker_id="live-worker", attempts=[(job_id, 1)], lease_seconds=30, deadline_grace=30
+        )
         assert db.run_sync(conn, call).written, "the heartbeat found no lease to renew"
 
 
@@ -85,7 +86,10 @@ def test_a_sweep_that_could_not_reach_the_database_holds_expired_leases_once_it_
         live, dead = _expired_jobs(own_cluster)
         with psycopg.connect(own_cluster, autocommit=True) as conn:  # no outage yet: reclaimed at once
             conn.execute("UPDATE jobqueue.jobs SET locked_until = now() + interval '1 hour' WHERE id = %s", (live,))
-        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live, dead) == ["processing", "pending"]
+        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live, dead) == [
+            "processing",
+            "pending",
+        ]
 
         own_cluster.cluster.stop(mode="fast")
         with pytest.raises(DatabaseUnavailable):
@@ -96,6 +100,8 @@ def test_a_sweep_that_could_not_reach_the_database_holds_expired_leases_once_it_
 
         assert await sweeper.run_once() == Swept() and _states(own_cluster, live) == ["processing"]
         clock.advance(GRACE)
-        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live) == ["pending"]  # nobody renewed it
+        assert await sweeper.run_once() == Swept(reclaimed=1) and _states(own_cluster, live) == [
+            "pending"
+        ]  # nobody renewed it
 
     asyncio.run(_with_sweeper(own_cluster, scenario))

@@ -46,13 +46,28 @@ def test_prometheus_config_for_compose_is_valid(promtool):
 def test_rules_name_only_metrics_that_metrics_serves():
     now = datetime.now(timezone.utc)
     snapshot = metrics.Snapshot(
-        measured_at=now, submitted=1, queues=[QueueCounts("q", 2, 1, 0, 0, 0, 1.0)], dead=[DeadCount("q", "t", 1)],
+        measured_at=now,
+        submitted=1,
+        queues=[QueueCounts("q", 2, 1, 0, 0, 0, 1.0)],
+        dead=[DeadCount("q", "t", 1)],
         totals=[TypeTotals("q", "t", 1, 0, 1.0, (1,))],
-        workers=[WorkerRow("w", "h", 1, ("q",), 1, "running", 0, 0, 0.5, 1.0, now, now, 0, True)], collect_seconds=0.0)
-    served = {line.split("{")[0].split(" ")[0] for line in prometheus.render(snapshot).splitlines()
-              if line and not line.startswith("#")}
+        workers=[WorkerRow("w", "h", 1, ("q",), 1, "running", 0, 0, 0.5, 1.0, now, now, 0, True)],
+        collect_seconds=0.0,
+    )
+    served = {
+        line.split("{")[0].split(" ")[0]
+        for line in prometheus.render(snapshot).splitlines()
+        if line and not line.startswith("#")
+    }
     rules = (RULES_DIR / "alerts.yml").read_text()
     used = set(re.findall(r"\bjobqueue_[a-z_]+", rules))
     assert used and used <= served, used - served
-    assert set(re.findall(r"alert: (\w+)", rules)) == {"HighFailureRate", "QueueBacklog", "StuckJobs", "DLQBreach",
-                                                        "WorkerDown", "StuckProcessing", "DeadlineOverrun"}
+    assert set(re.findall(r"alert: (\w+)", rules)) == {
+        "HighFailureRate",
+        "QueueBacklog",
+        "StuckJobs",
+        "DLQBreach",
+        "WorkerDown",
+        "StuckProcessing",
+        "DeadlineOverrun",
+    }

@@ -35,6 +35,7 @@ def server(dsn):
 @pytest.fixture
 def admin_key(dsn) -> str:
     from jobqueue.client import Client
+
     with Client(dsn, pool_size=1) as client:
         return client.create_api_key("ops", role="admin")[0]
 
@@ -48,22 +49,35 @@ def test_metrics_are_prometheus_text_and_follow_the_database(server, conn, dsn):
     for _ in range(3):
         make_job(conn, queue="mail", priority="high")
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
-    samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
-                         and value(s, "jobqueue_jobs_submitted_total") == 4 and s, message="a fresh collection")
+    samples = wait_until(
+        lambda: (
+            (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
+            and value(s, "jobqueue_jobs_submitted_total") == 4
+            and s
+        ),
+        message="a fresh collection",
+    )
     assert value(samples, "jobqueue_queue_depth", queue="mail", priority="high") == 3
     assert value(samples, "jobqueue_jobs_in_dlq", queue="mail", job_type="send") == 1
     assert value(samples, "jobqueue_jobs_submitted_total") == 4
 
     with WorkerThread(test_app, test_settings(dsn, stats_interval=0.2)):
-        conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"record\"}, {\"job_type\": \"record\"}]')")
-        samples = wait_until(lambda: (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
-                             and total(s, "jobqueue_jobs_processed_total") == 2 and s,
-                             timeout=15, message="the worker's attempts on /metrics")
+        conn.execute('SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "record"}, {"job_type": "record"}]\')')
+        samples = wait_until(
+            lambda: (
+                (s := parse(httpx.get(server.url + "/metrics", headers=METRICS).text))
+                and total(s, "jobqueue_jobs_processed_total") == 2
+                and s
+            ),
+            timeout=15,
+            message="the worker's attempts on /metrics",
+        )
         assert value(samples, "jobqueue_worker_count") == 1
 
 
 def test_the_figures_need_an_admin_key_or_the_metrics_token_and_probes_stay_public(server, dsn, admin_key):
     from jobqueue.client import Client
+
     with Client(dsn, pool_size=1) as client:
         producer_key = client.create_api_key("acme")[0]
     for path in ("/metrics", "/dashboard/overview"):
@@ -103,13 +117,18 @@ def test_overview_json_has_totals_queues_and_pause_state(server, conn, admin_key
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
     paused = httpx.post(server.url + "/queues/mail/pause", headers={"Authorization": f"Bearer {admin_key}"})
     assert paused.status_code == 200, paused.text
-    overview = wait_until(lambda: (o := httpx.get(server.url + "/dashboard/overview", headers=METRICS).json())["submitted"] == 2 and o,
-                          message="a fresh collection")
+    overview = wait_until(
+        lambda: (o := httpx.get(server.url + "/dashboard/overview", headers=METRICS).json())["submitted"] == 2 and o,
+        message="a fresh collection",
+    )
     assert overview["depth"] == 1 and overview["dead"] == 1 and overview["submitted"] == 2
     (mail,) = [q for q in overview["queues"] if q["queue"] == "mail"]
     assert mail["paused"] is True and mail["depth_by_priority"]["low"] == 1 and mail["dead"] == 1
     assert len(overview["buckets"]) == len(overview["bounds_ms"]) + 1
-    assert value(parse(httpx.get(server.url + "/metrics", headers=METRICS).text), "jobqueue_queue_paused", queue="mail") == 1
+    assert (
+        value(parse(httpx.get(server.url + "/metrics", headers=METRICS).text), "jobqueue_queue_paused", queue="mail")
+        == 1
+    )
 
 
 def test_rest_submit_opens_a_producer_span_under_the_callers_traceparent(dsn, conn, admin_key):
@@ -120,8 +139,11 @@ def test_rest_submit_opens_a_producer_span_under_the_callers_traceparent(dsn, co
     api.server.config.app.state["services"].client.tracing = tracing.Tracing(provider)
     api.start()
     try:
-        response = httpx.post(api.url + "/jobs", json={"job_type": "record", "payload": {}},
-                              headers={"Authorization": f"Bearer {admin_key}", "traceparent": CALLER})
+        response = httpx.post(
+            api.url + "/jobs",
+            json={"job_type": "record", "payload": {}},
+            headers={"Authorization": f"Bearer {admin_key}", "traceparent": CALLER},
+        )
     finally:
         api.stop()
     assert response.status_code == 201, response.text
@@ -147,11 +169,16 @@ def test_dashboard_endpoints_stay_quick_with_100k_jobs(server, conn, admin_key):
     with httpx.Client(base_url=server.url, headers=headers, timeout=10) as http:
         http.get("/dashboard/overview")  # warm the pool and the plans
         timings = {}
-        for name, path in (("overview", "/dashboard/overview"), ("jobs", "/jobs?limit=50"),
-                           ("jobs filtered", "/jobs?limit=50&state=dead_letter&queue=q1"), ("dlq", "/admin/dlq?limit=50"),
-                           ("scheduled", "/jobs?limit=50&state=pending&scheduled=true"),
-                           ("retrying", "/jobs?limit=50&state=failed"),
-                           ("running", "/dashboard/running"), ("history", "/dashboard/history")):
+        for name, path in (
+            ("overview", "/dashboard/overview"),
+            ("jobs", "/jobs?limit=50"),
+            ("jobs filtered", "/jobs?limit=50&state=dead_letter&queue=q1"),
+            ("dlq", "/admin/dlq?limit=50"),
+            ("scheduled", "/jobs?limit=50&state=pending&scheduled=true"),
+            ("retrying", "/jobs?limit=50&state=failed"),
+            ("running", "/dashboard/running"),
+            ("history", "/dashboard/history"),
+        ):
             started = time.perf_counter()
             response = http.get(path)
             timings[name] = time.perf_counter() - started
@@ -162,8 +189,12 @@ def test_dashboard_endpoints_stay_quick_with_100k_jobs(server, conn, admin_key):
         second = http.get(f"/jobs?limit=50&cursor={first['next_cursor']}").json()
         assert len(first["jobs"]) == len(second["jobs"]) == 50
         assert not {j["id"] for j in first["jobs"]} & {j["id"] for j in second["jobs"]}
-    print("dashboard calls with 100k jobs (s):", {k: round(v, 4) for k, v in timings.items()},
-          "collection (ms):", overview["collect_ms"])
+    print(
+        "dashboard calls with 100k jobs (s):",
+        {k: round(v, 4) for k, v in timings.items()},
+        "collection (ms):",
+        overview["collect_ms"],
+    )
     assert max(timings.values()) < 1.0, timings
 
 
@@ -179,7 +210,9 @@ def test_metrics_queues_and_the_overview_list_the_largest_queues_and_fold_the_re
                     FROM generate_series(1, 3000) g""")
     conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 'x', 'big' FROM generate_series(1, 40)")
     conn.execute("INSERT INTO jobqueue.queue_settings (queue, paused) VALUES ('quiet', true)")
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)")
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency) VALUES ('w1', 'h', 1, '{served}', 1)"
+    )
     headers = {"Authorization": f"Bearer {admin_key}"}
     with httpx.Client(base_url=server.url, headers=headers, timeout=10) as http:
         text = http.get("/metrics").text

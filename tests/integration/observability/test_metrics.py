@@ -23,27 +23,30 @@ def _collect(dsn: str, **options) -> metrics.Snapshot:
             return await metrics.collect(conn, cap=options.get("cap", 1000), stale_seconds=60)
         finally:
             await conn.close()
+
     return asyncio.run(main())
 
 
 def test_bucket_bounds_in_python_match_the_schema(conn):
-    assert db.run_sync(conn, metrics_store.bucket_bounds()) == tuple(float(b) for b in metrics_store.DURATION_BUCKETS_MS)
+    assert db.run_sync(conn, metrics_store.bucket_bounds()) == tuple(
+        float(b) for b in metrics_store.DURATION_BUCKETS_MS
+    )
 
 
 def test_job_counts_per_queue_and_priority(conn, dsn):
     past, future = datetime.now(timezone.utc) - timedelta(seconds=90), datetime.now(timezone.utc) + timedelta(hours=1)
     for _ in range(3):
         make_job(conn, queue="mail", priority="high", run_at=past)
-    make_job(conn, queue="mail", priority="high")                               # runnable, younger
-    make_job(conn, queue="mail", priority="low", run_at=future)                 # scheduled
+    make_job(conn, queue="mail", priority="high")  # runnable, younger
+    make_job(conn, queue="mail", priority="low", run_at=future)  # scheduled
     make_job(conn, queue="mail", priority="low", state="failed", run_at=future)  # retry not due yet
-    make_job(conn, queue="mail", priority="low", state="failed", run_at=past)    # retry due: runnable
+    make_job(conn, queue="mail", priority="low", state="failed", run_at=past)  # retry due: runnable
     make_job(conn, queue="mail", priority="normal", state="processing")
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
     make_job(conn, queue="other", job_type="x", state="dead_letter")
     for state in ("completed", "cancelled"):
-        make_job(conn, queue="mail", state=state)                               # finished: not counted
+        make_job(conn, queue="mail", state=state)  # finished: not counted
 
     snapshot = _collect(dsn)
     rows = {(q.queue, q.priority): q for q in snapshot.queues}
@@ -77,13 +80,20 @@ def test_counts_stop_at_the_cap(conn, dsn):
 def test_submitted_counter_follows_the_sequence(conn, dsn):
     assert _collect(dsn).submitted == 0
     conn.execute("SELECT jobqueue.enqueue('a')")
-    conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"b\"}, {\"job_type\": \"c\"}]')")
+    conn.execute('SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "b"}, {"job_type": "c"}]\')')
     assert _collect(dsn).submitted == 3
 
 
 def test_label_values_are_escaped():
-    snapshot = metrics.Snapshot(measured_at=datetime.now(timezone.utc), submitted=0, queues=[], dead=[
-        metrics_store.DeadCount('we"ird\\queue\n', "t", 1)], totals=[], workers=[], collect_seconds=0.0)
+    snapshot = metrics.Snapshot(
+        measured_at=datetime.now(timezone.utc),
+        submitted=0,
+        queues=[],
+        dead=[metrics_store.DeadCount('we"ird\\queue\n', "t", 1)],
+        totals=[],
+        workers=[],
+        collect_seconds=0.0,
+    )
     samples = parse(prometheus.render(snapshot))
     assert value(samples, "jobqueue_jobs_in_dlq", queue='we"ird\\queue\n', job_type="t") == 1
 
@@ -118,11 +128,19 @@ def test_collection_never_scans_the_job_table(dsn):
         conn.rollback()
     # a queue's prefix of either partial index over waiting jobs (both lead with the queue)
     assert {index for _, relation, index in waiting if relation == "jobs"} - {""} in (
-        {"jobs_claim_idx"}, {"jobs_claim_type_idx"}, {"jobs_claim_idx", "jobs_claim_type_idx"}), waiting
+        {"jobs_claim_idx"},
+        {"jobs_claim_type_idx"},
+        {"jobs_claim_idx", "jobs_claim_type_idx"},
+    ), waiting
     job_scans = {(kind, index) for kind, relation, index in counts | dead | waiting if relation == "jobs"}
     assert ("Seq Scan", "") not in job_scans, job_scans
     # Partial indexes over live states, or over dead letters (jobs_finished_idx leads with state).
-    assert {index for _, index in job_scans} - {""} <= {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_lease_idx",
-                                                        "jobs_retry_wait_idx", "jobs_dead_letter_idx",
-                                                        "jobs_finished_idx"}, job_scans
+    assert {index for _, index in job_scans} - {""} <= {
+        "jobs_claim_idx",
+        "jobs_claim_type_idx",
+        "jobs_lease_idx",
+        "jobs_retry_wait_idx",
+        "jobs_dead_letter_idx",
+        "jobs_finished_idx",
+    }, job_scans
     assert {"jobs_claim_idx", "jobs_retry_wait_idx"} <= {index for _, index in job_scans}

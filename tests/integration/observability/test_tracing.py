@@ -34,10 +34,25 @@ def _memory_tracing() -> tuple[tracing.Tracing, InMemorySpanExporter]:
 
 def _spawn_traced_worker(dsn: str) -> subprocess.Popen:
     """A real worker process whose spans go to stdout (OTEL_TRACES_EXPORTER=console); logs to stderr."""
-    env = dict(os.environ, JOBQUEUE_DSN=dsn, OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="worker-under-test",
-               OTEL_BSP_SCHEDULE_DELAY="100", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-c", "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
-               "--app", "tests.support.apps:queue", "--concurrency", "4", "--poll-interval", "0.5"]
+    env = dict(
+        os.environ,
+        JOBQUEUE_DSN=dsn,
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_SERVICE_NAME="worker-under-test",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        PYTHONUNBUFFERED="1",
+    )
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from jobqueue.cli import worker_main; sys.exit(worker_main())",
+        "--app",
+        "tests.support.apps:queue",
+        "--concurrency",
+        "4",
+        "--poll-interval",
+        "0.5",
+    ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
@@ -66,15 +81,25 @@ def test_worker_span_is_a_child_of_the_producer_span_across_processes(conn, dsn)
     single = next(s for s in exporter.get_finished_spans() if s.attributes.get("jobqueue.job.id") == str(job_id))
     assert single.kind.name == "PRODUCER" and single.attributes["messaging.destination.name"] == "default"
     assert _ids(job_row(conn, job_id)["traceparent"]) == (single.context.trace_id, single.context.span_id)
-    batch_span = next(s for s in exporter.get_finished_spans() if s.attributes.get("messaging.batch.message_count") == 3)
+    batch_span = next(
+        s for s in exporter.get_finished_spans() if s.attributes.get("messaging.batch.message_count") == 3
+    )
     assert {_ids(job_row(conn, i)["traceparent"]) for i in batch_ids} == {
-        (batch_span.context.trace_id, batch_span.context.span_id)}
+        (batch_span.context.trace_id, batch_span.context.span_id)
+    }
 
     worker = _spawn_traced_worker(dsn)
     try:
-        wait_until(lambda: conn.execute(
-            "SELECT count(*) FROM jobqueue.jobs WHERE state IN ('completed', 'dead_letter')").fetchone()[0] == 6,
-            timeout=30, message="all six jobs finished")
+        wait_until(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM jobqueue.jobs WHERE state IN ('completed', 'dead_letter')"
+                ).fetchone()[0]
+                == 6
+            ),
+            timeout=30,
+            message="all six jobs finished",
+        )
     finally:
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=30)
@@ -114,8 +139,9 @@ def test_a_callers_traceparent_becomes_the_producer_spans_parent(conn, dsn):
     assert _ids(job_row(conn, job_id)["traceparent"]) == (span.context.trace_id, span.context.span_id)
 
 
-@pytest.mark.parametrize("env", [{}, {"OTEL_TRACES_EXPORTER": "none"},
-                                 {"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"OTEL_TRACES_EXPORTER": "none"}, {"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}]
+)
 def test_tracing_is_off_unless_configured(env, dsn):
     assert tracing.from_env(env) is None
     with Client(dsn) as client:
@@ -123,6 +149,7 @@ def test_tracing_is_off_unless_configured(env, dsn):
 
     async def run():
         return "outcome"
+
     coroutine = run()
     assert traced(None, object(), coroutine) is coroutine  # off: the worker awaits the bare coroutine
     coroutine.close()
@@ -154,7 +181,7 @@ def test_spans_opened_by_handlers_nest_under_the_execution_span(conn, dsn):
     thread = WorkerThread(app, test_settings(dsn))
     thread.worker.tracing = worker_tracing
     with thread:
-        conn.execute("SELECT * FROM jobqueue.enqueue_many('[{\"job_type\": \"in_thread\"}, {\"job_type\": \"on_loop\"}]')")
+        conn.execute('SELECT * FROM jobqueue.enqueue_many(\'[{"job_type": "in_thread"}, {"job_type": "on_loop"}]\')')
         wait_until(lambda: len(exporter.get_finished_spans()) == 4, timeout=15, message="four spans")
     spans = {span.name: span for span in exporter.get_finished_spans()}
     for kind, job_type in (("sync", "in_thread"), ("async", "on_loop")):
@@ -166,7 +193,9 @@ def test_spans_opened_by_handlers_nest_under_the_execution_span(conn, dsn):
 
 def test_otlp_is_the_standard_exporter_name():
     """In a fresh interpreter (a provider is installed once per process)."""
-    code = ("from jobqueue.observability import tracing; t = tracing.from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'});"
-            "print(*[type(p.span_exporter).__name__ for p in t.provider._active_span_processor._span_processors])")
+    code = (
+        "from jobqueue.observability import tracing; t = tracing.from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'});"
+        "print(*[type(p.span_exporter).__name__ for p in t.provider._active_span_processor._span_processors])"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.stdout.split() == ["OTLPSpanExporter"], result.stderr

@@ -18,11 +18,20 @@ from tests.support.factories import make_job
 from tests.support.prometheus import parse, value
 
 
-def _worker(conn, worker_id: str, queues: list[str], job_types: list[str], *, status: str = "running",
-            heartbeat_age: float = 0.0) -> None:
-    conn.execute("INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, status, last_heartbeat, job_types) "
-                 "VALUES (%s, 'h', 1, %s, 1, %s, now() - make_interval(secs => %s), %s)",
-                 (worker_id, queues, status, heartbeat_age, job_types))
+def _worker(
+    conn,
+    worker_id: str,
+    queues: list[str],
+    job_types: list[str],
+    *,
+    status: str = "running",
+    heartbeat_age: float = 0.0,
+) -> None:
+    conn.execute(
+        "INSERT INTO jobqueue.workers (id, host, pid, queues, concurrency, status, last_heartbeat, job_types) "
+        "VALUES (%s, 'h', 1, %s, 1, %s, now() - make_interval(secs => %s), %s)",
+        (worker_id, queues, status, heartbeat_age, job_types),
+    )
 
 
 def _collect(dsn: str, max_queues: int | None = None) -> metrics.Snapshot:
@@ -32,12 +41,17 @@ def _collect(dsn: str, max_queues: int | None = None) -> metrics.Snapshot:
             return await metrics.collect(conn, cap=1000, stale_seconds=60, max_queues=max_queues)
         finally:
             await conn.close()
+
     return asyncio.run(main())
 
 
 def test_runnable_jobs_of_types_no_live_worker_of_their_queue_serves_are_counted(dsn, conn):
-    for job_type, queue, n in (("greet", "default", 3), ("report", "default", 2), ("report", "mail", 4),
-                               ("gone", "default", 1)):
+    for job_type, queue, n in (
+        ("greet", "default", 3),
+        ("report", "default", 2),
+        ("report", "mail", 4),
+        ("gone", "default", 1),
+    ):
         for _ in range(n):
             make_job(conn, job_type=job_type, queue=queue)
     make_job(conn, job_type="later", run_at=datetime.now(timezone.utc) + timedelta(hours=1))  # not runnable yet
@@ -75,13 +89,18 @@ def _reads(node: dict) -> set[str]:
 def test_the_count_reads_only_the_type_index_and_stops_at_its_caps(conn):
     """Finished rows cost nothing (a partial index over waiting jobs), one descent per (queue, job
     type), each unserved pair counted up to the cap, at most max_pairs pairs looked at."""
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, queue) SELECT 't' || (g % 20), 'q' || (g % 3) "
-                 "FROM generate_series(1, 3000) g")
-    conn.execute("INSERT INTO jobqueue.jobs (job_type, state, finished_at) SELECT 'x', 'completed', now() "
-                 "FROM generate_series(1, 20000)")
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, queue) SELECT 't' || (g % 20), 'q' || (g % 3) "
+        "FROM generate_series(1, 3000) g"
+    )
+    conn.execute(
+        "INSERT INTO jobqueue.jobs (job_type, state, finished_at) SELECT 'x', 'completed', now() "
+        "FROM generate_series(1, 20000)"
+    )
     conn.execute("ANALYZE jobqueue.jobs")
-    plan = conn.execute("EXPLAIN (FORMAT JSON) " + queries()["queue_unserved"],
-                        {"cap": 10, "stale_seconds": 60, "max_pairs": 1000}).fetchone()[0][0]["Plan"]
+    plan = conn.execute(
+        "EXPLAIN (FORMAT JSON) " + queries()["queue_unserved"], {"cap": 10, "stale_seconds": 60, "max_pairs": 1000}
+    ).fetchone()[0][0]["Plan"]
     assert _reads(plan) == {"jobs_claim_type_idx"}, _reads(plan)
     capped = db.run_sync(conn, queue_store.unserved(cap=10, stale_seconds=60, max_pairs=5))
     assert len(capped) == 5 and all(u.runnable == 10 for u in capped)  # 5 pairs, each up to 10 per level
@@ -94,6 +113,9 @@ def test_unserved_jobs_of_queues_folded_into_other_are_counted_there(dsn, conn):
             make_job(conn, job_type="nobody", queue=f"q{n}")
     snapshot = _collect(dsn, max_queues=2)
     figures = parse(prometheus.render(snapshot))
-    assert {queue: value(figures, "jobqueue_jobs_unserved", queue=queue) for queue in ("q4", "q3", metrics.OTHER)} \
-        == {"q4": 5, "q3": 4, metrics.OTHER: 6}
+    assert {queue: value(figures, "jobqueue_jobs_unserved", queue=queue) for queue in ("q4", "q3", metrics.OTHER)} == {
+        "q4": 5,
+        "q3": 4,
+        metrics.OTHER: 6,
+    }
     assert value(figures, "jobqueue_jobs_unserved", queue="q0") is None
