@@ -48,12 +48,10 @@ from jobqueue.crypto.envelopes import (
     MARKER,
     UNBOUND_VERSION,
     Binding,
-    Parts,
     Rebinder,
-    display,
-    field_keys,
     map_envelopes,
 )
+from jobqueue.crypto.field_paths import Parts, display, field_keys
 from jobqueue.crypto.keyring import KeyRing, default_key_id, new_key_line
 from jobqueue.db import gateway as db
 from jobqueue.model.errors import EncryptionError, EncryptionKeyMissing, EncryptionUnavailable
