@@ -41,6 +41,7 @@ from jobqueue.model.errors import (
     NotMigrated,
     PermissionDenied,
     QueueFull,
+    QueueNotFound,
     ScheduleNotFound,
     ValidationError,
 )
@@ -147,7 +148,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
     return error_response(422, message, field=field)
 
 
-def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound | CircuitNotFound | LimitNotFound) -> Response:
+def _not_found(_request: Request, exc: LookupError) -> Response:
     return error_response(404, str(exc))
 
 
@@ -240,6 +241,7 @@ EXCEPTION_HANDLERS: dict = {
     ScheduleNotFound: _not_found,
     CircuitNotFound: _not_found,
     LimitNotFound: _not_found,
+    QueueNotFound: _not_found,
     Conflict: _conflict,
     IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,

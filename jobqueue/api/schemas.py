@@ -311,6 +311,14 @@ class Count(msgspec.Struct):
     count: int
 
 
+class BulkCancelResult(msgspec.Struct):
+    """``complete`` false: some matching jobs stayed locked by other transactions and were left."""
+
+    cancelled: int
+    cancel_requested: int
+    complete: bool
+
+
 class Health(msgspec.Struct, omit_defaults=True):
     status: str
     revision: str | None = None

@@ -1,5 +1,5 @@
 """The checks of every client request other than an enqueue, shared by both clients: job and key
-ids, listings, queue settings, API keys, dead-letter batches, circuits and limits.
+ids, listings, queue settings, API keys, dead-letter batches, cancels by filter, circuits and limits.
 
 Each turns its arguments into the store Call to run (or raises `ValidationError` naming the
 field), so `AsyncClient` and `Client` differ only in how they run it.
@@ -7,6 +7,7 @@ field), so `AsyncClient` and `Client` differ only in how they run it.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterable
@@ -16,9 +17,9 @@ from jobqueue.config import MetricsSettings
 from jobqueue.db import gateway as db
 from jobqueue.model.api_keys import ApiKey
 from jobqueue.model.circuits import Circuit
-from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
-from jobqueue.model.jobs import JobInfo, JobPage, JobState, Priority
-from jobqueue.model.limits import SCOPES, Limit
+from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, QueueNotFound, ValidationError
+from jobqueue.model.jobs import BulkCancel, JobInfo, JobPage, JobState, Priority
+from jobqueue.model.limits import SCOPES, Limit, LimitSpec
 from jobqueue.model.names import name_problem
 from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
@@ -94,6 +95,19 @@ def queue_name(queue: Any) -> str:
     if problem is not None:
         raise ValidationError("queue", problem)
     return queue
+
+
+def paused_call(queue: str, paused: bool, force: Any) -> db.Call[QueueSettings | None]:
+    if not isinstance(force, bool):
+        raise ValidationError("force", f"must be true or false (got {force!r})")
+    return queue_store.set_paused(queue_name(queue), paused, force=force)
+
+
+def known_queue(queue: str, settings: QueueSettings | None) -> QueueSettings:
+    """After `paused_call`: the queue's settings, or `QueueNotFound` when nothing was written."""
+    if settings is None:
+        raise QueueNotFound(queue)
+    return settings
 
 
 def limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> db.Call[QueueSettings]:
@@ -173,6 +187,76 @@ def purge_batches(queue: str | None, job_type: str | None, before: datetime | No
     )
 
 
+#: The states a cancel applies to: waiting (pending, scheduled), waiting for a retry, running.
+CANCEL_STATES = ("pending", "failed", "processing")
+MAX_CANCEL_BATCH = 10_000
+
+
+class CancelRun:
+    """A cancel by filter, batch after batch (`job_admin.cancel_batch`): each client runs
+    `next_call()` until it is None, waiting `take(result)` seconds between batches. Batches that
+    find every remaining match locked by other transactions are retried `LOCKED_RETRIES` times,
+    `LOCKED_PAUSE` seconds apart, then the run ends incomplete instead of waiting on them."""
+
+    LOCKED_RETRIES = 20
+    LOCKED_PAUSE = 0.05
+
+    def __init__(
+        self,
+        *,
+        queue: Any,
+        job_type: Any,
+        state: Any,
+        before: datetime | None,
+        producer_id: Any,
+        all_jobs: bool,
+        batch_size: int,
+    ) -> None:
+        self._filters = dict(
+            queue=_optional_name("queue", queue),
+            job_type=_optional_name("job_type", job_type),
+            producer_id=_optional_name("producer_id", producer_id),
+        )
+        if state is not None and state not in CANCEL_STATES:
+            raise ValidationError(
+                "state", f"must be one of {', '.join(CANCEL_STATES)}: only those can be cancelled (got {state!r})"
+            )
+        if before is not None and (not isinstance(before, datetime) or before.tzinfo is None):
+            raise ValidationError("before", "must be a timezone-aware time")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_CANCEL_BATCH:
+            raise ValidationError("batch_size", f"must be an integer from 1 to {MAX_CANCEL_BATCH} (got {batch_size!r})")
+        if all_jobs is not True and state is None and before is None and not any(self._filters.values()):
+            raise ValidationError(
+                "all", "name at least one filter (queue, job_type, state, before, producer_id), or ask for all jobs"
+            )
+        self._state, self._cutoff, self._limit = state, before, batch_size
+        self._done, self._locked_rounds = False, 0
+        self.result = BulkCancel(0, 0)
+
+    def next_call(self) -> db.Call[job_admin.CancelBatch] | None:
+        if self._done:
+            return None
+        return job_admin.cancel_batch(limit=self._limit, cutoff=self._cutoff, state=self._state, **self._filters)
+
+    def take(self, batch: job_admin.CancelBatch) -> float:
+        """Count one batch's work; the seconds to wait before the next one."""
+        self._cutoff = batch.cutoff  # the first batch's "now": jobs enqueued since are not chased
+        self.result = BulkCancel(
+            self.result.cancelled + batch.cancelled, self.result.cancel_requested + batch.requested
+        )
+        if not batch.more:
+            self._done = True
+            return 0.0
+        if batch.cancelled or batch.requested:
+            self._locked_rounds = 0
+            return 0.0
+        self._locked_rounds += 1
+        if self._locked_rounds > self.LOCKED_RETRIES:
+            self._done = True
+            self.result = dataclasses.replace(self.result, complete=False)
+        return self.LOCKED_PAUSE
+
+
 def found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:
     if info is None:
         raise JobNotFound(job_id)
@@ -203,6 +287,13 @@ def limit_of(scope: str, name: str, limits: list[Limit]) -> Limit:
     if not matching:  # cleared by someone else in between
         raise LimitNotFound(scope, name)
     return matching[0]
+
+
+def limit_written(spec: LimitSpec, marked: int | None) -> None:
+    """After `limit_store.set_limit`: None means the set would have limited nothing (not written)."""
+    if marked is None:
+        removed = "rate" if spec.rate is None and "rate" not in spec.keep else "concurrency"
+        raise ValidationError(removed, "removing it leaves this limit nothing to limit: clear the limit instead")
 
 
 def as_uuid(value: Any, field: str = "job_id") -> uuid.UUID:

@@ -110,6 +110,17 @@ class CancelOutcome(str, enum.Enum):
         return self in (CancelOutcome.CANCELLED, CancelOutcome.CANCEL_REQUESTED)
 
 
+@dataclass(frozen=True, slots=True)
+class BulkCancel:
+    """What a cancel by filter did: waiting jobs cancelled, running jobs asked to stop (as a single
+    cancel of a running job does). ``complete`` False: some matching jobs stayed locked by other
+    transactions throughout and were left as they are (run it again)."""
+
+    cancelled: int
+    cancel_requested: int
+    complete: bool = True
+
+
 class Job:
     """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
 

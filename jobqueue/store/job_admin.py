@@ -1,6 +1,6 @@
 """Calls an operator's tools make on jobqueue.jobs (sql/queries/job_admin.sql): listing, deleting a job
-that never ran, what each worker runs, dead-letter retry and purge, and key rotation's scan and write.
-The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`."""
+that never ran, what each worker runs, dead-letter retry and purge, bulk cancel, and key rotation's
+scan and write. The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`."""
 
 from __future__ import annotations
 
@@ -115,6 +115,41 @@ def purge_dead_batch(
         "job_purge_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CancelBatch:
+    """What one `cancel_batch` did: jobs cancelled, running jobs asked to stop, the cutoff it used
+    (pass it to the next batch), and whether matching jobs remain (beyond the batch, or locked)."""
+
+    cancelled: int
+    requested: int
+    cutoff: datetime
+    more: bool
+
+
+def cancel_batch(
+    *,
+    limit: int,
+    cutoff: datetime | None,
+    state: str | None,
+    queue: str | None,
+    job_type: str | None,
+    producer_id: str | None,
+) -> Call[CancelBatch]:
+    """One batch of a bulk cancel (job_cancel_batch): no cursor, as a job done leaves the set."""
+    return Call(
+        "job_cancel_batch",
+        {
+            "limit": limit,
+            "cutoff": cutoff,
+            "state": state,
+            "queue": queue,
+            "job_type": job_type,
+            "producer_id": producer_id,
+        },
+        lambda rows: CancelBatch(*rows[0][:4]),
     )
 
 

@@ -1,5 +1,5 @@
 -- Operator queries on jobqueue.jobs (jobqueue.store.job_admin): listing, deleting a job that never
--- ran, what each worker runs, dead-letter retry and purge, key rotation's scan and write.
+-- ran, what each worker runs, dead-letter retry and purge, bulk cancel, key rotation's scan and write.
 
 -- name: job_delete_waiting
 -- Admin delete of one job that has not started: pending (due or scheduled) with no attempt yet.
@@ -190,6 +190,63 @@ WITH batch AS (
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(seq) FROM batch) AS last_seq;
+
+-- name: job_cancel_batch
+-- Bulk cancel, one batch: at most %(limit)s waiting jobs (pending, scheduled, or failed and waiting
+-- for a retry) matching the filters become cancelled, and at most %(limit)s running ones get a
+-- cancel request (as jobqueue.cancel does one: the flag, and a jobqueue_cancel NOTIFY for the
+-- worker). Only jobs created before %(cutoff)s (capped at now: jobs enqueued while the cancel
+-- runs are not chased). A job leaves the matching set once done, so the caller repeats with no
+-- cursor until "more" is false; each statement locks at most 2 x %(limit)s rows, SKIP LOCKED (a
+-- job a claim or an ack holds this instant is left for the next batch, never waited for, so this
+-- never deadlocks with them). The waiting jobs are found through jobs_claim_idx, the running ones
+-- through jobs_lease_idx. "more": a matching job this batch did not take (beyond its limit, or
+-- locked by another transaction). %(state)s NULL: all three states.
+WITH waiting AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.state IN ('pending', 'failed')
+      AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), running AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
+      AND coalesce(%(state)s::text, 'processing') = 'processing'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), cancelled AS (
+    UPDATE jobqueue.jobs j SET state = 'cancelled', finished_at = now(), updated_at = now()
+    FROM waiting w WHERE j.id = w.id
+    RETURNING j.id
+), requested AS (
+    UPDATE jobqueue.jobs j SET cancel_requested = true, updated_at = now()
+    FROM running r WHERE j.id = r.id
+    RETURNING j.id
+), told AS (
+    SELECT pg_notify('jobqueue_cancel', r.id::text) FROM requested r
+), rest AS (
+    SELECT 1 FROM jobqueue.jobs j
+    WHERE ((j.state IN ('pending', 'failed') AND (%(state)s::text IS NULL OR j.state = %(state)s::text))
+           OR (j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
+               AND coalesce(%(state)s::text, 'processing') = 'processing'))
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+      AND j.id NOT IN (SELECT id FROM waiting UNION ALL SELECT id FROM running)
+    LIMIT 1
+)
+SELECT (SELECT count(*) FROM cancelled) AS cancelled, (SELECT count(*) FROM requested) AS requested,
+       least(coalesce(%(cutoff)s::timestamptz, now()), now()) AS cutoff, EXISTS (SELECT FROM rest) AS more,
+       (SELECT count(*) FROM told) AS notified;
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them

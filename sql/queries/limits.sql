@@ -70,10 +70,23 @@ SELECT 'limit' AS what, o.scope || ' ' || o.name, o.declared_by FROM overruled o
 
 -- name: limit_set
 -- An operator's limit (set_by 'admin': worker starts leave it alone until it is cleared). Jobs of
--- its scope already running are marked limited, so they count against it from now on.
-WITH upserted AS (
+-- its scope already running are marked limited, so they count against it from now on. A part
+-- whose %(keep_concurrency)s / %(keep_rate)s is true stays as the stored limit (the code's or an
+-- operator's) has it: setting a concurrency keeps the rate. Nothing is written (set 0) when the
+-- result would limit nothing (the only part there was removed: that is a clear).
+WITH stored AS (
+    SELECT l.concurrency, l.rate, l.period_seconds FROM jobqueue.job_limits l
+    WHERE l.scope = %(scope)s AND l.name = %(name)s
+    FOR UPDATE
+), wanted AS (
+    SELECT CASE WHEN %(keep_concurrency)s THEN (SELECT concurrency FROM stored) ELSE %(concurrency)s::integer END
+               AS concurrency,
+           CASE WHEN %(keep_rate)s THEN (SELECT rate FROM stored) ELSE %(rate)s::integer END AS rate,
+           CASE WHEN %(keep_rate)s THEN (SELECT period_seconds FROM stored) ELSE %(period)s::float8 END AS period
+), upserted AS (
     INSERT INTO jobqueue.job_limits AS l (scope, name, concurrency, rate, period_seconds, set_by)
-    VALUES (%(scope)s, %(name)s, %(concurrency)s, %(rate)s, %(period)s, 'admin')
+    SELECT %(scope)s, %(name)s, w.concurrency, w.rate, w.period, 'admin' FROM wanted w
+    WHERE w.concurrency IS NOT NULL OR w.rate IS NOT NULL
     ON CONFLICT (scope, name) DO UPDATE
     SET concurrency = excluded.concurrency, rate = excluded.rate, period_seconds = excluded.period_seconds,
         set_by = 'admin', updated_at = now()
@@ -82,6 +95,7 @@ WITH upserted AS (
     UPDATE jobqueue.jobs j SET limited = true
     WHERE j.state = 'processing' AND NOT j.limited AND j.locked_until IS NOT NULL
       AND CASE %(scope)s WHEN 'job_type' THEN j.job_type ELSE j.queue END = %(name)s
+      AND EXISTS (SELECT FROM upserted)
     RETURNING j.id
 )
 SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked;
