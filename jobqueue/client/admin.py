@@ -194,9 +194,11 @@ MAX_CANCEL_BATCH = 10_000
 
 class CancelRun:
     """A cancel by filter, batch after batch (`job_admin.cancel_batch`): each client runs
-    `next_call()` until it is None, waiting `take(result)` seconds between batches. Batches that
-    find every remaining match locked by other transactions are retried `LOCKED_RETRIES` times,
-    `LOCKED_PAUSE` seconds apart, then the run ends incomplete instead of waiting on them."""
+    `next_call()` until it is None, waiting `take(result)` seconds between batches. A pass walks the
+    waiting jobs once, in index order; jobs it found locked (a claim, an ack, an operator's open
+    transaction) are looked for again by another pass from the start. A pass that changes nothing
+    while matching jobs stay locked is retried `LOCKED_RETRIES` times, `LOCKED_PAUSE` seconds
+    apart, then the run ends incomplete instead of waiting on them."""
 
     LOCKED_RETRIES = 20
     LOCKED_PAUSE = 0.05
@@ -230,13 +232,16 @@ class CancelRun:
                 "all", "name at least one filter (queue, job_type, state, before, producer_id), or ask for all jobs"
             )
         self._state, self._cutoff, self._limit = state, before, batch_size
-        self._done, self._locked_rounds = False, 0
+        self._after, self._skipped, self._changed = job_admin.CANCEL_START, False, False
+        self._done, self._locked_passes = False, 0
         self.result = BulkCancel(0, 0)
 
     def next_call(self) -> db.Call[job_admin.CancelBatch] | None:
         if self._done:
             return None
-        return job_admin.cancel_batch(limit=self._limit, cutoff=self._cutoff, state=self._state, **self._filters)
+        return job_admin.cancel_batch(
+            limit=self._limit, after=self._after, cutoff=self._cutoff, state=self._state, **self._filters
+        )
 
     def take(self, batch: job_admin.CancelBatch) -> float:
         """Count one batch's work; the seconds to wait before the next one."""
@@ -244,14 +249,22 @@ class CancelRun:
         self.result = BulkCancel(
             self.result.cancelled + batch.cancelled, self.result.cancel_requested + batch.requested
         )
-        if not batch.more:
+        self._skipped |= batch.skipped
+        self._changed |= bool(batch.cancelled or batch.requested)
+        if batch.ahead and batch.last is not None:
+            self._after = batch.last
+            return 0.0
+        if not (self._skipped or batch.more_running):
             self._done = True
             return 0.0
-        if batch.cancelled or batch.requested:
-            self._locked_rounds = 0
+        # the walk is over, and jobs were left: another pass, from the start
+        self._after, self._skipped = job_admin.CANCEL_START, False
+        changed, self._changed = self._changed, False
+        if changed:
+            self._locked_passes = 0
             return 0.0
-        self._locked_rounds += 1
-        if self._locked_rounds > self.LOCKED_RETRIES:
+        self._locked_passes += 1
+        if self._locked_passes > self.LOCKED_RETRIES:
             self._done = True
             self.result = dataclasses.replace(self.result, complete=False)
         return self.LOCKED_PAUSE

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from jobqueue.db.gateway import Call, scalar
@@ -118,38 +118,60 @@ def purge_dead_batch(
     )
 
 
+#: Where a bulk cancel's walk of the waiting jobs starts: before every key of jobs_claim_idx (no
+#: queue is named '' and no priority is below 0).
+CANCEL_START = ("", -1, datetime.min.replace(tzinfo=timezone.utc), -1)
+
+
 @dataclass(frozen=True, slots=True)
 class CancelBatch:
-    """What one `cancel_batch` did: jobs cancelled, running jobs asked to stop, the cutoff it used
-    (pass it to the next batch), and whether matching jobs remain (beyond the batch, or locked)."""
+    """What one `cancel_batch` did: waiting jobs cancelled, running jobs asked to stop, the cutoff
+    it used (pass it to the next batch); ``ahead``: the walk of waiting jobs goes on from ``last``;
+    ``skipped``: some it walked were locked (or had just changed) and are left for another pass;
+    ``more_running``: running jobs still to ask."""
 
     cancelled: int
     requested: int
     cutoff: datetime
-    more: bool
+    ahead: bool
+    skipped: bool
+    more_running: bool
+    last: tuple[str, int, datetime, int] | None
 
 
 def cancel_batch(
     *,
     limit: int,
+    after: tuple[str, int, datetime, int],
     cutoff: datetime | None,
     state: str | None,
     queue: str | None,
     job_type: str | None,
     producer_id: str | None,
 ) -> Call[CancelBatch]:
-    """One batch of a bulk cancel (job_cancel_batch): no cursor, as a job done leaves the set."""
+    """One batch of a bulk cancel (job_cancel_batch), its walk of waiting jobs from ``after``."""
+
+    def decode(rows: list[tuple]) -> CancelBatch:
+        cancelled, requested, used, ahead, skipped, more_running, *last, _notified = rows[0]
+        return CancelBatch(
+            cancelled, requested, used, ahead, skipped, more_running, tuple(last) if last[0] is not None else None
+        )
+
     return Call(
         "job_cancel_batch",
         {
             "limit": limit,
+            "after_queue": after[0],
+            "after_priority": after[1],
+            "after_run_at": after[2],
+            "after_seq": after[3],
             "cutoff": cutoff,
             "state": state,
             "queue": queue,
             "job_type": job_type,
             "producer_id": producer_id,
         },
-        lambda rows: CancelBatch(*rows[0][:4]),
+        decode,
     )
 
 
