@@ -137,8 +137,17 @@ def shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
     return queue_store.set_shedding(queue_name(queue), shed_low_retries)
 
 
+#: The longest name a key may carry: a label for listings, not a description.
+MAX_KEY_NAME = 100
+
+
 def new_key_call(
-    producer_id: Any, role: str, queues: Iterable[str] | None = None, job_types: Iterable[str] | None = None
+    producer_id: Any,
+    role: str,
+    queues: Iterable[str] | None = None,
+    job_types: Iterable[str] | None = None,
+    name: Any = None,
+    expires_in: Any = None,
 ) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
@@ -150,8 +159,13 @@ def new_key_call(
             "queues" if allowed["queues"] is not None else "job_types",
             "admin keys administer every queue: allow-lists are for producer keys",
         )
+    if name is not None and (
+        not isinstance(name, str) or not name.strip() or len(name) > MAX_KEY_NAME or not name.isprintable()
+    ):
+        raise ValidationError("name", f"must be a printable string of 1 to {MAX_KEY_NAME} characters (got {name!r})")
+    lifetime = timespan(expires_in, ValidationError, "expires_in")
     key = key_store.new_key()
-    return key, key_store.create(key=key, producer_id=producer_id, role=role, **allowed)
+    return key, key_store.create(key=key, producer_id=producer_id, role=role, name=name, expires_in=lifetime, **allowed)
 
 
 def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:

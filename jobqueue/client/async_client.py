@@ -467,10 +467,13 @@ class AsyncClient:
         role: str = "producer",
         queues: Iterable[str] | None = None,
         job_types: Iterable[str] | None = None,
+        name: str | None = None,
+        expires_in: timedelta | float | None = None,
     ) -> tuple[str, ApiKey]:
         """A new key (returned once, stored only hashed) acting as ``producer_id``; ``queues`` /
-        ``job_types``: the only ones it may submit (producer keys; None: any)."""
-        key, call = new_key_call(producer_id, role, queues, job_types)
+        ``job_types``: the only ones it may submit (producer keys; None: any); ``name``: what it is
+        for; ``expires_in``: seconds or a timedelta after which the API refuses it (None: never)."""
+        key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
         return key, await self._run(call, None)
 
     async def api_keys(self) -> list[ApiKey]:

@@ -346,8 +346,10 @@ class Client:
         role: str = "producer",
         queues: Iterable[str] | None = None,
         job_types: Iterable[str] | None = None,
+        name: str | None = None,
+        expires_in: timedelta | float | None = None,
     ) -> tuple[str, ApiKey]:
-        key, call = new_key_call(producer_id, role, queues, job_types)
+        key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
         return key, self._run(call, None)
 
     def api_keys(self) -> list[ApiKey]:

@@ -1,25 +1,29 @@
 -- Runtime queries on jobqueue.api_keys. Keys are stored as their SHA-256 only.
 
 -- name: api_key_create
-INSERT INTO jobqueue.api_keys (key_hash, key_prefix, producer_id, role, queues, job_types)
-VALUES (%(key_hash)s, %(key_prefix)s, %(producer_id)s, %(role)s, %(queues)s, %(job_types)s)
-RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types;
+-- %(expires_in)s: how long the key works, from its creation (by the database's clock); NULL: for ever.
+INSERT INTO jobqueue.api_keys (key_hash, key_prefix, producer_id, role, queues, job_types, name, expires_at)
+VALUES (%(key_hash)s, %(key_prefix)s, %(producer_id)s, %(role)s, %(queues)s, %(job_types)s, %(name)s,
+        now() + %(expires_in)s::interval)
+RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types, name, expires_at;
 
 -- name: api_key_lookup
--- One primary-key-like probe (the unique index on key_hash) per authentication.
-SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types
+-- One primary-key-like probe (the unique index on key_hash) per authentication. An expired key is
+-- returned too: the API refuses it naming its expiry (and checks the expiry on every request, so a
+-- key cached before it expired stops at its expiry, not at the cache's).
+SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types, name, expires_at
 FROM jobqueue.api_keys
 WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
 
 -- name: api_key_list
-SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types
+SELECT id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types, name, expires_at
 FROM jobqueue.api_keys
 ORDER BY created_at, id;
 
 -- name: api_key_revoke
 UPDATE jobqueue.api_keys SET revoked_at = now()
 WHERE id = %(id)s AND revoked_at IS NULL
-RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types;
+RETURNING id, producer_id, role, key_prefix, created_at, revoked_at, queues, job_types, name, expires_at;
 
 -- name: api_secret
 -- A key the REST API's processes share (jobqueue.api_secrets, migration 0023): 'cursor' seals
