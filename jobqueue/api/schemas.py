@@ -159,11 +159,15 @@ class SubmittedJob(msgspec.Struct):
     links: JobLinks
     #: a repeat (created false) of a completed job: its result
     result: Any = None
+    #: a queue or job type no worker ever served and nothing declared (a misspelling?); left out when none
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SubmittedBatch(msgspec.Struct):
     jobs: list[SubmittedJob]
     created: int
+    #: as a single submission's, for every job of the batch; left out when none
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptErrorOut(msgspec.Struct):

@@ -79,7 +79,11 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
         if v is not None
     }
     with open_client(settings_from_args(args)) as client:
-        print(client.enqueue(args.job_type, payload, **options))
+        job_id = client.enqueue(args.job_type, payload, **options)
+        print(job_id)
+        job = client.get(job_id)  # the queue it went to, whatever supplied it
+        for line in client.name_warnings([(job.queue, job.job_type)]):  # accepted all the same
+            print(f"warning: {line}", file=sys.stderr)
     return 0
 
 

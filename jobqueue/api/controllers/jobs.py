@@ -4,7 +4,9 @@ Encrypted payload fields and results (`jobqueue.crypto.envelopes`) read back as 
 never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another
 producer's job is a 404, as if it
 did not exist); an admin key sees all. Submissions pass backpressure first, then go through
-`AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
+`AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement. A
+submission naming a queue or job type nobody ever served or declared is accepted with ``warnings``
+(`jobqueue.api.name_warnings`).
 """
 
 from __future__ import annotations
@@ -65,7 +67,18 @@ async def visible_job(services: ServicesDep, user: Principal, job_id: uuid.UUID)
 
 async def _submit(
     services: ServicesDep, request: AnyRequest, items: list[JobSubmission], batch: bool
-) -> list[SubmittedJob]:
+) -> tuple[list[SubmittedJob], list[str]]:
+    """The jobs as submitted, and the warnings about the names they use (`jobqueue.api.name_warnings`)."""
+    jobs, accepted = await _submit_jobs(services, request, items, batch)
+    warnings = await services.name_warnings.of(
+        ((job.queue, job.job_type) for job in accepted), request.user.producer_id
+    )
+    return jobs, warnings
+
+
+async def _submit_jobs(
+    services: ServicesDep, request: AnyRequest, items: list[JobSubmission], batch: bool
+) -> tuple[list[SubmittedJob], list[ValidatedJob]]:
     user = request.user
     traceparent = _traceparent(request)
     for index, item in enumerate(items):
@@ -100,8 +113,8 @@ async def _submit(
         return [
             SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
             for (job_id, created), outcome in zip(results, await _outcomes(services, results))
-        ]
-    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+        ], accepted
+    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results], accepted
 
 
 def _traceparent(request: AnyRequest) -> str | None:
@@ -161,7 +174,9 @@ class JobsController(Controller):
         },
     )
     async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission]) -> Response[SubmittedJob]:
-        job = (await _submit(services_of(request), request, [data], batch=False))[0]
+        [job], warnings = await _submit(services_of(request), request, [data], batch=False)
+        if warnings:
+            job.warnings = warnings
         return Response(job, status_code=201 if job.created else 200)
 
     @post(
@@ -178,9 +193,10 @@ class JobsController(Controller):
         limit = services.settings.api.max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
-        jobs = await _submit(services, request, data.jobs, batch=True)
+        jobs, warnings = await _submit(services, request, data.jobs, batch=True)
         created = sum(job.created for job in jobs)
-        return Response(SubmittedBatch(jobs, created), status_code=201 if created else 200)
+        answer = SubmittedBatch(jobs, created, warnings) if warnings else SubmittedBatch(jobs, created)
+        return Response(answer, status_code=201 if created else 200)
 
     @get("/", summary="List jobs, newest first (keyset pagination)", responses=error_responses(422, 503))
     async def list_jobs(
