@@ -17,10 +17,12 @@ change NOTIFYs ``jobqueue_control``) and resume the same way.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 from litestar import Controller, get, post, put
 from litestar.exceptions import PermissionDeniedException
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
@@ -58,20 +60,26 @@ class QueuesController(Controller):
 
     @post(
         "/{name:str}/pause",
-        summary="Stop workers claiming from the queue (admin)",
+        summary="Stop workers claiming from the queue (admin); a queue no worker ever served, no "
+        "operator configured and no job is in is a 404 unless force=true (a misspelling, mostly)",
         status_code=200,
         guards=[admin_only],
-        responses=error_responses(403, 422, 503),
+        responses=error_responses(403, 404, 422, 503),
     )
-    async def pause(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
-        return QueueSettingsOut.of(await services.client.pause_queue(name))
+    async def pause(
+        self,
+        name: FromPath[str],
+        services: ServicesDep,
+        force: Annotated[bool, QueryParameter(description="pause it before its first worker starts")] = False,
+    ) -> QueueSettingsOut:
+        return QueueSettingsOut.of(await services.client.pause_queue(name, force=force))
 
     @post(
         "/{name:str}/resume",
-        summary="Let workers claim from the queue again (admin)",
+        summary="Let workers claim from the queue again (admin); an unknown queue is a 404",
         status_code=200,
         guards=[admin_only],
-        responses=error_responses(403, 422, 503),
+        responses=error_responses(403, 404, 422, 503),
     )
     async def resume(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.resume_queue(name))
