@@ -4,6 +4,7 @@ database rows never leave the client, and nothing here carries more than the API
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Any
@@ -135,6 +136,17 @@ _OPTIONS = (
     ("idempotency_mismatch", "idempotency_mismatch"),
     ("encrypt", "encrypt"),
 )
+
+
+#: The enqueue's name of each option whose REST name differs (``delay`` is sent as ``delay_seconds``).
+_SENT_AS = {name: option for option, name in _OPTIONS if name != option}
+_ENQUEUE_NAMES = re.compile(r"\b(" + "|".join(map(re.escape, _SENT_AS)) + r")\b")
+
+
+def as_sent(text: str) -> str:
+    """A field path or message with the enqueue's option names put back as the request named them:
+    ``jobs[2].delay`` → ``jobs[2].delay_seconds`` (before, a 422 named a field the caller never sent)."""
+    return _ENQUEUE_NAMES.sub(lambda found: _SENT_AS[found.group(1)], text)
 
 
 class BatchSubmission(msgspec.Struct, forbid_unknown_fields=True):

@@ -34,6 +34,7 @@ from jobqueue.api.schemas import (
     JobSubmission,
     SubmittedBatch,
     SubmittedJob,
+    as_sent,
 )
 from jobqueue.api.services import ServicesDep, services_of
 from jobqueue.client import ValidatedJob
@@ -105,7 +106,8 @@ async def _submit_jobs(
     except Exception as exc:
         services.backpressure.release(_demands(accepted))
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
-            raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
+            field = exc.field if batch else exc.field.removeprefix("jobs[0].")
+            raise ValidationError(as_sent(field), as_sent(exc.message)) from None
         raise
     services.backpressure.committed(_demands(job for job, (_, created) in zip(accepted, results) if created))
     if not all(created for _, created in results):

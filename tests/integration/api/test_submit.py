@@ -267,6 +267,8 @@ def test_a_body_over_the_size_limit_is_413(start_api, keys, conn):
         response = client.post("/jobs", json={"job_type": "x", "payload": {"blob": "x" * 4096}})
         assert response.status_code == 413
         assert response.json()["error"] == "payload_too_large"
+        message = response.json()["message"]  # before: "Request Entity Too Large", no limit named
+        assert "JOBQUEUE_API_MAX_BODY_BYTES" in message and "2048 bytes" in message
         assert client.post("/jobs", json={"job_type": "x", "payload": {"blob": "small"}}).status_code == 201
     assert count_jobs(conn) == 1
 
@@ -382,3 +384,21 @@ def test_a_key_with_allow_lists_submits_only_there_and_a_refusal_writes_nothing(
         )
         assert batch.status_code == 403 and batch.json()["field"] == "jobs[1].queue", batch.text
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 1
+
+
+def test_a_refused_option_is_named_as_the_request_sent_it(http, conn):
+    """``delay_seconds: -5`` was reported as field ``delay``, a name the caller never sent."""
+    client = http("alice")
+    for body, field, says in (
+        ({"job_type": "x", "delay_seconds": -5}, "delay_seconds", "got -5"),
+        ({"job_type": "x", "timeout_seconds": 0}, "timeout_seconds", ""),
+        ({"job_type": "x", "expire_after_seconds": -1}, "expire_after_seconds", ""),
+        ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": 0}, "idempotency_window_seconds", ""),
+        ({"job_type": "x", "delay_seconds": 5, "run_at": "2030-01-01T00:00:00Z"}, "run_at", "delay_seconds"),
+    ):
+        refused = client.post("/jobs", json=body)
+        assert refused.status_code == 422 and refused.json()["field"] == field, (body, refused.json())
+        assert says in refused.json()["message"] and "delay," not in refused.json()["message"], refused.json()
+    batch = client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}, {"job_type": "x", "delay_seconds": -5}]})
+    assert batch.status_code == 422 and batch.json()["field"] == "jobs[1].delay_seconds"
+    assert count_jobs(conn) == 0
