@@ -60,11 +60,12 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
         principal = await services.keys.principal(token)
         if principal is None:
             raise NotAuthorizedException("unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
-        if principal.expired(datetime.now(timezone.utc)):  # checked per request: a cached key stops at its expiry
+        expires_at = principal.expires_at
+        if expires_at is not None and expires_at <= datetime.now(timezone.utc):  # per request, cached or not
             named = f" ({principal.name})" if principal.name else ""
             raise NotAuthorizedException(
                 f"API key {principal.key_prefix}…{named} expired at "
-                f"{principal.expires_at.isoformat(timespec='seconds')}: create a new one with `jobqueue apikey create`",
+                f"{expires_at.isoformat(timespec='seconds')}: create a new one with `jobqueue apikey create`",
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token", error_description="expired"'},
             )
         return AuthenticationResult(user=principal, auth=principal.id)

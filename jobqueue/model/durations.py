@@ -57,7 +57,7 @@ def parse_span(text: str, *, longest: float = LONGEST_SECONDS) -> float:
     match = _SPAN.match(text) if isinstance(text, str) else None
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"] if match else None
     problem = "must be a duration" if seconds is None else duration_problem(seconds, longest=longest)
-    if problem is not None:
+    if seconds is None or problem is not None:
         raise ValueError(
             f"must be a duration like 30d, 12h, 90m or 45s, more than 0 and at most {_describe(longest)} (got {text!r})"
         )

@@ -29,6 +29,7 @@ from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
 from jobqueue.api.queue_schemas import QueueDefaults, QueueLimits, QueueList, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
+from jobqueue.model.errors import ValidationError
 
 
 class QueuesController(Controller):
@@ -106,11 +107,14 @@ class QueuesController(Controller):
     async def set_defaults(
         self, name: FromPath[str], data: JSONBody[QueueDefaults], services: ServicesDep
     ) -> QueueSettingsOut:
-        return QueueSettingsOut.of(
-            await services.client.set_queue_defaults(
+        try:
+            settings = await services.client.set_queue_defaults(
                 name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds
             )
-        )
+        except ValidationError as exc:  # named as the body sent it (job_ttl_seconds), not as the client's option
+            sent = exc.field + "_seconds" if exc.field in ("job_ttl", "idempotency_window") else exc.field
+            raise ValidationError(sent, exc.message) from None
+        return QueueSettingsOut.of(settings)
 
     @put(
         "/{name:str}/shedding",

@@ -120,8 +120,8 @@ def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
     queue = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "mail")
     assert (queue["job_ttl_seconds"], queue["idempotency_window_seconds"]) == (3600, 600)
     for body, field in (
-        ({"job_ttl_seconds": 0}, "job_ttl"),
-        ({"idempotency_window_seconds": -1}, "idempotency_window"),
+        ({"job_ttl_seconds": 0}, "job_ttl_seconds"),  # named as sent (before: job_ttl, never sent)
+        ({"idempotency_window_seconds": -1}, "idempotency_window_seconds"),
         ({"job_ttl": 5}, "job_ttl"),
     ):
         bad = admin.put("/queues/mail/defaults", json=body)
