@@ -315,6 +315,10 @@ class JobQueue:
         """Each task's queue (where ``enqueue`` puts its jobs), and each schedule's job type's."""
         return {name: task.queue for name, task in self.tasks.items()}
 
+    def timeouts_by_type(self) -> dict[str, float]:
+        """The tasks' own attempt timeouts, in seconds (a claim gives the others the processing TTL)."""
+        return {name: task.timeout for name, task in self.tasks.items() if task.timeout}
+
     def max_attempts_by_type(self) -> dict[str, int]:
         return {name: task.max_attempts for name, task in self.tasks.items()}
 

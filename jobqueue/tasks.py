@@ -207,11 +207,13 @@ class Producers:
             dsn, settings, producer_id = client.dsn, client.settings, client.producer_id
         self._dsn, self._settings, self._producer_id = dsn, settings, producer_id
 
-    def _source(self, task: str) -> tuple[str | None, Settings | None]:
+    def database(self, who: str) -> tuple[str | None, Settings | None]:
+        """The DSN and settings its clients open from (None, None: JOBQUEUE_*); `NotConnected`
+        when nothing names a database (``who`` says what needed one)."""
         if self._dsn is None and self._settings is None and not os.environ.get("JOBQUEUE_DSN"):
             raise NotConnected(
-                f"task {task!r} has no database to enqueue into: call {self.app_name}'s queue.connect(dsn) "
-                "(or connect(client=...)), pass with_options(client=...), or set JOBQUEUE_DSN"
+                f"{who} has no database: call queue.connect(dsn) on app {self.app_name!r} (or connect(client=...)), "
+                "pass one (with_options(client=...) for an enqueue), or set JOBQUEUE_DSN"
             )
         return self._dsn, self._settings
 
@@ -222,7 +224,7 @@ class Producers:
             if self._sync is None:
                 from jobqueue.client import Client
 
-                dsn, settings = self._source(task)
+                dsn, settings = self.database(f"task {task!r}")
                 self._sync = Client(dsn, settings=settings, producer_id=self._producer_id).open()
                 if not self._atexit:
                     atexit.register(self.close)
@@ -235,7 +237,7 @@ class Producers:
         loop = asyncio.get_running_loop()
         held = self._async.get(loop)
         if held is None:
-            dsn, settings = self._source(task)
+            dsn, settings = self.database(f"task {task!r}")
             for gone in [other for other in self._async if other.is_closed()]:
                 del self._async[gone]  # a loop closed without its tasks cancelled
             ready: asyncio.Future = loop.create_future()
