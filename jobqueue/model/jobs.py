@@ -89,6 +89,7 @@ class JobInfo:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+    scheduled_for: datetime | None = None  # a cron job's tick (None: not fired by a schedule)
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -134,6 +135,7 @@ class Job:
         "order_key",
         "key",
         "producer_id",
+        "scheduled_for",
     )
 
     def __init__(
@@ -151,6 +153,7 @@ class Job:
         timeout: float | None = None,
         order_key: tuple | None = None,
         producer_id: str | None = None,
+        scheduled_for: datetime | None = None,
     ) -> None:
         self.id = id
         self.queue = queue
@@ -165,6 +168,7 @@ class Job:
         self.timeout = timeout
         self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
         self.producer_id = producer_id  # who submitted it: its encrypted fields are bound to it
+        self.scheduled_for = scheduled_for  # a cron job's tick; None for every other job
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
 
