@@ -49,7 +49,7 @@ from __future__ import annotations
 import inspect
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from jobqueue.crypto.field_paths import check_paths
 from jobqueue.model.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
@@ -311,9 +311,17 @@ class JobQueue:
         """Close the clients the app opened for its tasks: this event loop's and the sync one."""
         await self.producers.aclose()
 
-    def queues_by_task(self) -> dict[str, str]:
-        """Each task's queue (where ``enqueue`` puts its jobs), and each schedule's job type's."""
-        return {name: task.queue for name, task in self.tasks.items()}
+    def queues_not_served(self, queues: Sequence[str]) -> dict[str, list[str]]:
+        """The queues this app's tasks (``queue=``) and schedules put jobs in that ``queues`` (a
+        worker's) leave out, each with the tasks and schedules that do: a worker warns at start."""
+        missing: dict[str, list[str]] = {}
+        for name, task in self.tasks.items():
+            if task.queue not in queues:
+                missing.setdefault(task.queue, []).append(f"task {name}")
+        for name, spec in self.schedules.items():
+            if spec.queue not in queues:
+                missing.setdefault(spec.queue, []).append(f"schedule {name}")
+        return missing
 
     def timeouts_by_type(self) -> dict[str, float]:
         """The tasks' own attempt timeouts, in seconds (a claim gives the others the processing TTL)."""
