@@ -143,6 +143,7 @@ async def perform_job(
         job_type, payload, queue=queue or task.queue, priority=priority or task.priority, timeout=timeout
     )
     limit = max_attempts if max_attempts is not None else task.max_attempts
+    now = datetime.now(timezone.utc)
     if not 1 <= attempt <= limit:
         raise ValueError(f"attempt must be from 1 to max_attempts ({limit}), got {attempt}")
     job = Job(
@@ -155,9 +156,10 @@ async def perform_job(
         limit,
         None,
         cancel_requested,
-        datetime.now(timezone.utc),
+        now,
         # as a claim sets it: the job's own timeout, else its task's, else the processing TTL
         timeout if timeout is not None else task.timeout or settings.worker.processing_ttl,
+        order_key=(now, 0),
         producer_id=producer_id,
     )
     async with InlineRunner(app, settings.worker, keys=keys or settings.encryption.keys) as runner:

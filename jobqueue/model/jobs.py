@@ -112,12 +112,14 @@ class CancelOutcome(str, enum.Enum):
 
 
 class Job:
-    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
+    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current
+    (every attribute is in docs/workers.md, "The handler's Job").
 
     `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
     and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
     `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
-    worker fails the attempt as a `JobTimeout` when it runs out.
+    worker fails the attempt as a `JobTimeout` when it runs out. `scheduled_for` is the cron tick a
+    schedule fired the job for (None for any other job), the same on every attempt.
     """
 
     __slots__ = (
@@ -175,6 +177,11 @@ class Job:
     @property
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
+
+    @property
+    def run_at(self) -> datetime | None:
+        """When this attempt was due: the enqueue's run_at, or a retry's (None: a job not claimed)."""
+        return self.order_key[0] if self.order_key else None
 
     def raise_if_cancelled(self) -> None:
         from jobqueue.model.errors import JobCancelled
