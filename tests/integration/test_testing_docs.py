@@ -41,3 +41,35 @@ def test_the_pages_example_runs_as_written(dsn, tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 passed" in done.stdout, done.stdout
+
+
+def test_the_middleware_example_in_the_workers_page_runs_as_written(caplog):
+    """docs/workers.md's middleware block, executed as the module it says it is, wrapping a task."""
+    import logging
+    import types
+
+    from jobqueue.testing import perform_job_sync
+
+    page = PAGE.parent / "workers.md"
+    block = next(body for body in FENCE.findall(page.read_text()) if "@queue.middleware" in body)
+    module = types.ModuleType("myapp")
+    exec(compile(block, "myapp.py", "exec"), module.__dict__)
+    seen = []
+
+    @module.queue.task("report")
+    def report(job):
+        seen.append(module.tenant.get())
+        if job.payload.get("fail"):
+            raise ValueError("no data")
+        return "ok"
+
+    with caplog.at_level(logging.INFO, logger="myapp.jobs"):
+        assert perform_job_sync(module.queue, "report", {"tenant": "acme"}).ok
+        assert perform_job_sync(module.queue, "report", {"tenant": "acme", "fail": True}, attempt=4).status == (
+            "dead_letter"
+        )
+    assert seen == ["acme", "acme"] and module.tenant.get() is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "myapp.jobs"]
+    assert lines[0].startswith("report ") and "attempt 1: completed in" in lines[0]
+    assert "attempt 4: dead_letter in" in lines[1] and lines[2].startswith("gave up on ")
+    assert caplog.records[-1].exc_info[1].args == ("no data",)
