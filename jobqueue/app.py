@@ -273,7 +273,7 @@ class JobQueue:
             if registered is None:
                 task = self.task(task_name)(function)
             else:
-                task = handler if own else Task(self.tasks[registered], self.producers)
+                task = handler if isinstance(handler, Task) and own else Task(self.tasks[registered], self.producers)
             self.schedules[spec.name] = spec
             return task
 

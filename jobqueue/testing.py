@@ -216,6 +216,8 @@ def _no_running_loop(name: str, async_name: str) -> None:
 
 
 def _settings_for(app: JobQueue, target: object, settings: Settings | None) -> Settings:
+    dsn: str | None
+    base: Settings | None
     if isinstance(target, (AsyncClient, Client)):
         dsn, base = target.dsn, settings or target.settings
     elif isinstance(target, str):
