@@ -140,7 +140,11 @@ async def perform_job(
         raise LookupError(f"app {app.name!r} has no task {job_type!r} (its tasks: {known})")
     settings = settings or Settings.from_env()
     built = NewJob.build(
-        job_type, payload, queue=queue or task.queue, priority=priority or task.priority, timeout=timeout
+        job_type,
+        payload,
+        queue=task.queue if queue is None else queue,
+        priority=task.priority if priority is None else priority,
+        timeout=timeout,
     )
     limit = max_attempts if max_attempts is not None else task.max_attempts
     now = datetime.now(timezone.utc)

@@ -223,6 +223,10 @@ def test_perform_job_takes_the_tasks_defaults_and_refuses_what_enqueue_would(dsn
         7,
         3,
     ]
+    assert perform_job_sync(app, "describe", priority=0).result[1] == 0  # critical, not the task's default
+    with pytest.raises(ValidationError) as info:
+        perform_job_sync(app, "describe", queue="")
+    assert info.value.field == "queue"
     with pytest.raises(ValidationError) as info:
         perform_job_sync(app, "describe", {"at": datetime.now()})
     assert info.value.field == "payload"

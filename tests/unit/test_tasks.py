@@ -86,6 +86,9 @@ def test_periodic_jobs_go_where_their_tasks_jobs_go_unless_told():
     assert isinstance(report, Task) and isinstance(hourly, Task)
     assert (app.schedules["report"].queue, app.schedules["report"].priority) == ("reports", "low")
     assert (app.schedules["hourly-report"].queue, app.schedules["hourly-report"].priority) == ("default", "critical")
+    with pytest.raises(ValidationError) as info:  # an empty queue is refused, not taken for "the task's"
+        app.periodic("* * * * *", name="bad", queue="")(report)
+    assert info.value.field == "queue"
     assert app.queues_not_served(["default"]) == {"reports": ["task report", "schedule report"]}
     assert app.queues_not_served(["default", "reports"]) == {}
 
