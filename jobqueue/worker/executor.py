@@ -121,12 +121,16 @@ async def execute(
 ) -> Outcome:
     """Runs the attempt in the current task, which the caller has put under ``deadlines``;
     ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks);
-    ``middleware`` (the app's) wraps it."""
-    return (
-        await run_attempt(
-            job, task, threads, deadlines, max_result_bytes=max_result_bytes, keys=keys, middleware=middleware
-        )
-    ).outcome
+    ``middleware`` (the app's) wraps it. (`run_attempt` with one coroutine less: the hot path.)"""
+    started = time.perf_counter()
+    ran = _not_started(job, task, started)
+    if ran is None:
+        assert task is not None  # for the type checker: _not_started answers a job without a task
+        if middleware:
+            ran = await _wrapped(middleware, job, task, threads, deadlines, started, max_result_bytes, keys)
+        else:
+            ran = await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
+    return ran.outcome
 
 
 @dataclass(slots=True)
@@ -171,15 +175,24 @@ async def run_attempt(
     never starts its handler — claimed as its cancel committed, or of a type this app has no
     handler for — runs no middleware."""
     started = time.perf_counter()
+    ran = _not_started(job, task, started)
+    if ran is not None:
+        return ran
+    assert task is not None  # for the type checker: _not_started answers a job without a task
+    if not middleware:
+        return await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
+    return await _wrapped(middleware, job, task, threads, deadlines, started, max_result_bytes, keys)
+
+
+def _not_started(job: Job, task: TaskDef | None, started: float) -> Ran | None:
+    """The end of an attempt whose handler never starts; None when it starts."""
     if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
         exc: BaseException = JobCancelled(f"job {job.id} was cancelled before it started")
         return Ran(error_outcome(job, CANCELLED, started, exc), error=exc)
     if task is None:
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
         return Ran(error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job)), error=exc)
-    if not middleware:
-        return await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
-    return await _wrapped(middleware, job, task, threads, deadlines, started, max_result_bytes, keys)
+    return None
 
 
 async def _handle(
