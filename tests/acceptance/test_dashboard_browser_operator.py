@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import dashboard
+from tests.support.browser import ARTIFACTS, dashboard
 from tests.support.factories import make_job
 from tests.support.maintenance import insert_schedule
 
@@ -73,6 +73,8 @@ def test_the_workers_table_shows_live_workers_and_keeps_gone_ones_apart_without_
         expect(gone_table).to_be_visible()
         expect(rows).to_have_count(2)
         expect(page.locator("#m-utilization")).to_contain_text("2 gone")
+        page.locator("#workers").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "dashboard-workers.png"), full_page=True)
 
 
 def _red_rows(page: Page, selector: str) -> list[int]:
@@ -122,6 +124,7 @@ def test_the_hour_chart_axis_scales_to_a_failure_spike(dashboard_stack, conn):
         height = chart.evaluate("c => c.height")
         assert min(rows) <= plot_top + 0.25 * height, (min(rows), height)
         assert float(chart.get_attribute("data-y-max")) >= 90
+        chart.screenshot(path=str(ARTIFACTS / "dashboard-hour-chart.png"))
 
 
 def test_the_retry_button_stays_in_view_with_the_detail_panel_open(dashboard_stack, conn):
@@ -135,6 +138,7 @@ def test_the_retry_button_stays_in_view_with_the_detail_panel_open(dashboard_sta
             expect(row).to_have_count(1, timeout=10_000)
             row.locator("td").first.click()
             expect(page.locator("#dead-detail")).to_contain_text("dead_letter", timeout=10_000)
+            expect(page.locator("#dead-detail")).not_to_contain_text("null")
             button = row.locator("button.retry")
             # In view without scrolling: inside its panel's visible box, and the topmost element there.
             seen = button.evaluate(
@@ -145,6 +149,7 @@ def test_the_retry_button_stays_in_view_with_the_detail_panel_open(dashboard_sta
                              fits: panel.scrollWidth <= panel.clientWidth + 1 };
                 }"""
             )
+            page.screenshot(path=str(ARTIFACTS / f"dashboard-dead-detail-{viewport['width']}.png"))
             assert seen == {"inside": True, "top": True, "fits": True}, (viewport, seen)
 
 
@@ -172,6 +177,7 @@ def test_an_error_is_shown_whole_in_the_lists_and_the_detail_panel(dashboard_sta
         cell = page.locator(f"#dead tr[data-id='{huge}'] td.error")
         expect(cell).to_have_attribute("title", "GatewayError: " + "x " * 3000 + "the end")
         assert cell.evaluate("c => c.getBoundingClientRect().height") < 200
+        page.screenshot(path=str(ARTIFACTS / "dashboard-errors.png"))
         cell.click()
         expect(page.locator("#dead-detail")).to_contain_text("the end", timeout=10_000)
         page.locator(f"#dead tr[data-id='{dead}'] td.error").click()
@@ -193,6 +199,7 @@ def test_a_schedule_in_error_shows_its_reason(dashboard_stack, conn):
         fine = page.locator("#schedules tr[data-name='fine-report']")
         expect(fine.locator(".pill")).to_have_text("enabled")
         expect(fine.locator(".schedule-error")).to_have_count(0)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-schedule-error.png"))
 
 
 def test_a_retry_overdue_on_a_queue_no_worker_serves_is_flagged(dashboard_stack, conn):
@@ -221,6 +228,7 @@ def test_a_retry_overdue_on_a_queue_no_worker_serves_is_flagged(dashboard_stack,
             "2 retries on this page are overdue on queues or job types no live worker serves: "
             "they wait until a worker that can run them starts."
         )
+        page.screenshot(path=str(ARTIFACTS / "dashboard-retrying-unserved.png"))
         page.locator(f"#retrying tr[data-id='{overdue}'] td").first.click()
         expect(page.locator("#retrying-detail .unserved")).to_have_text(
             "overdue: no live worker serves queue parked", timeout=10_000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from pathlib import Path
 from typing import Iterator
 
 from playwright.sync_api import Page, expect, sync_playwright
@@ -21,6 +22,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
+#: where the browser tests save their screenshots
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 def watch(page: Page, problems: list[str]) -> None:
@@ -52,6 +55,7 @@ def browser_page(viewport: dict | None = None) -> Iterator[tuple[Page, list[str]
 def dashboard(url: str, key: str, viewport: dict | None = None) -> Iterator[Page]:
     """The dashboard with ``key`` typed in and its first figures shown; no complaint from the page
     by the end."""
+    ARTIFACTS.mkdir(exist_ok=True)
     with browser_page(viewport) as (page, problems):
         page.goto(url + "/dashboard")
         page.fill("#api-key", key)
