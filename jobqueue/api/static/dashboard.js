@@ -8,7 +8,10 @@
 // with keyset cursors (never loading the whole table); their rows and the detail panel cancel,
 // delete (a job that has not started), and retry. The Schedules and Circuits views act on cron
 // schedules and circuit breakers. Every call sends the API key the operator typed (kept in this
-// browser's localStorage only).
+// browser's localStorage only). What could mislead an operator is said on the page: workers that
+// stopped or were lost are kept apart from the live ones (and show no utilization), retries that
+// no live worker can run are flagged (the overview's `unserved`), a schedule's error gives its
+// reason, errors are shown whole.
 "use strict";
 
 (() => {
