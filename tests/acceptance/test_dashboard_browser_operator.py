@@ -213,6 +213,7 @@ def test_a_retry_overdue_on_a_queue_no_worker_serves_is_flagged(dashboard_stack,
     for job_id in (overdue, no_handler, later):
         _add_error(conn, job_id, "the vendor took too long", "TimeoutError")
     with dashboard(url, admin_key) as page:
+        expect(page.locator("#m-workers")).to_have_text("1", timeout=15_000)  # the worker of `default` is up
         page.click("button.tab[data-view='retrying']")
         warning = page.locator(f"#retrying tr[data-id='{overdue}'] .unserved")
         expect(warning).to_have_text("overdue: no live worker serves queue parked", timeout=15_000)

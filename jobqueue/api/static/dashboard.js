@@ -778,7 +778,7 @@
       el("td", { className: "mono", title: sc.timezone }, `${sc.cron} (${sc.timezone})`),
       nameCell(sc.job_type), nameCell(sc.queue),
       // An "error" badge with its reason beside it (it was only in a tooltip): the scheduler cannot use the row.
-      el("td", { className: sc.error ? "schedule-state" : "", title: sc.error || "" },
+      el("td", { title: sc.error || "" },
         el("span", { className: "pill " + (status === "error" ? "dead_letter" : status) }, status),
         sc.error ? el("div", { className: "schedule-error" }, sc.error) : null),
       el("td", {}, sc.enabled ? fmtTime(sc.next_fire_at) : "–"),
