@@ -28,8 +28,7 @@ def _start(dsn: str, *args: str, **options) -> subprocess.Popen:
 
 def _waiting_on_a_lock(conn: psycopg.Connection) -> bool:
     waiting = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE application_name LIKE 'jobqueue-cli%' AND wait_event_type = 'Lock'"
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'jobqueue-cli%' AND wait_event_type = 'Lock'"
     ).fetchone()[0]
     return waiting > 0
 
