@@ -21,8 +21,9 @@ In order, each step said on stdout as it starts:
    the API answers, says so and stops everything (no key, no curl line for an API about to stop).
 6. **The local admin key**, kept in ``.run/admin-key`` (mode 0600) and reused while it is live in
    this database, so each run does not mint another one; when it is not (a new database, a key
-   revoked), a new one is made and kept, and every other live admin key of producer ``local`` —
-   which is this command's, made by earlier runs — is revoked.
+   revoked), a new one is made and kept. Either way every other live admin key of producer
+   ``local`` — this command's producer: keys earlier runs made and lost — is revoked, so the
+   database holds one.
 7. **Serving** until Ctrl-C (every process stops gracefully) or until one of its processes ends on
    its own: then the others are stopped too and the exit status is 1.
 """
@@ -40,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 from typing import IO, Iterator
+
+import psycopg
 
 STATE = Path(".run")
 LOCK = STATE / "make-run.lock"
@@ -126,7 +129,7 @@ def database() -> str | None:
         detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else exc
         fail(f"the local PostgreSQL did not start: {detail} (see .pgdata/server.log)")
         return None
-    except Exception as exc:  # psycopg's OperationalError: it started and refuses connections
+    except psycopg.OperationalError as exc:  # it started, and refuses connections
         fail(f"the local PostgreSQL did not answer: {exc} (see .pgdata/server.log)")
         return None
 
@@ -145,10 +148,8 @@ def role_dsns(env: dict[str, str]) -> dict[str, str]:
             jobqueue("roles", "login", *args, "--password", secret), env=env, capture_output=True, text=True
         )
         if made.returncode != 0:
-            print(
-                "note: this role may not create roles (CREATEROLE): everything runs as JOBQUEUE_DSN's role",
-                file=sys.stderr,
-            )
+            why = made.stderr.strip().splitlines()[-1:] or ["no reason given"]
+            print(f"note: {why[0]} — so everything runs as JOBQUEUE_DSN's role", file=sys.stderr)
             return {kind: env["JOBQUEUE_DSN"] for kind in logins}
         found[kind] = made.stdout.strip()
     say("worker, API and demo producer log in as jobqueue_local_worker, _api and _producer")
@@ -219,6 +220,17 @@ class Processes:
                 process.wait()
 
 
+def dashboard_answers(api_url: str) -> bool:
+    """``/`` leads a browser to the dashboard's page (a redirect, followed)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(api_url + "/", timeout=5) as page:
+            return page.status == 200 and page.url.endswith("/dashboard") and b"jobqueue-routes" in page.read()
+    except OSError:
+        return False
+
+
 def serve(started: float) -> int:
     from jobqueue.api.serve import wait_ready
     from jobqueue.config import ApiSettings
@@ -251,6 +263,8 @@ def serve(started: float) -> int:
         demo = subprocess.run(jobqueue("demo", "--timeout", "30"), env=dict(env, JOBQUEUE_DSN=logins["producer"]))
         if not wait_ready(api_url, timeout=30):
             return fail(f"the REST API did not become ready at {api_url} (its log is above)")
+        if not dashboard_answers(api_url):
+            return fail(f"{api_url}/ did not lead to the dashboard (the API's log is above)")
         took = time.monotonic() - started
         if os.environ.get("ONCE"):
             say(f"the REST API and the dashboard answered at {api_url} ({took:.0f} s); ONCE=1: stopping everything")
