@@ -70,6 +70,13 @@ def _live_workers(dsn: str) -> int:
         return conn.execute("SELECT count(*) FROM jobqueue.workers WHERE status <> 'stopped'").fetchone()[0]
 
 
+def _other_connections(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+
+
 def _live_local_admin_keys(dsn: str) -> list[str]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
@@ -159,3 +166,28 @@ def test_a_key_of_another_database_is_not_reused(dsn, tmp_path):
     finally:
         run.process.send_signal(signal.SIGINT)
         assert run.finish() == 0
+
+
+def test_no_process_outlives_a_killed_run(dsn, tmp_path):
+    """Its processes have a process group of their own (Ctrl-C reaches the run alone, which stops
+    each once), so they die with the run however it ends: SIGKILL too, which no handler sees. A
+    run killed by an earlier version's closed pipe left the worker, maintenance and API serving."""
+    port = free_port()
+    run = Run(tmp_path, dsn, port)
+    try:
+        run.wait_for("Ctrl-C stops everything")
+        run.process.kill()
+        run.finish()
+        wait_until(lambda: _live_workers(dsn) == 0, timeout=30, message="the worker stopped and deregistered")
+
+        def api_gone() -> bool:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            except httpx.TransportError:
+                return True
+            return False
+
+        wait_until(api_gone, timeout=30, message="the API stopped")
+        wait_until(lambda: _other_connections(dsn) == 0, timeout=30, message="every connection of the run closed")
+    finally:
+        run.process.kill()

@@ -54,7 +54,12 @@ STOP_GRACE = 35.0  # the worker's shutdown grace (30 s) and a little
 
 
 def say(text: str) -> None:
-    print(text, flush=True)
+    """A line on stdout; none when stdout is gone (`make run | grep …` ended by the same Ctrl-C),
+    which must not keep the run from stopping its processes."""
+    try:
+        print(text, flush=True)
+    except OSError:
+        pass
 
 
 def fail(text: str) -> int:
@@ -190,6 +195,14 @@ def local_admin_key(dsn: str) -> tuple[str, bool]:
 # --- 4., 5. and 7. the processes -------------------------------------------------------------
 
 
+def _end_with_parent() -> None:
+    """In the child, before it runs its program: Linux's PR_SET_PDEATHSIG, SIGTERM on the parent's death."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class Processes:
     """The run's processes; `stop` ends them all, gracefully first."""
 
@@ -198,8 +211,11 @@ class Processes:
 
     def start(self, name: str, command: list[str], dsn: str) -> None:
         # A process group of its own: Ctrl-C reaches this process only, which then stops each one
-        # once (a second signal would make the API's server skip its graceful shutdown).
-        self.running[name] = subprocess.Popen(command, env=dict(os.environ, JOBQUEUE_DSN=dsn), process_group=0)
+        # once (a second signal would make the API's server skip its graceful shutdown). So that
+        # none outlives this one however it ends (SIGKILL included), each is sent SIGTERM when it dies.
+        self.running[name] = subprocess.Popen(
+            command, env=dict(os.environ, JOBQUEUE_DSN=dsn), process_group=0, preexec_fn=_end_with_parent
+        )
 
     def ended(self) -> Iterator[tuple[str, int]]:
         for name, process in self.running.items():
@@ -292,7 +308,7 @@ def serve(started: float) -> int:
     finally:
         if processes.running:
             say("stopping the worker, the maintenance services and the API…")
-        processes.stop()
+            processes.stop()
 
 
 def _stop_on_signal(signum: int, _frame: object) -> None:
