@@ -41,7 +41,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from jobqueue.crypto.envelopes import check_paths
+from jobqueue.crypto.field_paths import check_paths
 from jobqueue.model.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
 from jobqueue.model.durations import duration_problem
 from jobqueue.model.errors import ValidationError

@@ -48,18 +48,16 @@ from jobqueue.crypto.envelopes import (
     MARKER,
     UNBOUND_VERSION,
     Binding,
-    Parts,
     Rebinder,
-    display,
-    field_keys,
     map_envelopes,
 )
+from jobqueue.crypto.field_paths import Parts, display, field_keys
 from jobqueue.crypto.keyring import KeyRing, default_key_id, new_key_line
 from jobqueue.db import gateway as db
 from jobqueue.model.errors import EncryptionError, EncryptionKeyMissing, EncryptionUnavailable
 from jobqueue.store import encryption_keys as key_store
-from jobqueue.store import jobs as job_store
-from jobqueue.store.jobs import StoredValues
+from jobqueue.store import job_admin
+from jobqueue.store.job_admin import StoredValues
 
 DEFAULT_BATCH = 500
 #: Job ids a report names per kind of value it left.
@@ -194,7 +192,7 @@ def _batches(conn, ring: KeyRing, batch_size: int, holding: str):
     after = 0
     while True:
         scanned, last_seq, found = db.run_sync(
-            conn, job_store.rewrap_scan(after=after, limit=batch_size, kid=ring.current_id, holding=holding)
+            conn, job_admin.rewrap_scan(after=after, limit=batch_size, kid=ring.current_id, holding=holding)
         )
         yield scanned, found
         if scanned < batch_size or last_seq is None:
@@ -251,11 +249,11 @@ def rotate(conn, ring: KeyRing, *, batch_size: int = DEFAULT_BATCH) -> RotationR
                 ):
                     revivable.add(job.id)
         if payloads or results:
-            written, done_results = db.run_sync(conn, job_store.rewrap_write(payloads, results))
+            written, done_results = db.run_sync(conn, job_admin.rewrap_write(payloads, results))
             report.payloads += len(written)
             report.results += done_results
             for job_id in revivable.intersection(written):
-                report.requeued += db.run_sync(conn, job_store.retry_dead(job_id)).value == "retried"
+                report.requeued += db.run_sync(conn, job_admin.retry_dead(job_id)).value == "retried"
     return report
 
 

@@ -23,11 +23,11 @@ from jobqueue.model.names import name_problem
 from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
-from jobqueue.store import jobs as job_store
+from jobqueue.store import job_admin
 from jobqueue.store import queues as queue_store
 
 MAX_PAGE = 500
-#: Rows a listing examines per page at most, whatever its filters (see `job_store.list_jobs`):
+#: Rows a listing examines per page at most, whatever its filters (see `job_admin.list_jobs`):
 #: what one page may cost, ~4 ms and 138 buffers with 1,000,000 jobs (docs/performance.md).
 LIST_SCAN = 5_000
 MAX_LIST_SCAN = 100_000
@@ -76,7 +76,7 @@ def list_call(
     if scheduled is not None and not isinstance(scheduled, bool):
         raise ValidationError("scheduled", f"must be true or false when given (got {scheduled!r})")
     level = None if priority is None else int(Priority.parse(priority))
-    return job_store.list_jobs(
+    return job_admin.list_jobs(
         limit=limit,
         scan=scan,
         before=before,
@@ -161,14 +161,14 @@ BatchCall = Callable[[int], db.Call[tuple[int, int, "int | None"]]]
 
 def retry_batches(queue: str | None, job_type: str | None, batch_size: int) -> BatchCall:
     queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)  # as the listings
-    return lambda after: job_store.retry_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type)
+    return lambda after: job_admin.retry_dead_batch(after=after, limit=batch_size, queue=queue, job_type=job_type)
 
 
 def purge_batches(queue: str | None, job_type: str | None, before: datetime | None, batch_size: int) -> BatchCall:
     queue, job_type = _optional_name("queue", queue), _optional_name("job_type", job_type)
     if before is not None and before.tzinfo is None:
         raise ValidationError("before", "must be timezone-aware")
-    return lambda after: job_store.purge_dead_batch(
+    return lambda after: job_admin.purge_dead_batch(
         after=after, limit=batch_size, queue=queue, job_type=job_type, before=before
     )
 

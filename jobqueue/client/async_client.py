@@ -71,6 +71,7 @@ from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
+from jobqueue.store import job_admin
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store import queues as queue_store
@@ -249,9 +250,9 @@ class AsyncClient:
         carry whatever a call asks: read once for the pool (it logs in as one role), and on each
         call that brings a connection of its own."""
         if connection is not None:
-            return await self._run(job_store.session_producer(), connection)
+            return await self._run(job_admin.session_producer(), connection)
         if self._held is None:
-            self._held = (await self._run(job_store.session_producer(), None),)
+            self._held = (await self._run(job_admin.session_producer(), None),)
         return self._held[0]
 
     async def get(
@@ -303,11 +304,11 @@ class AsyncClient:
     async def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
         """Delete a job that has not started (pending or scheduled, no attempt yet) with its
         idempotency key; (outcome, the state it was found in). A started job is kept: cancel it."""
-        return await self._run(job_store.delete_waiting(as_uuid(job_id)), None)
+        return await self._run(job_admin.delete_waiting(as_uuid(job_id)), None)
 
     async def running_jobs(self, *, per_worker: int = 10) -> dict[str, tuple[int, list[RunningJob]]]:
         """Per worker id: how many jobs it runs now, and the oldest ``per_worker`` of them."""
-        return await self._run(job_store.running_by_worker(per_worker=per_worker), None)
+        return await self._run(job_admin.running_by_worker(per_worker=per_worker), None)
 
     async def throughput_history(self, *, minutes: int = 60) -> list[ThroughputMinute]:
         """The last ``minutes`` minutes of throughput (rates per second), as the maintenance leader
@@ -316,7 +317,7 @@ class AsyncClient:
 
     async def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
         """A dead-lettered job back to pending now (one more attempt allowed)."""
-        return await self._run(job_store.retry_dead(as_uuid(job_id)), None)
+        return await self._run(job_admin.retry_dead(as_uuid(job_id)), None)
 
     async def retry_dead_letters(
         self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500

@@ -64,6 +64,7 @@ from jobqueue.observability import tracing
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
+from jobqueue.store import job_admin
 from jobqueue.store import jobs as job_store
 from jobqueue.store import limits as limit_store
 from jobqueue.store import queues as queue_store
@@ -178,9 +179,9 @@ class Client:
     def _held_producer(self, connection: psycopg.Connection | None) -> str | None:
         """`AsyncClient._held_producer`."""
         if connection is not None:
-            return self._run(job_store.session_producer(), connection)
+            return self._run(job_admin.session_producer(), connection)
         if self._held is None:
-            self._held = (self._run(job_store.session_producer(), None),)
+            self._held = (self._run(job_admin.session_producer(), None),)
         return self._held[0]
 
     def get(
@@ -215,13 +216,13 @@ class Client:
         return self._run(list_call(limit, cursor, **filters), None)
 
     def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
-        return self._run(job_store.retry_dead(as_uuid(job_id)), None)
+        return self._run(job_admin.retry_dead(as_uuid(job_id)), None)
 
     def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
-        return self._run(job_store.delete_waiting(as_uuid(job_id)), None)
+        return self._run(job_admin.delete_waiting(as_uuid(job_id)), None)
 
     def running_jobs(self, *, per_worker: int = 10) -> dict[str, tuple[int, list[RunningJob]]]:
-        return self._run(job_store.running_by_worker(per_worker=per_worker), None)
+        return self._run(job_admin.running_by_worker(per_worker=per_worker), None)
 
     def throughput_history(self, *, minutes: int = 60) -> list[ThroughputMinute]:
         return self._run(history_store.rates(minutes=minutes), None)

@@ -65,6 +65,17 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
+from jobqueue.crypto.field_paths import (
+    MAX_PATHS,
+    Branch,
+    Leaf,
+    Parts,
+    check_paths,
+    display,
+    field_keys,
+    missing_field,
+    path_tree,
+)
 from jobqueue.crypto.keyring import KeyRing
 from jobqueue.model.errors import (
     EncryptionError,
@@ -82,16 +93,10 @@ ENVELOPE_FIELDS = frozenset({MARKER, "kid", "dek", "nonce", "ct"})
 REDACTED = "[encrypted]"
 #: Seconds a producer reuses the encrypted-field declarations workers published.
 DECLARATIONS_TTL = 5.0
-#: Paths one ``encrypt`` list (or one task's ``encrypted``) may name. Each costs a seal; a request
-#: naming 30,000 held the API for 22-29 s. A parent object's path covers all the fields in it.
-MAX_PATHS = 100
 #: Encrypted values a payload may hold, at most what its two lists could name: past it, a worker
 #: refuses the job before opening any.
 MAX_VALUES = 2 * MAX_PATHS
 _LABEL = "jobqueue/2"
-
-#: Where a value sits from the payload's root: object keys (str) and list indexes (int).
-Parts = tuple[str | int, ...]
 
 
 def _b64(data: bytes) -> str:
@@ -179,52 +184,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-class _Leaf:
-    """A path's last key: the value there is sealed whole (paths inside it with it)."""
-
-    __slots__ = ("path",)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-
-class _Branch:
-    """A key some paths go through; ``path`` is the first of them (it names a missing field)."""
-
-    __slots__ = ("path", "children")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.children: dict[str, _Leaf | _Branch] = {}
-
-
-def _path_tree(paths: Iterable[str]) -> dict[str, _Leaf | _Branch]:
-    """The paths as a tree of keys, so that one walk seals them all. A path inside another one is
-    covered by it: ``card`` sealed whole holds ``card.number``."""
-    root: dict[str, _Leaf | _Branch] = {}
-    for path in paths:
-        node = root
-        *inner, last = path.split(".")
-        for part in inner:
-            child = node.get(part)
-            if isinstance(child, _Leaf):
-                break
-            if child is None:
-                child = node[part] = _Branch(path)
-            node = child.children
-        else:
-            node[last] = _Leaf(path)
-    return root
-
-
-def _missing(path: str, depth: int, field_prefix: str) -> ValidationError:
-    missing = ".".join(path.split(".")[: depth + 1])
-    return ValidationError(
-        f"{field_prefix}payload.{path}",
-        f"is to be encrypted but the payload has no such field ({missing!r} is missing); nothing was written",
-    )
-
-
 def seal_fields(
     payload: Any, paths: Sequence[str], ring: KeyRing | None, binding: Binding, *, field_prefix: str = ""
 ) -> Any:
@@ -251,57 +210,23 @@ def seal_fields(
             data_key.append(DataKey(ring))
         return data_key[0].seal(text.encode("utf-8"), binding.field(path.split(".")))
 
-    def walk(value: dict, tree: dict[str, _Leaf | _Branch], depth: int) -> dict:
+    def walk(value: dict, tree: dict[str, Leaf | Branch], depth: int) -> dict:
         out = dict(value)
         for key, node in tree.items():
             if key not in out:
-                raise _missing(node.path, depth, field_prefix)
-            if isinstance(node, _Leaf):
+                raise missing_field(node.path, depth, field_prefix)
+            if isinstance(node, Leaf):
                 if not is_envelope(out[key]):
                     out[key] = seal(out[key], node.path)
             elif isinstance(out[key], dict):
                 out[key] = walk(out[key], node.children, depth + 1)
             else:
-                raise _missing(node.path, depth + 1, field_prefix)
+                raise missing_field(node.path, depth + 1, field_prefix)
         return out
 
     if not isinstance(payload, dict):
-        raise _missing(paths[0], 0, field_prefix)
-    return walk(payload, _path_tree(paths), 0)
-
-
-def check_paths(paths: Any, field: str) -> tuple[str, ...]:
-    """Field paths as given to ``encrypt=`` / ``encrypted=``: a list of at most `MAX_PATHS`
-    dotted names (counted before anything else is looked at)."""
-    if paths is None:
-        return ()
-    if isinstance(paths, str) or not isinstance(paths, (list, tuple, set, frozenset)):
-        raise ValidationError(field, 'must be a list of dotted field names, e.g. ["card.number", "ssn"]')
-    if len(paths) > MAX_PATHS:
-        raise ValidationError(
-            field,
-            f"names {len(paths)} paths; at most {MAX_PATHS} may be encrypted per job "
-            "(a path to an object encrypts all of it); nothing was written",
-        )
-    for path in paths:
-        if not isinstance(path, str) or not all(part.strip() for part in path.split(".")) or len(path) > 500:
-            raise ValidationError(
-                field, f"{path!r} is not a dotted field name (non-empty parts, at most 500 characters)"
-            )
-    return tuple(dict.fromkeys(paths))
-
-
-def display(parts: Parts) -> str:
-    """``parts`` as an error names the place: ``payload.card.number``, ``payload.items[0]``."""
-    return "payload" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
-
-
-def field_keys(parts: Parts) -> tuple[str, ...] | None:
-    """The keys of a field an ``encrypt`` path can name; None for the payload itself or a place
-    inside a list, where no value is ever sealed."""
-    if not parts or any(isinstance(part, int) for part in parts):
-        return None
-    return parts  # type: ignore[return-value]  # no int in it
+        raise missing_field(paths[0], 0, field_prefix)
+    return walk(payload, path_tree(paths), 0)
 
 
 class _Unwrapper:

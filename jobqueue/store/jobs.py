@@ -1,4 +1,5 @@
-"""Calls on jobqueue.jobs and the result/error rows its transitions write (sql/queries/jobs.sql)."""
+"""Calls on jobqueue.jobs and the result/error rows its transitions write (sql/queries/jobs.sql);
+the operator's listing and dead-letter calls are `jobqueue.store.job_admin`."""
 
 from __future__ import annotations
 
@@ -7,22 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db.gateway import Call, column, no_result, scalar, scalar_or_none
+from jobqueue.db.gateway import Call, column, no_result, scalar_or_none
 from jobqueue.model.jobs import (
     AttemptError,
     CancelOutcome,
-    DeleteOutcome,
     Job,
     JobInfo,
     JobOutcome,
-    JobPage,
     JobState,
-    JobSummary,
     Priority,
-    RetryOutcome,
 )
-from jobqueue.model.payloads import dumps
-from jobqueue.model.workers import RunningJob
 
 T = TypeVar("T")
 
@@ -413,154 +408,3 @@ def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutc
 def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:
     """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
     return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
-
-
-# --- listing and dead-letter administration (REST API, admin tools) ---------------------------
-
-
-def _decode_summaries(rows: list[tuple]) -> list[JobSummary]:
-    return [JobSummary(r[0], r[1], r[2], Priority(r[3]), JobState(r[4]), *r[5:16]) for r in rows]
-
-
-#: States a job completing on its first attempt never enters: they have their own listing index
-#: (jobs_state_listing_idx), so a listing of one of them examines only its rows.
-INDEXED_LIST_STATES = frozenset({"failed", "dead_letter", "cancelled"})
-
-
-def list_jobs(
-    *,
-    limit: int,
-    scan: int,
-    before: uuid.UUID | None = None,
-    state: str | None = None,
-    queue: str | None = None,
-    job_type: str | None = None,
-    priority: int | None = None,
-    producer_id: str | None = None,
-    scheduled: bool | None = None,
-) -> Call[JobPage]:
-    """One page, newest first, examining at most ``scan`` rows (see job_list). The page's cursor
-    is its last row's id when it is full or the budget ran out; a page cut short by the budget
-    may hold fewer than ``limit`` jobs, even none, and still have a cursor."""
-
-    def decode(rows: list[tuple]) -> JobPage:
-        more = bool(rows) and (len(rows) == limit or rows[-1][-1] == scan)
-        return JobPage(_decode_summaries([r for r in rows if r[-2]]), str(rows[-1][0]) if more else None)
-
-    name = "job_list_in_state" if state in INDEXED_LIST_STATES else "job_list"
-    return Call(
-        name,
-        {
-            "limit": limit,
-            "scan": scan,
-            "before": before,
-            "state": state,
-            "queue": queue,
-            "job_type": job_type,
-            "priority": priority,
-            "producer_id": producer_id,
-            "scheduled": scheduled,
-        },
-        decode,
-    )
-
-
-def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:
-    """Delete a job that has not started; (outcome, the job's state when it was found)."""
-    return Call(
-        "job_delete_waiting",
-        {"id": job_id},
-        lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None),
-    )
-
-
-def running_by_worker(*, per_worker: int) -> Call[dict[str, tuple[int, list[RunningJob]]]]:
-    """Per worker id: how many jobs it runs, and the oldest ``per_worker`` of them."""
-
-    def decode(rows: list[tuple]) -> dict[str, tuple[int, list[RunningJob]]]:
-        found: dict[str, tuple[int, list[RunningJob]]] = {}
-        for worker_id, running, *job in rows:
-            found.setdefault(worker_id, (running, []))[1].append(RunningJob(*job))
-        return found
-
-    return Call("job_running_by_worker", {"per_worker": per_worker}, decode)
-
-
-def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:
-    return Call("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
-
-
-def retry_dead_batch(
-    *, after: int, limit: int, queue: str | None, job_type: str | None
-) -> Call[tuple[int, int, int | None]]:
-    """(retried, scanned, last seq scanned) of one batch."""
-    return Call(
-        "job_retry_dead_batch",
-        {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
-        lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
-    )
-
-
-def purge_dead_batch(
-    *, after: int, limit: int, queue: str | None, job_type: str | None, before: datetime | None
-) -> Call[tuple[int, int, int | None]]:
-    """(purged, scanned, last seq scanned) of one batch."""
-    return Call(
-        "job_purge_dead_batch",
-        {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
-        lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
-    )
-
-
-def session_producer() -> Call[str | None]:
-    """The producer id the database holds this session's jobs to (None: any; see enqueue())."""
-    return Call("job_session_producer", {}, scalar)
-
-
-# --- key rotation (jobqueue.cli.keys) ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoredValues:
-    """A job's encrypted values as key rotation reads them (``last_error``: a dead job's last error type)."""
-
-    seq: int
-    id: uuid.UUID
-    producer_id: str | None
-    job_type: str
-    state: str
-    payload: Any
-    result: Any
-    last_error: str | None
-
-
-def rewrap_scan(
-    *, after: int, limit: int, kid: str, holding: str = "stale"
-) -> Call[tuple[int, int | None, list[StoredValues]]]:
-    """(scanned, last seq scanned, the jobs holding values of the kind ``holding`` names: "stale",
-    under another key than ``kid`` or unbound; "any"; "unbound")."""
-
-    def decode(rows: list[tuple]) -> tuple[int, int | None, list[StoredValues]]:
-        scanned, last_seq, found = rows[0]
-        return scanned, last_seq, [StoredValues(seq, uuid.UUID(job_id), *rest) for seq, job_id, *rest in found]
-
-    return Call("job_rewrap_scan", {"after": after, "limit": limit, "kid": kid, "holding": holding}, decode)
-
-
-def rewrap_write(
-    payloads: Sequence[tuple[uuid.UUID, Any, Any]], results: Sequence[tuple[uuid.UUID, Any, Any]]
-) -> Call[tuple[list[uuid.UUID], int]]:
-    """Store (id, old, new) payloads and results, each only where the old value is still there;
-    returns the ids of the jobs whose payload was written, and how many results were."""
-    return Call(
-        "job_rewrap_write",
-        {
-            "payload_ids": [p[0] for p in payloads],
-            "old_payloads": [dumps(p[1]) for p in payloads],
-            "new_payloads": [dumps(p[2]) for p in payloads],
-            "result_ids": [r[0] for r in results],
-            "old_results": [dumps(r[1]) for r in results],
-            "new_results": [dumps(r[2]) for r in results],
-        },
-        lambda rows: (list(rows[0][0]), rows[0][1]),
-    )

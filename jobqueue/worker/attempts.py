@@ -3,7 +3,7 @@
 An attempt is a (job id, attempt) pair (a job reclaimed from this worker and claimed by it again is
 two attempts). The worker holds it while it is
 - ``running``: started, until its handler returns (the running table: attempt → job and task);
-- ``finishing``: out of the running table, not yet handed to the acks (`Worker._finish`);
+- ``finishing``: out of the running table, not yet handed to the acks (`JobSlots._finish`);
 - being reported to its circuit breaker (`Breakers.reporting`; it still holds its slot there);
 - waiting in the `AckBuffer` to be written.
 

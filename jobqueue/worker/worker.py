@@ -4,8 +4,9 @@ How a worker spends its time:
 - It claims no more jobs than it has free slots (`slots` minus running; `slots` is the concurrency,
   or with --concurrency MIN:MAX the target `worker.slot_scaler.SlotScaler` sets), in one statement
   (`FOR UPDATE SKIP LOCKED`, priority then submission order), and sets a lease on each.
-- Each job runs as an asyncio task (sync handlers in a thread pool); outcomes go to the batched
-  `AckBuffer`; the slot is free as soon as the handler returns.
+- Each job runs as an asyncio task (sync handlers in a thread pool) in `JobSlots`
+  (jobqueue.worker.slots); outcomes go to the batched `AckBuffer`; the slot is free as soon as the
+  handler returns.
 - It never claims from a paused queue (`PausedQueues`, kept fresh by the ``jobqueue_control``
   NOTIFY and a timer).
 - It never claims job types of an open circuit breaker (`Breakers.blocked`, kept fresh by the
@@ -60,26 +61,25 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from jobqueue.app import JobQueue, TaskDef
+from jobqueue.app import JobQueue
 from jobqueue.config import AutoscaleSettings, BackpressureSettings, DbSettings, MetricsSettings, WorkerSettings
 from jobqueue.crypto.keyring import KeyRing
 from jobqueue.db import gateway as db
 from jobqueue.events.notifier import Notifier
 from jobqueue.model.errors import DatabaseUnavailable, NotMigrated
-from jobqueue.model.jobs import Job
 from jobqueue.observability import tracing
+from jobqueue.observability.tracing import Tracing
 from jobqueue.runtime.background import watch
 from jobqueue.store import jobs as job_store
 from jobqueue.store import schedules as schedule_store
 from jobqueue.store import workers as worker_store
-from jobqueue.store.jobs import Attempt, Deadlines
+from jobqueue.store.jobs import Deadlines
 from jobqueue.worker.acks import AckBuffer
 from jobqueue.worker.attempts import HeldAttempts
 from jobqueue.worker.breakers import Breakers
 from jobqueue.worker.cancel_hints import CancelHints
 from jobqueue.worker.claimer import Claimer
-from jobqueue.worker.deadlines import DeadlineWatch
-from jobqueue.worker.executor import RETRY, Outcome, attempt_timeout, execute, overdue_outcome
+from jobqueue.worker.executor import Outcome
 from jobqueue.worker.heartbeat import Heartbeat, beat_interval
 from jobqueue.worker.idle_wait import IdleWait
 from jobqueue.worker.limit_watch import LimitWatch
@@ -88,7 +88,7 @@ from jobqueue.worker.notifications import WorkerNotifications
 from jobqueue.worker.paused import PausedQueues
 from jobqueue.worker.ports import JobSource, OutcomeSink
 from jobqueue.worker.slot_scaler import SlotScaler
-from jobqueue.worker.spans import traced
+from jobqueue.worker.slots import JobSlots
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.status import WorkerStatus
 from jobqueue.worker.threads import HandlerThreads
@@ -163,9 +163,6 @@ class Worker:
         self.heartbeat = Heartbeat(
             self.pool, self.worker_id, settings.lease_seconds, attempts=self.attempts, status=self.status
         )
-        # Half of what the lease may outlive the deadline: the worker's own JobTimeout for an async
-        # handler that swallowed its cancellation is written before the sweeper's would be.
-        self.deadline_watch = DeadlineWatch(grace=self.heartbeat.deadline_grace / 2, on_overdue=self._overdue)
         self.claimer: JobSource = Claimer(
             self.pool,
             self.worker_id,
@@ -213,17 +210,27 @@ class Worker:
             if settings.autoscaling
             else None
         )
-        self.tracing = tracing.from_env(service_name="jobqueue-worker")
         #: set when stuck handlers would starve this worker: its process should be started afresh
         self.restart_requested = False
         self._claim_uncertain = False  # the last claim failed in a way that may have committed
         self._late_commits_until = 0.0  # a lost claim may commit until then: reconcile every heartbeat interval
         self._claiming = asyncio.Lock()  # a claim and the start of its jobs, or a reconcile: never both at once
-        self._finishing = self.attempts.finishing  # out of the running set, not in the acks yet
         self._slot_freed = self.status.slot_freed
-        self._released: set[Attempt] = set()
-        self._abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
-        self._overdue_acks: set[asyncio.Task] = set()
+        self.slots = JobSlots(
+            app,
+            attempts=self.attempts,
+            status=self.status,
+            threads=self.threads,
+            breakers=self.breakers,
+            stats=self.stats,
+            acks=self.acks,
+            idle=self.idle,
+            deadline_grace=self.heartbeat.deadline_grace,
+            max_result_bytes=settings.max_result_bytes,
+            keys=keys,
+            tracing=tracing.from_env(service_name="jobqueue-worker"),
+            on_starving=self.request_restart,
+        )
         self.started = asyncio.Event()
         self.notifications = WorkerNotifications(
             notifier,
@@ -233,6 +240,15 @@ class Worker:
             limits=self.limits,
             cancel_hints=CancelHints(self.pool, self.attempts),
         )
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The spans of each attempt (None: OpenTelemetry not configured); a test may set its own."""
+        return self.slots.tracing
+
+    @tracing.setter
+    def tracing(self, value: Tracing | None) -> None:
+        self.slots.tracing = value
 
     # --- control --------------------------------------------------------------------------
 
@@ -277,7 +293,7 @@ class Worker:
             (self.acks.run(), "acks"),
             (self.heartbeat.run(), "heartbeat"),
             (self.stats.run(), "stats"),
-            (self.deadline_watch.run(), "deadlines"),
+            (self.slots.deadline_watch.run(), "deadlines"),
             (self.breakers.run(), "circuits"),
             (self.limits.run(), "limits"),
             (self.paused.run(), "paused"),
@@ -381,7 +397,7 @@ class Worker:
                             self.paused.claimable(), free - len(jobs), self.breakers.blocked
                         )
                     for job in jobs:
-                        self._start(job)
+                        self.slots.start(job)
                 backoff = 0.1
             except NotMigrated:
                 raise  # a bad configuration: restarting cannot help, the operator must migrate
@@ -443,103 +459,6 @@ class Worker:
             or self.acks.backlog_bytes >= self.settings.max_unacked_bytes
         )
 
-    def _start(self, job: Job) -> None:
-        handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
-        task = asyncio.create_task(self._run_job(job, handler))
-        self.deadline_watch.watch(task, attempt_timeout(job, handler))
-        self.running[job.key] = (job, task)
-
-    async def _run_job(self, job: Job, task: TaskDef | None) -> None:
-        # Taken now: a task still pending when its loop closes is finished by the garbage collector,
-        # outside any loop, where asyncio.current_task() raises (and fails whatever runs then).
-        this_task = asyncio.current_task()
-        try:
-            outcome = await traced(
-                self.tracing,
-                job,
-                execute(
-                    job,
-                    task,
-                    self.threads,
-                    self.deadline_watch,
-                    max_result_bytes=self.settings.max_result_bytes,
-                    keys=self.keys,
-                ),
-            )
-        except asyncio.CancelledError:
-            return  # released at shutdown: the job went back to pending, nothing to ack
-        except Exception as exc:  # defensive: execute() classifies handler errors itself
-            log.exception("job %s: executor failed", job.id)
-            outcome = Outcome(
-                job=job,
-                kind="retry",
-                duration_ms=0.0,
-                retry_in=1.0,
-                error_type=type(exc).__qualname__,
-                message=str(exc),
-            )
-        finally:
-            self.running.pop(job.key, None)
-            self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
-            self._slot_freed.set()
-            overdue = job.key in self._abandoned  # it ended at last: its attempt was failed already
-            self._abandoned.discard(job.key)
-        if job.key in self._released or overdue:
-            return
-        self._finishing.add(job.key)
-        await self._finish(job, task, outcome)
-
-    def _overdue(self, running: asyncio.Task) -> None:
-        """An async handler still runs past its deadline and the grace: it swallowed its
-        cancellation. Treated like a sync handler's stuck thread: its slot is free, its attempt
-        fails as a JobTimeout now (not when the sweeper finds its lease run out), it is cancelled
-        once more and counted stuck until it returns, and a worker whose stuck handlers reach the
-        bound restarts."""
-        attempt = next((key for key, (_, task) in self.running.items() if task is running), None)
-        if attempt is None:
-            return
-        job, _ = self.running.pop(attempt)
-        self._abandoned.add(attempt)
-        self._slot_freed.set()
-        running.cancel()
-        self.threads.mark_stuck(running)
-        log.error(
-            "job %s attempt %d: its handler ignored the cancellation at its deadline and still runs; the "
-            "attempt fails as a timeout and the handler counts as stuck",
-            *attempt,
-        )
-        task = self.app.tasks.get(job.job_type)
-        self._finishing.add(attempt)
-        ack = asyncio.create_task(self._finish(job, task, overdue_outcome(job, task, self.deadline_watch.grace)))
-        self._overdue_acks.add(ack)
-        ack.add_done_callback(self._overdue_acks.discard)
-
-    async def _finish(self, job: Job, task: TaskDef | None, outcome: Outcome) -> None:
-        """Report the outcome to the breakers, count it, hand it to the acks; the attempt is in
-        ``_finishing`` until then (still held: heartbeats renew it, a reconcile keeps it)."""
-        try:
-            await self.breakers.report(job, task, outcome)
-        except BaseException:
-            self._finishing.discard(job.key)
-            raise
-        finally:
-            self._slot_freed.set()  # a report held the slot (see _claim_loop)
-        # The registry's counts mean what /metrics' do (WorkerStats).
-        self.status.count(outcome)
-        if outcome.kind == RETRY:
-            self.idle.retry_scheduled(outcome.retry_in)
-        self.stats.record(outcome)
-        self.acks.add(outcome)
-        self._finishing.discard(job.key)
-        if self.threads.starving and not self.restart_requested:
-            log.error(
-                "%d sync handlers are stuck past their deadline, or async ones ignoring their cancellation "
-                "(limit %d): this worker stops claiming and restarts its process to get them back",
-                self.threads.stuck,
-                self.threads.max_stuck,
-            )
-            self.request_restart()
-
     # --- shutdown -------------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
@@ -551,9 +470,7 @@ class Worker:
         leftover = list(self.running.items())
         if leftover:
             attempts = [attempt for attempt, _ in leftover]
-            self._released.update(attempts)
-            for _, (_, task) in leftover:
-                task.cancel()
+            self.slots.release(attempts)
             try:
                 async with db.connection(self.pool, timeout=db.SHUTDOWN_WAIT) as conn:
                     released = await db.run(conn, job_store.release_many(worker_id=self.worker_id, attempts=attempts))

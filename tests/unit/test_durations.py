@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue import Backoff, JobQueue, Retry
-from jobqueue.config import _DURATIONS, _OTHER_FLOATS, _RETENTION_DAYS, Settings
+from jobqueue.config import DURATIONS, OTHER_FLOATS, RETENTION_DAYS, Settings
 from jobqueue.model.durations import LONGEST_SECONDS, duration_problem
 from jobqueue.model.errors import ValidationError
 
@@ -101,7 +101,7 @@ def _listed(table: dict[str, dict]) -> set[tuple[str, str]]:
 
 def test_every_seconds_setting_is_under_the_rule():
     """A float setting added later, in any section, must be listed (as a duration, in days, or as another number)."""
-    listed = _listed(_DURATIONS) | _listed(_RETENTION_DAYS) | _listed(_OTHER_FLOATS)
+    listed = _listed(DURATIONS) | _listed(RETENTION_DAYS) | _listed(OTHER_FLOATS)
     defaults = Settings()
     floats = {
         (section.name, f.name)
@@ -112,10 +112,10 @@ def test_every_seconds_setting_is_under_the_rule():
     assert floats == listed
 
 
-@pytest.mark.parametrize("section, name", sorted(_listed(_DURATIONS)))
+@pytest.mark.parametrize("section, name", sorted(_listed(DURATIONS)))
 @pytest.mark.parametrize("value", [math.inf, math.nan, 3e11])
 def test_a_seconds_setting_that_cannot_be_stored_is_refused_naming_its_variable(section, name, value):
-    variable = _DURATIONS[section][name][0].split()[0]
+    variable = DURATIONS[section][name][0].split()[0]
     with pytest.raises(ValueError, match=f"^{variable}"):
         getattr(Settings(), section).with_(**{name: value})
 

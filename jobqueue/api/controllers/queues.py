@@ -25,7 +25,7 @@ from litestar.params import FromPath, JSONBody
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
-from jobqueue.api.schemas import QueueDefaults, QueueLimits, QueueList, QueueSettingsOut, QueueShedding
+from jobqueue.api.queue_schemas import QueueDefaults, QueueLimits, QueueList, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
 
 

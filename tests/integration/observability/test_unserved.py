@@ -8,7 +8,7 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 from jobqueue import Client
-from jobqueue.api.schemas import QueueList
+from jobqueue.api.queue_schemas import QueueList
 from jobqueue.db import gateway as db
 from jobqueue.db.queries import queries
 from jobqueue.model.queues import Unserved
