@@ -25,16 +25,18 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	@start=$$SECONDS; $(PIP) -e . >&2 && echo "  installed in $$((SECONDS - start)) s" >&2
 	@touch $@
 
-$(TEST_STAMP): pyproject.toml $(RUN_STAMP)
-	@echo "installing the test tools into $(VENV): pytest, mypy, playwright… (about a minute the first time)…" >&2
+# One pip run for both (what running needs comes with the extras), so `make test` on a fresh clone
+# installs once; the run stamp is then true as well.
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing jobqueue and its test tools into $(VENV): pytest, mypy, playwright… (one to two minutes the first time)…" >&2
 	@start=$$SECONDS; $(PIP) -e '.[test]' >&2 && echo "  installed in $$((SECONDS - start)) s" >&2
-	@touch $@
+	@touch $@ $(RUN_STAMP)
 
 # What `make run` needs: jobqueue in .venv and PostgreSQL's server binaries.
 install-run: pg-server $(RUN_STAMP)
 
-# What `make test` needs on top: the test tools, and the programs some tests drive (system-deps).
-install: install-run system-deps $(TEST_STAMP)
+# What `make test` needs: that, the test tools, and the programs some tests drive (system-deps).
+install: pg-server system-deps $(TEST_STAMP)
 
 # PostgreSQL server binaries (initdb/pg_ctl) for the local and test clusters; installed only when missing.
 pg-server:
