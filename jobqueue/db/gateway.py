@@ -21,6 +21,7 @@ A connection a caller passes in (``connection=``) is the caller's: nothing here 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -149,7 +150,19 @@ def translated_errors() -> Iterator[None]:
     except pg_errors.InsufficientPrivilege as exc:  # 42501: the role lacks a GRANT; retrying cannot help
         raise PermissionDenied(f"the database refused this role: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
-        raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+        raise DatabaseUnavailable(f"database unavailable: {describe(exc)}") from exc
+
+
+def describe(exc: psycopg.Error) -> str:
+    """The server's message and its hint, on one line: ``str(exc)`` goes on with a CONTEXT line per
+    PL/pgSQL frame the error passed through (4 to 12 of them for an error inside ``jobqueue.enqueue``),
+    which tells the database's author where, and an operator nothing. An error the client made (a
+    refused connection, a pool timeout) has no server message: its own text, as it is."""
+    primary = exc.diag.message_primary
+    if not primary:
+        return str(exc).strip()
+    hint = exc.diag.message_hint
+    return f"{primary} (hint: {hint})" if hint else primary
 
 
 def _queue_full(exc: psycopg.Error) -> DatabaseBusy:
@@ -439,6 +452,20 @@ def on_standby(exc: BaseException) -> bool:
     return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(
         exc.__cause__, pg_errors.ReadOnlySqlTransaction
     )
+
+
+async def close_pool(pool: AsyncConnectionPool) -> None:
+    """``pool.close()``, also when the end of the event loop's run (``asyncio.run``, a test runner)
+    has cancelled the pool's own tasks along with every other: close() then stops at awaiting them
+    and would leave its idle connections open until the garbage collector found them, so they are
+    closed here (the list of them is psycopg_pool's; the pin keeps it below 3.4)."""
+    idle = list(getattr(pool, "_pool", ()))
+    try:
+        await pool.close()
+    except asyncio.CancelledError:
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                await conn.close()
 
 
 @contextlib.asynccontextmanager
