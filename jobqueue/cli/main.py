@@ -37,10 +37,6 @@ from jobqueue.cli.common import dispatch, run_command, settings_from_args
 Declare = Callable[[argparse.ArgumentParser], None]
 
 
-def _print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, default=str))
-
-
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from jobqueue.store import migrate
 
