@@ -18,7 +18,8 @@ CREATE TYPE jobqueue.job_input AS (
 	timeout interval,
 	expires_at timestamp with time zone,
 	idempotency_window interval,
-	idempotency_mismatch text
+	idempotency_mismatch text,
+	ordering_key text
 );
 
 CREATE FUNCTION jobqueue.acting_producer(requested text) RETURNS text
@@ -94,7 +95,7 @@ BEGIN
      WHERE j.id = job_id AND (held IS NULL OR j.producer_id = held) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'not_found';
-    ELSIF current_state IN ('pending', 'failed') THEN
+    ELSIF current_state IN ('pending', 'failed', 'waiting') THEN
         UPDATE jobqueue.jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
          WHERE id = job_id;
         RETURN 'cancelled';
@@ -234,19 +235,19 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN jobqueue.enqueue_unchecked(job_type, payload, priority, run_at, queue, max_attempts, idempotency_key, delay,
                                       jobqueue.acting_producer(producer_id), traceparent, timeout, expires_at,
-                                      expire_after, idempotency_window, idempotency_mismatch);
+                                      expire_after, idempotency_window, idempotency_mismatch, ordering_key);
 END $$;
 
-COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key). A producer role''s job is its own (producer_id defaults to it; another is refused).';
+COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, ordering_key text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key). A producer role''s job is its own (producer_id defaults to it; another is refused). With an ordering_key it runs after every earlier job of that producer''s key has finished.';
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -259,7 +260,7 @@ BEGIN
     END;
     RETURN jobqueue.enqueue(job_type, document, priority, run_at, queue, max_attempts,
                             idempotency_key, delay, producer_id, traceparent, timeout, expires_at,
-                            expire_after, idempotency_window, idempotency_mismatch);
+                            expire_after, idempotency_window, idempotency_mismatch, ordering_key);
 END $$;
 
 CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
@@ -309,11 +310,12 @@ BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
-               coalesce(array_agg(jobqueue.resolve_job(
+               coalesce(array_agg(jobqueue.with_ordering_key(jobqueue.resolve_job(
                    v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
                    v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
-                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
+                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts), v.ordering_key)
+                   ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
           FROM (SELECT f.*, coalesce(
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
@@ -322,7 +324,8 @@ BEGIN
                                                 f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text),
-                           jobqueue.given_id_problem(f.id_text)) AS problem
+                           jobqueue.given_id_problem(f.id_text),
+                           jobqueue.ordering_key_problem(f.ordering_key)) AS problem
                 FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id, e.job->>'id' AS id_text,
                              e.job->>'job_type' AS job_type, e.job->'payload' AS payload,
                              e.job->>'priority' AS priority, e.job->>'run_at' AS run_at_text,
@@ -335,7 +338,8 @@ BEGIN
                              (e.job->>'expires_at')::timestamptz AS expires_at,
                              (e.job->>'expire_after')::interval AS expire_after,
                              (e.job->>'idempotency_window')::interval AS idempotency_window,
-                             e.job->>'idempotency_mismatch' AS idempotency_mismatch
+                             e.job->>'idempotency_mismatch' AS idempotency_mismatch,
+                             e.job->>'ordering_key' AS ordering_key
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord)
                       OFFSET 0) AS f
                 OFFSET 0) AS v
@@ -358,7 +362,7 @@ BEGIN
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
-CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -368,17 +372,23 @@ DECLARE
     job_id uuid;
     wanted boolean;
     gated boolean;
+    job jobqueue.job_input;
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(problem[1], problem[2]);
     END IF;
-    IF idempotency_key IS NOT NULL THEN  -- the gates probed in the statement, as below
+    IF idempotency_key IS NOT NULL OR ordering_key IS NOT NULL THEN  -- the gates probed in the statement, as below
+        problem := jobqueue.ordering_key_problem(ordering_key);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid(problem[1], problem[2]);
+        END IF;
+        job := jobqueue.make_job_input(
+            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
+            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
+        job.ordering_key := enqueue_unchecked.ordering_key;
         SELECT r.id, EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now())
           INTO job_id, gated
-          FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
-            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
-            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window,
-            idempotency_mismatch)]) AS r;
+          FROM jobqueue.insert_jobs(ARRAY[job]) AS r;
         IF gated THEN
             PERFORM jobqueue.refuse_gated_queues(ARRAY[queue], ARRAY[job_id]);
         END IF;
@@ -418,8 +428,6 @@ BEGIN
     END IF;
     RETURN job_id;
 END $$;
-
-COMMENT ON FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
 
 CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
     LANGUAGE plpgsql
@@ -518,6 +526,8 @@ DECLARE
     held jsonb := '{}';  -- ord of a job -> id of the job holding its key
     refused integer;
     rounds integer := 0;
+    ordered boolean;
+    waiting integer[] := '{}';  -- ords of the jobs that wait for an earlier job of their ordering key
 BEGIN
     IF keyed IS NOT NULL THEN
         NULL;
@@ -569,12 +579,25 @@ BEGIN
         WHERE k.producer = coalesce(i.producer_id, '') AND k.key = i.idempotency_key AND k.expires_at <= now();
     END LOOP;
 
+    -- Ordering keys: a plain expression for one job, one pass over the array for many; a job
+    -- without a key pays nothing more (waiting stays empty).
+    IF cardinality(jobs) = 1 THEN
+        ordered := (jobs[1]).ordering_key IS NOT NULL;
+    ELSE
+        ordered := EXISTS (SELECT FROM unnest(jobs) AS i WHERE i.ordering_key IS NOT NULL);
+    END IF;
+    IF ordered THEN
+        waiting := jobqueue.ordering_waiters(jobs, held);
+    END IF;
+
     WITH added AS (
         INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts,
-                                        idempotency_key, producer_id, traceparent, timeout, expires_at)
+                                        idempotency_key, producer_id, traceparent, timeout, expires_at,
+                                        ordering_key, state)
         SELECT i.id, i.queue, i.job_type, i.payload, i.priority, i.run_at, i.max_attempts,
                i.idempotency_key, i.producer_id, i.traceparent, i.timeout,
-               coalesce(i.expires_at, i.run_at + s.job_ttl)
+               coalesce(i.expires_at, i.run_at + s.job_ttl),
+               i.ordering_key, CASE WHEN i.ord = ANY(waiting) THEN 'waiting' ELSE 'pending' END
         FROM unnest(jobs) AS i
         LEFT JOIN jobqueue.queue_settings s ON s.queue = i.queue
         WHERE i.idempotency_key IS NULL OR NOT held ? i.ord::text
@@ -756,6 +779,14 @@ END $$;
 
 COMMENT ON FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone) IS 'For a claim of the given queues: how many jobs of each applicable limit this transaction may claim now (0 for a limit another claimer holds), and for a rate that is spent, in how many seconds it frees up.';
 
+CREATE FUNCTION jobqueue.lock_ordering_key(producer text, ordering_key text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_catalog.pg_advisory_xact_lock(1785790465, hashtext(coalesce(producer, '') || E'\x1f' || ordering_key))
+$$;
+
+COMMENT ON FUNCTION jobqueue.lock_ordering_key(producer text, ordering_key text) IS 'The lock of one producer''s ordering key, held to the end of the transaction: an enqueue with the key and the end of its head take it, so neither misses the other (two keys may share a lock: it only makes them wait for each other).';
+
 CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
     AS $$
@@ -847,6 +878,103 @@ BEGIN
     PERFORM pg_notify('jobqueue_control', 'queue_settings');
     RETURN NULL;
 END $$;
+
+CREATE FUNCTION jobqueue.ordering_key_problem(ordering_key text) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE
+        WHEN ordering_key IS NULL THEN NULL
+        WHEN btrim(ordering_key, E' \t\n\r\f\v') = '' THEN ARRAY['ordering_key', 'must not be blank when given']
+        WHEN length(ordering_key) > 255
+            THEN ARRAY['ordering_key', format('must be at most 255 characters (got %s)', length(ordering_key))]
+    END
+$$;
+
+COMMENT ON FUNCTION jobqueue.ordering_key_problem(ordering_key text) IS 'Why an ordering key is refused as {field, message} (NULL: it is fine, or none was given).';
+
+CREATE FUNCTION jobqueue.ordering_key_released() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    released_queue text;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = format(
+            'jobqueue: job %s has an ordering key: it ends in a READ COMMITTED transaction (this one is %s)',
+            OLD.id, current_setting('transaction_isolation'));
+    END IF;
+    PERFORM jobqueue.lock_ordering_key(OLD.producer_id, OLD.ordering_key);
+    IF EXISTS (SELECT FROM jobqueue.jobs j
+               WHERE coalesce(j.producer_id, '') = coalesce(OLD.producer_id, '') AND j.ordering_key = OLD.ordering_key
+                 AND j.state = ANY (ARRAY['pending', 'processing', 'failed']) AND j.id <> OLD.id) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE jobqueue.jobs AS j
+    SET state = 'pending', run_at = greatest(j.run_at, now()), updated_at = now()
+    WHERE j.id = (SELECT w.id FROM jobqueue.jobs w
+                  WHERE coalesce(w.producer_id, '') = coalesce(OLD.producer_id, '')
+                    AND w.ordering_key = OLD.ordering_key AND w.state = 'waiting'
+                  ORDER BY w.seq
+                  LIMIT 1)
+      AND j.state = 'waiting'
+    RETURNING j.queue INTO released_queue;
+    IF released_queue IS NOT NULL THEN
+        PERFORM pg_notify('jobqueue_jobs', released_queue);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobqueue.ordering_key_revived() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM jobqueue.lock_ordering_key(NEW.producer_id, NEW.ordering_key);
+    IF EXISTS (SELECT FROM jobqueue.jobs j
+               WHERE coalesce(j.producer_id, '') = coalesce(NEW.producer_id, '') AND j.ordering_key = NEW.ordering_key
+                 AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']) AND j.id <> NEW.id) THEN
+        NEW.state := 'waiting';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION jobqueue.ordering_waiters(jobs jobqueue.job_input[], held jsonb) RETURNS integer[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    k record;
+    waiting integer[];
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM jobqueue.invalid('ordering_key', format(
+            'a job with an ordering key is enqueued in a READ COMMITTED transaction (this one is %s)',
+            current_setting('transaction_isolation')));
+    END IF;
+    -- Every key of the batch locked in one order (its lock id), so two enqueues never deadlock.
+    FOR k IN SELECT DISTINCT coalesce(i.producer_id, '') AS producer, i.ordering_key AS key,
+                    hashtext(coalesce(i.producer_id, '') || E'\x1f' || i.ordering_key) AS lock_id
+             FROM unnest(jobs) AS i
+             WHERE i.ordering_key IS NOT NULL AND NOT held ? i.ord::text
+             ORDER BY 3, 1, 2 LOOP
+        PERFORM jobqueue.lock_ordering_key(k.producer, k.key);
+    END LOOP;
+    -- A statement of its own after the locks: its snapshot sees every end of a head committed
+    -- before them. A job waits when its key has an unfinished job, or an earlier one in this batch.
+    SELECT coalesce(array_agg(w.ord), '{}') INTO waiting
+    FROM (SELECT i.ord, coalesce(i.producer_id, '') AS producer, i.ordering_key,
+                 row_number() OVER (PARTITION BY coalesce(i.producer_id, ''), i.ordering_key ORDER BY i.ord) AS nth
+          FROM unnest(jobs) AS i
+          WHERE i.ordering_key IS NOT NULL AND NOT held ? i.ord::text) AS w
+    WHERE w.nth > 1
+       OR EXISTS (SELECT FROM jobqueue.jobs j
+                  WHERE coalesce(j.producer_id, '') = w.producer AND j.ordering_key = w.ordering_key
+                    AND j.ordering_key IS NOT NULL
+                    AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']));
+    RETURN waiting;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.ordering_waiters(jobs jobqueue.job_input[], held jsonb) IS 'For insert_jobs: the ords of the jobs to insert (not those whose idempotency key is held) that must wait for an earlier job of their ordering key; takes the keys'' locks.';
 
 CREATE FUNCTION jobqueue.payload_problem(payload jsonb) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -968,7 +1096,7 @@ CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payloa
                coalesce(run_at, now() + delay, now()), coalesce(max_attempts, default_max_attempts, 4),
                idempotency_key, producer_id, traceparent, timeout,
                coalesce(expires_at, coalesce(run_at, now() + delay, now()) + expire_after),
-               idempotency_window, coalesce(idempotency_mismatch, 'return'))::jobqueue.job_input
+               idempotency_window, coalesce(idempotency_mismatch, 'return'), NULL::text)::jobqueue.job_input
 $$;
 
 COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
@@ -1171,6 +1299,16 @@ $$;
 
 COMMENT ON FUNCTION jobqueue.uuid_v7(n bigint) IS 'uuid_v7() for the n-th job of a statement: ids made in the same microsecond sort by n (mod 16384).';
 
+CREATE FUNCTION jobqueue.with_ordering_key(job jobqueue.job_input, ordering_key text) RETURNS jobqueue.job_input
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN ordering_key IS NULL THEN job
+                ELSE ROW((job).ord, (job).id, (job).queue, (job).job_type, (job).payload, (job).priority, (job).run_at,
+                         (job).max_attempts, (job).idempotency_key, (job).producer_id, (job).traceparent,
+                         (job).timeout, (job).expires_at, (job).idempotency_window, (job).idempotency_mismatch,
+                         ordering_key)::jobqueue.job_input END
+$$;
+
 CREATE FUNCTION jobqueue.zoneless_problem(field text, value text) RETURNS text[]
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $_$
@@ -1301,12 +1439,14 @@ CREATE TABLE jobqueue.jobs (
     finished_at timestamp with time zone,
     duration_ms double precision,
     limited boolean DEFAULT false NOT NULL,
+    ordering_key text,
+    progress jsonb,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
     CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
     CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
     CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
-    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text]))),
+    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text, 'waiting'::text]))),
     CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
@@ -1326,6 +1466,10 @@ COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 
 COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
+
+COMMENT ON COLUMN jobqueue.jobs.ordering_key IS 'Jobs of one producer with the same key run one at a time, in enqueue order; the later ones wait (state waiting) until the one before them finishes.';
+
+COMMENT ON COLUMN jobqueue.jobs.progress IS 'What the running (or last) attempt reported with job.progress(): {"done", "total", "message", "at", "attempt"}.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -1444,6 +1588,57 @@ CREATE TABLE jobqueue.leaders (
 );
 
 COMMENT ON TABLE jobqueue.leaders IS 'Leader leases (a row with an expiry, not an advisory lock, so it works behind PgBouncer).';
+
+CREATE VIEW jobqueue.ordering_keys AS
+ SELECT NULLIF(w.producer, ''::text) AS producer_id,
+    w.ordering_key,
+    h.id AS head_id,
+    h.state AS head_state,
+    h.queue,
+    h.job_type,
+    h.attempts,
+    h.run_at,
+    w.unfinished
+   FROM (( SELECT COALESCE(j.producer_id, ''::text) AS producer,
+            j.ordering_key,
+            count(*) AS unfinished
+           FROM jobqueue.jobs j
+          WHERE ((j.ordering_key IS NOT NULL) AND (j.state = ANY (ARRAY['waiting'::text, 'pending'::text, 'processing'::text, 'failed'::text])))
+          GROUP BY COALESCE(j.producer_id, ''::text), j.ordering_key) w
+     LEFT JOIN LATERAL ( SELECT j.id,
+            j.seq,
+            j.run_at,
+            j.created_at,
+            j.max_attempts,
+            j.priority,
+            j.cancel_requested,
+            j.queue,
+            j.job_type,
+            j.payload,
+            j.idempotency_key,
+            j.producer_id,
+            j.traceparent,
+            j.timeout,
+            j.expires_at,
+            j.dead_reason,
+            j.attempts,
+            j.started_at,
+            j.locked_by,
+            j.state,
+            j.locked_until,
+            j.deadline_at,
+            j.updated_at,
+            j.finished_at,
+            j.duration_ms,
+            j.limited,
+            j.ordering_key,
+            j.progress
+           FROM jobqueue.jobs j
+          WHERE ((COALESCE(j.producer_id, ''::text) = w.producer) AND (j.ordering_key = w.ordering_key) AND (j.ordering_key IS NOT NULL) AND (j.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])))
+          ORDER BY j.seq
+         LIMIT 1) h ON (true));
+
+COMMENT ON VIEW jobqueue.ordering_keys IS 'Ordering keys with unfinished jobs: the head (the job pending, running or waiting for its retry; NULL while the next is being released) and the count of unfinished jobs. Cancel the head to unblock a key.';
 
 CREATE TABLE jobqueue.producer_roles (
     role_name text NOT NULL,
@@ -1744,6 +1939,8 @@ CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (l
 
 CREATE INDEX jobs_limited_running_idx ON jobqueue.jobs USING btree (job_type, queue) WHERE ((state = 'processing'::text) AND limited);
 
+CREATE INDEX jobs_ordering_idx ON jobqueue.jobs USING btree (COALESCE(producer_id, ''::text), ordering_key, seq) WHERE ((ordering_key IS NOT NULL) AND (state = ANY (ARRAY['waiting'::text, 'pending'::text, 'processing'::text, 'failed'::text])));
+
 CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
 
 CREATE INDEX jobs_state_listing_idx ON jobqueue.jobs USING btree (state, id) WHERE ((state = ANY (ARRAY['failed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (id IS NOT NULL));
@@ -1761,6 +1958,12 @@ CREATE TRIGGER circuits_notify_delete AFTER DELETE ON jobqueue.circuits FOR EACH
 CREATE TRIGGER job_limits_notify AFTER INSERT OR DELETE OR UPDATE OF concurrency, rate, period_seconds ON jobqueue.job_limits FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_job_limits();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
+
+CREATE TRIGGER jobs_ordering_deleted AFTER DELETE ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_released();
+
+CREATE TRIGGER jobs_ordering_released AFTER UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])) AND (new.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_released();
+
+CREATE TRIGGER jobs_ordering_revived BEFORE UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'failed'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_revived();
 
 CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
 

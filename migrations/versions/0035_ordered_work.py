@@ -1,0 +1,24 @@
+"""Ordered work and progress (issue 21): jobs.ordering_key with the waiting state, the per-key lock,
+the triggers that release a key's next job, the ordering_key parameter of every enqueue path, the
+ordering_keys view; jobs.progress.
+
+Revision ID: 0035_ordered_work
+Revises: 0030_listener_cap_lock
+"""
+
+from alembic import op
+
+from jobqueue.db.queries import run_migration_script
+
+revision = "0035_ordered_work"
+down_revision = "0030_listener_cap_lock"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_migration_script(op, "0035_ordered_work.up.sql")
+
+
+def downgrade() -> None:
+    run_migration_script(op, "0035_ordered_work.down.sql")
