@@ -44,6 +44,8 @@ class JobState(str, enum.Enum):
     FAILED = "failed"
     DEAD_LETTER = "dead_letter"
     CANCELLED = "cancelled"
+    #: held behind an earlier unfinished job of its ordering key: claimable by no worker until that one ends
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,29 @@ class AttemptError:
     traceback: str | None
     worker_id: str | None
     failed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What a running attempt last reported with `Job.progress` (kept after the job ends)."""
+
+    done: float
+    total: float | None
+    message: str | None
+    at: datetime  # when the database stored it (reports are coalesced: at most a few per second)
+    attempt: int
+
+    @classmethod
+    def of(cls, stored: dict | None) -> "JobProgress | None":
+        if not stored:
+            return None
+        return cls(
+            stored["done"],
+            stored.get("total"),
+            stored.get("message"),
+            datetime.fromisoformat(stored["at"]),
+            stored["attempt"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +114,8 @@ class JobInfo:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+    ordering_key: str | None = None  # its producer's jobs with this key run one at a time, in enqueue order
+    progress: JobProgress | None = None  # what its running (or last) attempt reported
 
     @property
     def last_error(self) -> AttemptError | None:

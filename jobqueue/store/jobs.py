@@ -15,6 +15,7 @@ from jobqueue.model.jobs import (
     Job,
     JobInfo,
     JobOutcome,
+    JobProgress,
     JobState,
     Priority,
 )
@@ -39,6 +40,7 @@ def enqueue(
     expire_after: timedelta | None = None,
     idempotency_window: timedelta | None = None,
     idempotency_mismatch: str | None = None,
+    ordering_key: str | None = None,
 ) -> Call[uuid.UUID]:
     return Call(
         "job_enqueue",
@@ -58,6 +60,7 @@ def enqueue(
             "expire_after": expire_after,
             "idempotency_window": idempotency_window,
             "idempotency_mismatch": idempotency_mismatch,
+            "ordering_key": ordering_key,
         },
         scalar_or_none,
     )
@@ -368,6 +371,8 @@ _INFO_FIELDS = (
     "expires_at",
     "deadline_at",
     "dead_reason",
+    "ordering_key",
+    "progress",
 )
 
 
@@ -377,6 +382,7 @@ def _decode_info(rows: list[tuple]) -> JobInfo | None:
     values = dict(zip(_INFO_FIELDS, rows[0]))
     values["priority"] = Priority(values["priority"])
     values["state"] = JobState(values["state"])
+    values["progress"] = JobProgress.of(values["progress"])
     values["errors"] = [
         AttemptError(
             attempt=e["attempt"],

@@ -9,7 +9,7 @@ SELECT jobqueue.enqueue(
     producer_id => %(producer_id)s, traceparent => %(traceparent)s, timeout => %(timeout)s::interval,
     expires_at => %(expires_at)s::timestamptz, expire_after => %(expire_after)s::interval,
     idempotency_window => %(idempotency_window)s::interval,
-    idempotency_mismatch => %(idempotency_mismatch)s::text) AS id;
+    idempotency_mismatch => %(idempotency_mismatch)s::text, ordering_key => %(ordering_key)s::text) AS id;
 
 -- name: job_enqueue_many
 SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
@@ -682,7 +682,7 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
         FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
-       j.timeout, j.expires_at, j.deadline_at, j.dead_reason
+       j.timeout, j.expires_at, j.deadline_at, j.dead_reason, j.ordering_key, j.progress
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text);
