@@ -414,3 +414,37 @@ def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutc
 def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:
     """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
     return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
+
+
+def transaction_begin(timeout: float) -> Call[None]:
+    """The first statement of a handler's transaction: bounded by ``timeout`` seconds (the rest of
+    the attempt's deadline)."""
+    return Call("job_transaction_begin", {"timeout_ms": f"{max(1, int(timeout * 1000))}ms"}, no_result)
+
+
+def complete_in_transaction(
+    *, worker_id: str, attempt: Attempt, result_json: str | None, duration_ms: float
+) -> Call[tuple[bool, bool]]:
+    """The attempt's completion inside its handler's transaction: (completed, cancel_requested)."""
+    job_id, number = attempt
+    return Call(
+        "job_complete_in_transaction",
+        {"worker_id": worker_id, "id": job_id, "attempt": number, "result": result_json, "duration_ms": duration_ms},
+        lambda rows: (rows[0][0], rows[0][1]),
+    )
+
+
+def record_progress(*, worker_id: str, reports: Sequence[tuple[Attempt, float, float | None, str | None]]) -> Call[int]:
+    """The latest progress of each attempt in ``reports``: (attempt, done, total, message). How many were written."""
+    return Call(
+        "job_progress_many",
+        {
+            "worker_id": worker_id,
+            "ids": [attempt[0] for attempt, *_ in reports],
+            "attempts": [attempt[1] for attempt, *_ in reports],
+            "done": [done for _, done, _, _ in reports],
+            "totals": [total for _, _, total, _ in reports],
+            "messages": [message for *_, message in reports],
+        },
+        lambda rows: rows[0][0],
+    )

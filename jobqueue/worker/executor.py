@@ -64,6 +64,7 @@ class Outcome:
     message: str = ""
     traceback: str | None = None
     counts_failure: bool = False  # a failure the task's circuit breaker counts (its trip_on lists it)
+    written: bool = False  # in the database already: the handler's transaction committed it
 
     @property
     def size(self) -> int:
@@ -107,7 +108,28 @@ async def execute(
     keys: KeyRing | None = None,
 ) -> Outcome:
     """Runs the attempt in the current task, which the caller has put under ``deadlines``;
-    ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks)."""
+    ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks).
+    A transaction the handler opened (`Job.transaction`) is settled here, once the outcome is known:
+    committed with the completion, or rolled back (jobqueue.worker.transactions)."""
+    try:
+        outcome = await _execute(job, task, threads, deadlines, max_result_bytes, keys)
+    except BaseException:
+        if job.open_transaction is not None:
+            await asyncio.shield(job.open_transaction.abandon())
+        raise
+    if job.open_transaction is not None:
+        outcome = await job.open_transaction.settle(outcome)
+    return outcome
+
+
+async def _execute(
+    job: Job,
+    task: TaskDef | None,
+    threads: HandlerThreads,
+    deadlines: DeadlineWatch,
+    max_result_bytes: int,
+    keys: KeyRing | None,
+) -> Outcome:
     started = time.perf_counter()
     if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
         return error_outcome(job, CANCELLED, started, JobCancelled(f"job {job.id} was cancelled before it started"))
