@@ -108,3 +108,24 @@ def report_sync(job: Job):
     job.progress(100, 100, "done")
     time.sleep(0.6)
     return None
+
+
+ORDERED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS public.ordered_runs (
+    ordering_key text NOT NULL, n integer NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL
+);
+"""
+
+
+@queue.task("ordered")
+async def ordered(job: Job):
+    """Records when it ran (the database's clock), in its own transaction: a run that did not
+    complete leaves no row."""
+    payload = job.payload or {}
+    async with job.transaction() as conn:
+        started = (await (await conn.execute("SELECT clock_timestamp()")).fetchone())[0]
+        await asyncio.sleep(payload.get("sleep", 0.05))
+        await conn.execute(
+            "INSERT INTO public.ordered_runs VALUES (%s, %s, %s, clock_timestamp())",
+            (payload["key"], payload["n"], started),
+        )
