@@ -7,13 +7,13 @@ from theirs) and wakes the writer. The writer writes every attempt's latest repo
 the database at most four small updates a second, however many it makes, and all running
 attempts share each one. The statement writes only for the attempt this worker holds (a report of
 an attempt that lost its lease is dropped), passes over rows another transaction holds locked, and
-announces a ``job.progress`` event while an event stream is open.
+announces a ``job.progress`` event while an event stream is open. An attempt that finished before
+its last report was written still gets it written (the statement takes the attempt that this
+worker finished too), so a job shorter than the interval still shows how far it got.
 
 During an outage the write fails: the reports are kept — only the latest per attempt, so memory
 stays bounded by the running attempts — and written when the database answers again; a report
-newer than the kept one replaces it. An attempt that finished takes its pending report with it
-(`forget`): what it reported last before finishing may not be written, which is fine — its state
-says more now. Nothing here ever blocks or fails a handler: only a bad figure raises, in
+newer than the kept one replaces it. Nothing here ever blocks or fails a handler: only a bad figure raises, in
 `jobqueue.model.jobs.Job.progress`, before it gets here.
 """
 
@@ -62,11 +62,6 @@ class ProgressReports:
                     self._loop.call_soon_threadsafe(self._wake.set)
             except RuntimeError:  # the loop closed: the worker is gone
                 pass
-
-    def forget(self, attempt: Attempt) -> None:
-        """The attempt ended: a report it left unwritten is dropped."""
-        with self._lock:
-            self._latest.pop(attempt, None)
 
     @property
     def pending(self) -> int:

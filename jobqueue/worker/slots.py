@@ -146,7 +146,6 @@ class JobSlots:
             )
         finally:
             self.attempts.running.pop(job.key, None)
-            self.lent.reports.forget(job.key)
             self.deadline_watch.forget(this_task)  # type: ignore[arg-type]  # always set: we run in a task
             self.status.slot_freed.set()
             overdue = job.key in self.abandoned  # it ended at last: its attempt was failed already

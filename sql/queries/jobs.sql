@@ -744,8 +744,9 @@ SELECT EXISTS (SELECT FROM done) AS completed,
 -- name: job_progress_many
 -- The latest progress of each running attempt (id, attempt) that reported some, coalesced by the
 -- worker (jobqueue.worker.progress: a few writes per second at most), on the job's row for the
--- attempt this worker holds, with the server's time, and a job.progress event while an event
--- stream is open. The figures are checked again (a forged call writes no NaN, infinity, negative
+-- attempt this worker holds — or has just finished (completed, dead-lettered or cancelled: it
+-- keeps who finished it), so a short job's last report is not lost to its ack — with the server's
+-- time, and a job.progress event while an event stream is open. The figures are checked again (a forged call writes no NaN, infinity, negative
 -- or huge number, nor a long message: such a report is dropped). A row another transaction holds
 -- locked is passed over (SKIP LOCKED: an ack or a cancel never waits for a report), and the next
 -- report writes it. updated_at is left alone: progress is not a change of state.
@@ -759,7 +760,7 @@ WITH input AS (
     SELECT j.id
     FROM input p JOIN jobqueue.jobs j ON j.id = p.id
     WHERE j.id = ANY(%(ids)s::uuid[]) AND j.attempts = p.attempt
-      AND j.state = 'processing' AND j.locked_by = %(worker_id)s
+      AND j.state IN ('processing', 'completed', 'dead_letter', 'cancelled') AND j.locked_by = %(worker_id)s
     FOR NO KEY UPDATE OF j SKIP LOCKED
 ), written AS (
     UPDATE jobqueue.jobs AS j
