@@ -64,7 +64,8 @@ def test_30_keys_of_30_jobs_on_2_processes_run_one_at_a_time_per_key_in_order_an
         (b2 - e1).total_seconds() for seen in by_key.values() for (_, _, e1), (_, b2, _) in zip(seen, seen[1:])
     )
     print(
-        f"took {took:.2f} s (serially at least {serial:.0f} s); gap between a key's jobs: median {gaps[len(gaps) // 2] * 1000:.1f} ms"
+        f"took {took:.2f} s (serially at least {serial:.0f} s); "
+        f"gap between a key's jobs: median {gaps[len(gaps) // 2] * 1000:.1f} ms"
     )
     assert took < serial / 3, f"{took:.1f} s, serially at least {serial:.0f} s"
     assert both == 2  # both processes took keys' jobs
