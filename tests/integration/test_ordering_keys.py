@@ -252,3 +252,28 @@ def test_a_keys_waiting_backlog_costs_the_claim_nothing_it_is_not_in_the_claim_i
     assert "jobs" not in seq_scanned(plan)
     assert plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0) < 200
     assert state(conn, head) == "processing" and claim(conn) == []
+
+
+def test_a_worker_killed_with_a_key_held_keeps_the_key_until_its_job_runs_again_and_ends(conn):
+    """The head's worker dies: its lease runs out, the sweeper puts the head back (pending, still
+    the key's head), and the next job waits until that head, run again, ends."""
+    head, nxt = enqueue(conn, "k"), enqueue(conn, "k")
+    assert claim(conn, worker="dead") == [head]
+    later = conn.execute("SELECT now() + interval '1 hour'").fetchone()[0]
+    reclaimed = conn.execute(query("job_reclaim_expired"), {"limit": 10, "now": later}).fetchall()
+    assert [r[0] for r in reclaimed] == [head] and state(conn, head) == "pending"
+    assert claim(conn, worker="rescuer") == [head]  # the head again, not the next one
+    complete(conn, head)
+    assert claim(conn) == [nxt]
+
+
+def test_a_waiting_job_past_its_expiry_is_dead_lettered_once_it_reaches_the_head(conn):
+    head = enqueue(conn, "k")
+    doomed = conn.execute(
+        "SELECT jobqueue.enqueue('t', ordering_key => 'k', expire_after => interval '1 second')"
+    ).fetchone()[0]
+    last = enqueue(conn, "k")
+    complete(conn, head)
+    later = conn.execute("SELECT now() + interval '1 hour'").fetchone()[0]
+    conn.execute(query("job_expire_waiting"), {"limit": 10, "now": later})
+    assert state(conn, doomed) == "dead_letter" and state(conn, last) == "pending"
