@@ -76,6 +76,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
             delay=args.delay,
             max_attempts=args.max_attempts,
             idempotency_key=args.idempotency_key,
+            ordering_key=args.ordering_key,
         ).items()
         if v is not None
     }
@@ -163,6 +164,7 @@ def _enqueue(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delay", type=float, help="seconds from now")
     p.add_argument("--max-attempts", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument("--ordering-key", help="jobs with the same key run one at a time, in enqueue order")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_enqueue)
 
