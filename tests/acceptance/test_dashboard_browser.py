@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -549,3 +550,38 @@ def test_the_dashboard_pauses_queues_whatever_their_names(stack, conn):
             browser.close()
     assert conn.execute("SELECT count(*) FROM jobqueue.queue_settings WHERE paused").fetchone()[0] == 0
     assert not problems, problems
+
+
+def test_the_job_view_shows_a_running_jobs_progress_and_follows_it(stack, dsn):
+    """A job reporting progress on a real worker: its detail has the ordering key and a progress
+    bar, which moves while the panel stays open (re-read every 2 s)."""
+    url, admin_key, client = stack
+    reporter = spawn_worker(dsn, "tests.support.ledger_app:queue", "--queues", "reports")
+    problems: list[str] = []
+    try:
+        job_id = client.enqueue("report", {"steps": 40, "pause": 1.0}, queue="reports", ordering_key="customer-42")
+        wait_until(lambda: (p := client.get(job_id).progress) is not None and p.done >= 1, timeout=20)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            try:
+                page.goto(url + "/dashboard")
+                page.fill("#api-key", admin_key)
+                page.click("#key-form button")
+                page.click("button.tab[data-view='jobs']")
+                page.fill("#f-id", str(job_id))
+                page.click("#find-job")
+                detail = page.locator("#jobs-detail")
+                expect(detail).to_contain_text("report · processing", timeout=10_000)
+                expect(detail).to_contain_text("customer-42")
+                expect(detail.locator("progress.job-progress")).to_be_visible()
+                first = detail.locator("h2:has-text('Progress') + progress + p").inner_text()
+                expect(detail).not_to_contain_text(first, timeout=10_000)  # the figure moved on
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard-job-progress.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        terminate(reporter, signal.SIGKILL)  # its job would run for 40 s
+    assert problems == []

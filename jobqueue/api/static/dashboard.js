@@ -493,7 +493,7 @@
   // never started (the second click confirms), retry once dead.
   function jobActions(job, kind) {
     const buttons = [];
-    if (["pending", "failed", "processing"].includes(job.state)) {
+    if (["pending", "failed", "processing", "waiting"].includes(job.state)) {
       buttons.push(el("button", { className: "cancel", "data-id": job.id,
                                   onclick: (event) => { event.stopPropagation(); cancelJob(kind, job.id); } }, "Cancel"));
     }
@@ -554,6 +554,29 @@
     return [el("h2", {}, "Result"), el("p", { className: "muted" }, `None yet: the job is ${job.state}.`)];
   }
 
+  // What the running (or last) attempt reported with job.progress(): a bar when the total is known.
+  function progressSection(job) {
+    const p = job.progress;
+    if (!p) return [];
+    const share = p.total ? Math.min(100, (100 * p.done) / p.total) : null;
+    const figures = p.total ? `${p.done} of ${p.total} (${share.toFixed(0)} %)` : `${p.done}`;
+    return [el("h2", {}, "Progress"),
+      share === null ? null : el("progress", { className: "job-progress", max: "100", value: String(share) }),
+      el("p", {}, `${figures}${p.message ? ` — ${p.message}` : ""}`),
+      el("p", { className: "muted" }, `attempt ${p.attempt}, reported ${fmtTime(p.at)}`)];
+  }
+
+  // A running job's detail is read again every 2 s while it stays on screen: its progress moves.
+  let progressTimer = null;
+  function followProgress(kind, job) {
+    clearTimeout(progressTimer);
+    if (job.state !== "processing" || !job.progress) return;
+    progressTimer = setTimeout(() => {
+      const panel = $(`#${kind}-detail`);
+      if (!panel.hidden && panel.dataset.id === job.id) showJob(kind, job.id);
+    }, 2000);
+  }
+
   async function showJob(kind, id) {
     const panel = $(`#${kind}-detail`);
     for (const row of document.querySelectorAll(`#${kind} tbody tr`)) row.classList.toggle("selected", row.dataset.id === id);
@@ -572,8 +595,10 @@
           el("dt", {}, "finished"), el("dd", {}, fmtTime(job.finished_at)),
           el("dt", {}, "duration"), el("dd", {}, fmtMs(job.duration_ms)),
           el("dt", {}, "producer"), el("dd", {}, job.producer_id || "—"),
-          el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—")),
+          el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—"),
+          el("dt", {}, "ordering key"), el("dd", {}, job.ordering_key || "—")),
         el("div", { className: "actions" }, jobActions(job, kind)),
+        ...progressSection(job),
         el("h2", {}, "Payload"), pre(job.payload),
         ...outcomeSection(job),
         el("h2", {}, `Attempts with errors (${errors.length})`),
@@ -583,6 +608,7 @@
           e.traceback ? pre(e.traceback) : null)));
       panel.dataset.id = job.id;
       panel.hidden = false;
+      followProgress(kind, job);
     } catch (error) {
       banner(`Could not load job ${id}: ${error.message}`);
     }
