@@ -310,11 +310,11 @@ BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
-               coalesce(array_agg(jobqueue.with_ordering_key(jobqueue.resolve_job(
+               coalesce(array_agg(jobqueue.resolve_job(
                    v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
                    v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
-                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts), v.ordering_key)
+                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts, v.ordering_key)
                    ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
           FROM (SELECT f.*, coalesce(
@@ -1085,7 +1085,7 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
+CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
     AS $$
     -- default_max_attempts: the job type's jobqueue.task_defaults row, looked up by the caller
@@ -1096,10 +1096,10 @@ CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payloa
                coalesce(run_at, now() + delay, now()), coalesce(max_attempts, default_max_attempts, 4),
                idempotency_key, producer_id, traceparent, timeout,
                coalesce(expires_at, coalesce(run_at, now() + delay, now()) + expire_after),
-               idempotency_window, coalesce(idempotency_mismatch, 'return'), NULL::text)::jobqueue.job_input
+               idempotency_window, coalesce(idempotency_mismatch, 'return'), ordering_key)::jobqueue.job_input
 $$;
 
-COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
+COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
 
 CREATE FUNCTION jobqueue.revoke_role(kind text, login text) RETURNS text
     LANGUAGE plpgsql
@@ -1298,16 +1298,6 @@ CREATE FUNCTION jobqueue.uuid_v7(n bigint) RETURNS uuid
 $$;
 
 COMMENT ON FUNCTION jobqueue.uuid_v7(n bigint) IS 'uuid_v7() for the n-th job of a statement: ids made in the same microsecond sort by n (mod 16384).';
-
-CREATE FUNCTION jobqueue.with_ordering_key(job jobqueue.job_input, ordering_key text) RETURNS jobqueue.job_input
-    LANGUAGE sql IMMUTABLE
-    AS $$
-    SELECT CASE WHEN ordering_key IS NULL THEN job
-                ELSE ROW((job).ord, (job).id, (job).queue, (job).job_type, (job).payload, (job).priority, (job).run_at,
-                         (job).max_attempts, (job).idempotency_key, (job).producer_id, (job).traceparent,
-                         (job).timeout, (job).expires_at, (job).idempotency_window, (job).idempotency_mismatch,
-                         ordering_key)::jobqueue.job_input END
-$$;
 
 CREATE FUNCTION jobqueue.zoneless_problem(field text, value text) RETURNS text[]
     LANGUAGE sql STABLE PARALLEL SAFE

@@ -7,7 +7,6 @@ DROP FUNCTION jobqueue.ordering_key_released();
 DROP FUNCTION jobqueue.ordering_key_revived();
 DROP FUNCTION jobqueue.ordering_waiters(jobqueue.job_input[], jsonb);
 DROP FUNCTION jobqueue.lock_ordering_key(text, text);
-DROP FUNCTION jobqueue.with_ordering_key(jobqueue.job_input, text);
 DROP FUNCTION jobqueue.ordering_key_problem(text);
 DROP FUNCTION jobqueue.enqueue(text, text, text, timestamptz, text, integer, text, interval, text, text, interval,
                                timestamptz, interval, interval, text, text);
@@ -22,9 +21,11 @@ ALTER TABLE jobqueue.jobs ADD CONSTRAINT jobs_state_known
     CHECK (state = ANY (ARRAY['pending', 'processing', 'completed', 'failed', 'dead_letter', 'cancelled']));
 ALTER TABLE jobqueue.jobs DROP COLUMN ordering_key;
 ALTER TABLE jobqueue.jobs DROP COLUMN progress;
+DROP FUNCTION jobqueue.resolve_job(integer, uuid, text, jsonb, text, timestamptz, interval, text, integer, text, text,
+                                   text, interval, timestamptz, interval, interval, text, integer, text);
 ALTER TYPE jobqueue.job_input DROP ATTRIBUTE ordering_key;
 
-CREATE OR REPLACE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
+CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
     AS $$
     -- default_max_attempts: the job type's jobqueue.task_defaults row, looked up by the caller
@@ -334,3 +335,4 @@ REVOKE EXECUTE ON FUNCTION jobqueue.enqueue(text, jsonb, text, timestamptz, text
 GRANT EXECUTE ON FUNCTION jobqueue.enqueue(text, jsonb, text, timestamptz, text, integer, text, interval, text, text,
                                            interval, timestamptz, interval, interval, text)
     TO jobqueue_producer, jobqueue_worker, jobqueue_admin, jobqueue_api;
+COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';

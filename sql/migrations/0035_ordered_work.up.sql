@@ -45,16 +45,6 @@ $$;
 
 COMMENT ON FUNCTION jobqueue.ordering_key_problem(ordering_key text) IS 'Why an ordering key is refused as {field, message} (NULL: it is fine, or none was given).';
 
-CREATE FUNCTION jobqueue.with_ordering_key(job jobqueue.job_input, ordering_key text) RETURNS jobqueue.job_input
-    LANGUAGE sql IMMUTABLE
-    AS $$
-    SELECT CASE WHEN ordering_key IS NULL THEN job
-                ELSE ROW((job).ord, (job).id, (job).queue, (job).job_type, (job).payload, (job).priority, (job).run_at,
-                         (job).max_attempts, (job).idempotency_key, (job).producer_id, (job).traceparent,
-                         (job).timeout, (job).expires_at, (job).idempotency_window, (job).idempotency_mismatch,
-                         ordering_key)::jobqueue.job_input END
-$$;
-
 CREATE FUNCTION jobqueue.lock_ordering_key(producer text, ordering_key text) RETURNS void
     LANGUAGE sql
     AS $$
@@ -180,7 +170,11 @@ CREATE VIEW jobqueue.ordering_keys AS
         ORDER BY j.seq LIMIT 1) AS h ON true;
 
 COMMENT ON VIEW jobqueue.ordering_keys IS 'Ordering keys with unfinished jobs: the head (the job pending, running or waiting for its retry; NULL while the next is being released) and the count of unfinished jobs. Cancel the head to unblock a key.';
-CREATE OR REPLACE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
+
+-- resolve_job takes the ordering key too (last, defaulted: its callers of before still fit).
+DROP FUNCTION jobqueue.resolve_job(integer, uuid, text, jsonb, text, timestamptz, interval, text, integer, text, text,
+                                   text, interval, timestamptz, interval, interval, text, integer);
+CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
     AS $$
     -- default_max_attempts: the job type's jobqueue.task_defaults row, looked up by the caller
@@ -191,8 +185,10 @@ CREATE OR REPLACE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type t
                coalesce(run_at, now() + delay, now()), coalesce(max_attempts, default_max_attempts, 4),
                idempotency_key, producer_id, traceparent, timeout,
                coalesce(expires_at, coalesce(run_at, now() + delay, now()) + expire_after),
-               idempotency_window, coalesce(idempotency_mismatch, 'return'), NULL::text)::jobqueue.job_input
+               idempotency_window, coalesce(idempotency_mismatch, 'return'), ordering_key)::jobqueue.job_input
 $$;
+
+COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
 
 CREATE OR REPLACE FUNCTION jobqueue.enqueue_many_unchecked(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
     LANGUAGE plpgsql
@@ -219,11 +215,11 @@ BEGIN
         SELECT min(v.ord) FILTER (WHERE v.problem IS NOT NULL),
                (array_agg(v.problem ORDER BY v.ord) FILTER (WHERE v.problem IS NOT NULL))[1:1],
                count(*) FILTER (WHERE v.idempotency_key IS NOT NULL),
-               coalesce(array_agg(jobqueue.with_ordering_key(jobqueue.resolve_job(
+               coalesce(array_agg(jobqueue.resolve_job(
                    v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
                    v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
-                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts), v.ordering_key)
+                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts, v.ordering_key)
                    ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
           FROM (SELECT f.*, coalesce(

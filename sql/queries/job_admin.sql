@@ -2,7 +2,8 @@
 -- ran, what each worker runs, dead-letter retry and purge, key rotation's scan and write.
 
 -- name: job_delete_waiting
--- Admin delete of one job that has not started: pending (due or scheduled) with no attempt yet.
+-- Admin delete of one job that has not started: pending (due or scheduled) or waiting for its
+-- ordering key, with no attempt yet (a pending head's delete releases its key's next job).
 -- It goes as if it had never been submitted, with the idempotency key it holds (a repeat makes a
 -- new job). A job that ran an attempt, runs now or finished is kept with its history (outcome
 -- started, with its state). FOR UPDATE first: a worker's claim (SKIP LOCKED) passes over the row
@@ -11,7 +12,7 @@ WITH target AS (
     SELECT j.id, j.state, j.attempts FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), gone AS (
     DELETE FROM jobqueue.jobs j USING target t
-    WHERE j.id = t.id AND t.state = 'pending' AND t.attempts = 0
+    WHERE j.id = t.id AND t.state IN ('pending', 'waiting') AND t.attempts = 0
     RETURNING j.id, j.producer_id, j.idempotency_key
 ), keys AS (
     DELETE FROM jobqueue.idempotency_keys k USING gone g

@@ -277,3 +277,18 @@ def test_a_waiting_job_past_its_expiry_is_dead_lettered_once_it_reaches_the_head
     later = conn.execute("SELECT now() + interval '1 hour'").fetchone()[0]
     conn.execute(query("job_expire_waiting"), {"limit": 10, "now": later})
     assert state(conn, doomed) == "dead_letter" and state(conn, last) == "pending"
+
+
+def test_an_operator_deletes_a_waiting_job_or_retries_a_dead_head_through_the_client(dsn, conn):
+    from jobqueue import Client
+    from jobqueue.model.jobs import DeleteOutcome, RetryOutcome
+
+    head, middle, last = (enqueue(conn, "k") for _ in range(3))
+    with Client(dsn) as client:
+        assert client.delete_waiting(middle)[0] is DeleteOutcome.DELETED
+        claim(conn)
+        conn.execute("UPDATE jobqueue.jobs SET state = 'dead_letter', finished_at = now() WHERE id = %s", (head,))
+        assert state(conn, last) == "pending"
+        assert client.retry_dead(head) is RetryOutcome.RETRIED
+    assert state(conn, head) == "waiting"  # behind the key's head (last), which it will precede no more
+    assert claim(conn) == [last]

@@ -497,7 +497,7 @@
       buttons.push(el("button", { className: "cancel", "data-id": job.id,
                                   onclick: (event) => { event.stopPropagation(); cancelJob(kind, job.id); } }, "Cancel"));
     }
-    if (job.state === "pending" && job.attempts === 0) {
+    if (["pending", "waiting"].includes(job.state) && job.attempts === 0) {
       const button = el("button", { className: "admin danger delete", "data-id": job.id }, "Delete");
       button.addEventListener("click", (event) => { event.stopPropagation(); confirmThen(button, "Delete", () => deleteJob(kind, job.id)); });
       buttons.push(button);
