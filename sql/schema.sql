@@ -899,6 +899,10 @@ CREATE FUNCTION jobqueue.ordering_key_released() RETURNS trigger
 DECLARE
     released_queue text;
 BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state IN ('completed', 'dead_letter', 'cancelled') THEN
+        PERFORM jobqueue.ordering_key_revived(NEW);
+        RETURN NULL;
+    END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = format(
             'jobqueue: job %s has an ordering key: it ends in a READ COMMITTED transaction (this one is %s)',
@@ -925,18 +929,92 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE FUNCTION jobqueue.ordering_key_revived() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
+CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds
+    -- (the first 12 hex digits of milliseconds * 4096), the version (7), 12 bits of the
+    -- millisecond's fraction, then the variant and 62 random bits (random(): the backend's PRNG,
+    -- seeded from a strong source when it starts; gen_random_uuid() costs 4 µs a call here).
+    SELECT (overlay(lpad(to_hex((date_part('epoch', clock_timestamp()) * 4096000)::bigint), 15, '0')
+                    PLACING '7' FROM 13 FOR 0)
+            || to_hex(32768 + floor(random() * 16384)::integer)
+            || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0'))::uuid
+$$;
+
+COMMENT ON FUNCTION jobqueue.uuid_v7() IS 'A time-ordered UUID (version 7): Unix time to a fraction of a millisecond, then random bits.';
+
+CREATE TABLE jobqueue.jobs (
+    id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
+    seq bigint NOT NULL,
+    run_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_attempts integer DEFAULT 4 NOT NULL,
+    priority smallint DEFAULT 2 NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    job_type text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    idempotency_key text,
+    producer_id text,
+    traceparent text,
+    timeout interval,
+    expires_at timestamp with time zone,
+    dead_reason text,
+    attempts integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone,
+    locked_by text,
+    state text DEFAULT 'pending'::text NOT NULL,
+    locked_until timestamp with time zone,
+    deadline_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    duration_ms double precision,
+    limited boolean DEFAULT false NOT NULL,
+    ordering_key text,
+    progress jsonb,
+    CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
+    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
+    CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
+    CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
+    CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
+    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text, 'waiting'::text]))),
+    CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
+
+COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
+
+COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
+
+COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
+
+COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
+
+COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
+
+COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
+
+COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
+
+COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
+
+COMMENT ON COLUMN jobqueue.jobs.ordering_key IS 'Jobs of one producer with the same key run one at a time, in enqueue order; the later ones wait (state waiting) until the one before them finishes.';
+
+COMMENT ON COLUMN jobqueue.jobs.progress IS 'What the running (or last) attempt reported with job.progress(): {"done", "total", "message", "at", "attempt"}.';
+
+CREATE FUNCTION jobqueue.ordering_key_revived(revived jobqueue.jobs) RETURNS void
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    PERFORM jobqueue.lock_ordering_key(NEW.producer_id, NEW.ordering_key);
+    PERFORM jobqueue.lock_ordering_key(revived.producer_id, revived.ordering_key);
     IF EXISTS (SELECT FROM jobqueue.jobs j
-               WHERE coalesce(j.producer_id, '') = coalesce(NEW.producer_id, '') AND j.ordering_key = NEW.ordering_key
-                 AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']) AND j.id <> NEW.id) THEN
-        NEW.state := 'waiting';
+               WHERE coalesce(j.producer_id, '') = coalesce(revived.producer_id, '')
+                 AND j.ordering_key = revived.ordering_key
+                 AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']) AND j.id <> revived.id) THEN
+        UPDATE jobqueue.jobs SET state = 'waiting' WHERE id = revived.id AND state IN ('pending', 'failed');
     END IF;
-    RETURN NEW;
 END $$;
 
 CREATE FUNCTION jobqueue.ordering_waiters(jobs jobqueue.job_input[], held jsonb) RETURNS integer[]
@@ -1271,21 +1349,6 @@ CREATE FUNCTION jobqueue.unregister_event_listener(listener_id text) RETURNS voi
      WHERE l.listener_id = unregister_event_listener.listener_id AND l.registered_by = session_user;
 $$;
 
-CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
-    LANGUAGE sql PARALLEL SAFE
-    AS $$
-    -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds
-    -- (the first 12 hex digits of milliseconds * 4096), the version (7), 12 bits of the
-    -- millisecond's fraction, then the variant and 62 random bits (random(): the backend's PRNG,
-    -- seeded from a strong source when it starts; gen_random_uuid() costs 4 µs a call here).
-    SELECT (overlay(lpad(to_hex((date_part('epoch', clock_timestamp()) * 4096000)::bigint), 15, '0')
-                    PLACING '7' FROM 13 FOR 0)
-            || to_hex(32768 + floor(random() * 16384)::integer)
-            || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0'))::uuid
-$$;
-
-COMMENT ON FUNCTION jobqueue.uuid_v7() IS 'A time-ordered UUID (version 7): Unix time to a fraction of a millisecond, then random bits.';
-
 CREATE FUNCTION jobqueue.uuid_v7(n bigint) RETURNS uuid
     LANGUAGE sql PARALLEL SAFE
     AS $$
@@ -1401,65 +1464,6 @@ CREATE TABLE jobqueue.job_errors (
 );
 
 COMMENT ON TABLE jobqueue.job_errors IS 'The error of every failed attempt, kept when the job is dead-lettered.';
-
-CREATE TABLE jobqueue.jobs (
-    id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
-    seq bigint NOT NULL,
-    run_at timestamp with time zone DEFAULT now() NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_attempts integer DEFAULT 4 NOT NULL,
-    priority smallint DEFAULT 2 NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    queue text DEFAULT 'default'::text NOT NULL,
-    job_type text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    idempotency_key text,
-    producer_id text,
-    traceparent text,
-    timeout interval,
-    expires_at timestamp with time zone,
-    dead_reason text,
-    attempts integer DEFAULT 0 NOT NULL,
-    started_at timestamp with time zone,
-    locked_by text,
-    state text DEFAULT 'pending'::text NOT NULL,
-    locked_until timestamp with time zone,
-    deadline_at timestamp with time zone,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    duration_ms double precision,
-    limited boolean DEFAULT false NOT NULL,
-    ordering_key text,
-    progress jsonb,
-    CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
-    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
-    CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
-    CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
-    CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
-    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text, 'waiting'::text]))),
-    CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
-)
-WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
-
-COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
-
-COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
-
-COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
-
-COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
-
-COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
-
-COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
-
-COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
-
-COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
-
-COMMENT ON COLUMN jobqueue.jobs.ordering_key IS 'Jobs of one producer with the same key run one at a time, in enqueue order; the later ones wait (state waiting) until the one before them finishes.';
-
-COMMENT ON COLUMN jobqueue.jobs.progress IS 'What the running (or last) attempt reported with job.progress(): {"done", "total", "message", "at", "attempt"}.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -1951,9 +1955,7 @@ CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD 
 
 CREATE TRIGGER jobs_ordering_deleted AFTER DELETE ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_released();
 
-CREATE TRIGGER jobs_ordering_released AFTER UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])) AND (new.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_released();
-
-CREATE TRIGGER jobs_ordering_revived BEFORE UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'failed'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_revived();
+CREATE TRIGGER jobs_ordering_released AFTER UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (((old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])) AND (new.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text]))) OR ((old.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'failed'::text])))))) EXECUTE FUNCTION jobqueue.ordering_key_released();
 
 CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
 

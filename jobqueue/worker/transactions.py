@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -126,7 +127,7 @@ class AttemptTransaction:
         self.owner = owner
         self.job = job
         self.deadline = deadline
-        self.conn = None
+        self.conn: Any = None  # the psycopg connection (async or sync) while the transaction lasts
         self.state = "new"
         self.abandoned = False  # settled while a sync handler's thread is still in its block
         self._lock = threading.Lock()
@@ -160,7 +161,7 @@ class AttemptTransaction:
         self.conn, self.state, self.job.open_transaction = conn, "open", self
         return conn
 
-    async def __aexit__(self, kind, exc, traceback) -> bool:
+    async def __aexit__(self, kind, exc, traceback) -> None:
         if exc is None:
             try:
                 self._check_end()
@@ -168,9 +169,8 @@ class AttemptTransaction:
                 await self._rollback_async()
                 raise
             self.state = "held"
-            return False
+            return
         await self._rollback_async()
-        return False
 
     async def _rollback_async(self) -> None:
         conn, self.conn, self.state = self.conn, None, "done"
@@ -203,7 +203,7 @@ class AttemptTransaction:
         self.conn, self.state, self.job.open_transaction = conn, "open", self
         return conn
 
-    def __exit__(self, kind, exc, traceback) -> bool:
+    def __exit__(self, kind, exc, traceback) -> None:
         with self._lock:
             abandoned = self.abandoned
             if exc is None and not abandoned:
@@ -213,11 +213,10 @@ class AttemptTransaction:
                     self._rollback_sync()
                     raise
                 self.state = "held"
-                return False
+                return
             self._rollback_sync()
         if abandoned and exc is None:
             raise JobTimeout("the attempt was given up (its deadline passed) while the block ran: rolled back")
-        return False
 
     def _rollback_sync(self) -> None:
         conn, self.conn, self.state = self.conn, None, "done"

@@ -2,9 +2,8 @@
 DROP VIEW jobqueue.ordering_keys;
 DROP TRIGGER jobs_ordering_released ON jobqueue.jobs;
 DROP TRIGGER jobs_ordering_deleted ON jobqueue.jobs;
-DROP TRIGGER jobs_ordering_revived ON jobqueue.jobs;
 DROP FUNCTION jobqueue.ordering_key_released();
-DROP FUNCTION jobqueue.ordering_key_revived();
+DROP FUNCTION jobqueue.ordering_key_revived(jobqueue.jobs);
 DROP FUNCTION jobqueue.ordering_waiters(jobqueue.job_input[], jsonb);
 DROP FUNCTION jobqueue.lock_ordering_key(text, text);
 DROP FUNCTION jobqueue.ordering_key_problem(text);
