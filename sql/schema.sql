@@ -457,6 +457,7 @@ BEGIN
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             PERFORM jobqueue.insert_jobs(ARRAY[job]);
+            UPDATE jobqueue.jobs AS j SET scheduled_for = tick WHERE j.id = job.id;
             fire_at := tick;
             job_id := job.id;
             RETURN NEXT;
@@ -971,6 +972,7 @@ CREATE TABLE jobqueue.jobs (
     finished_at timestamp with time zone,
     duration_ms double precision,
     limited boolean DEFAULT false NOT NULL,
+    scheduled_for timestamp with time zone,
     ordering_key text,
     progress jsonb,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
@@ -998,6 +1000,8 @@ COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 
 COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
+
+COMMENT ON COLUMN jobqueue.jobs.scheduled_for IS 'The cron tick a schedule fired this job for (jobqueue.schedule_fires.fire_at); NULL: not fired by a schedule.';
 
 COMMENT ON COLUMN jobqueue.jobs.ordering_key IS 'Jobs of one producer with the same key run one at a time, in enqueue order; the later ones wait (state waiting) until the one before them finishes.';
 
@@ -1625,6 +1629,7 @@ CREATE VIEW jobqueue.ordering_keys AS
             j.finished_at,
             j.duration_ms,
             j.limited,
+            j.scheduled_for,
             j.ordering_key,
             j.progress
            FROM jobqueue.jobs j

@@ -115,6 +115,7 @@ class JobInfo:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+    scheduled_for: datetime | None = None  # a cron job's tick (None: not fired by a schedule)
     ordering_key: str | None = None  # its producer's jobs with this key run one at a time, in enqueue order
     progress: JobProgress | None = None  # what its running (or last) attempt reported
 
@@ -193,12 +194,14 @@ _REPORTED = _Reported()
 
 
 class Job:
-    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
+    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current
+    (every attribute is in docs/workers.md, "The handler's Job").
 
     `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
     and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
     `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
-    worker fails the attempt as a `JobTimeout` when it runs out.
+    worker fails the attempt as a `JobTimeout` when it runs out. `scheduled_for` is the cron tick a
+    schedule fired the job for (None for any other job), the same on every attempt.
 
     In a worker, `transaction()` opens a transaction whose writes commit with the attempt's
     completion (exactly once), and `progress()` reports how far the attempt got
@@ -220,6 +223,7 @@ class Job:
         "order_key",
         "key",
         "producer_id",
+        "scheduled_for",
         "services",
         "open_transaction",
         "deadline",
@@ -240,6 +244,7 @@ class Job:
         timeout: float | None = None,
         order_key: tuple | None = None,
         producer_id: str | None = None,
+        scheduled_for: datetime | None = None,
     ) -> None:
         self.id = id
         self.queue = queue
@@ -254,6 +259,7 @@ class Job:
         self.timeout = timeout
         self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
         self.producer_id = producer_id  # who submitted it: its encrypted fields are bound to it
+        self.scheduled_for = scheduled_for  # a cron job's tick; None for every other job
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
         self.services: AttemptServices | None = None  # set by the worker that runs the attempt
@@ -268,7 +274,10 @@ class Job:
         cancel was requested or whose deadline passed rolls back instead, and a committed job never
         runs again. One per attempt. The worker's `jobqueue.worker.transactions` has the details."""
         if self.services is None:
-            raise RuntimeError("job.transaction() is for a handler a jobqueue worker runs")
+            raise RuntimeError(
+                "job.transaction() is for a handler a jobqueue worker runs (not the test mode's perform_job or "
+                "drain: test such a handler with a worker, e.g. tests' WorkerThread)"
+            )
         return self.services.transaction(self)
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> _Reported:
@@ -281,14 +290,18 @@ class Job:
 
         if problem := progress_problem(done, total, message):
             raise ValidationError(*problem)
-        if self.services is None:
-            raise RuntimeError("job.progress() is for a handler a jobqueue worker runs")
-        self.services.progress(self, float(done), None if total is None else float(total), message)
+        if self.services is not None:  # None: the test mode (jobqueue.testing), where a report goes nowhere
+            self.services.progress(self, float(done), None if total is None else float(total), message)
         return _REPORTED
 
     @property
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
+
+    @property
+    def run_at(self) -> datetime | None:
+        """When this attempt was due: the enqueue's run_at, or a retry's (None: a job not claimed)."""
+        return self.order_key[0] if self.order_key else None
 
     def raise_if_cancelled(self) -> None:
         from jobqueue.model.errors import JobCancelled

@@ -130,6 +130,7 @@ class AttemptTransaction:
         self.conn: Any = None  # the psycopg connection (async or sync) while the transaction lasts
         self.state = "new"
         self.abandoned = False  # settled while a sync handler's thread is still in its block
+        self.error: BaseException | None = None  # why a completion did not commit (shown to middleware)
         self._lock = threading.Lock()
 
     def _remaining(self) -> float:
@@ -279,10 +280,10 @@ class AttemptTransaction:
                 await conn.commit()
         except Exception as exc:
             await self._rollback_async()
-            return _lost(outcome, exc)
+            return self._lost(outcome, exc)
         if not completed:
             await self._rollback_async()
-            return _refused(outcome, cancelled)
+            return self._refused(outcome, cancelled)
         await self._release_async()
         return replace(outcome, written=True)
 
@@ -298,27 +299,25 @@ class AttemptTransaction:
                 conn.commit()
         except Exception as exc:
             self._rollback_sync()
-            return _lost(outcome, exc)
+            return self._lost(outcome, exc)
         self._rollback_sync()  # after a commit: nothing to roll back, the connection goes back
         if not completed:
-            return _refused(outcome, cancelled)
+            return self._refused(outcome, cancelled)
         return replace(outcome, written=True)
 
+    def _refused(self, outcome: Outcome, cancelled: bool) -> Outcome:
+        started = time.perf_counter() - outcome.duration_ms / 1000
+        if cancelled:
+            self.error = JobCancelled(f"job {outcome.job.id} was cancelled: its transaction was rolled back")
+            return error_outcome(outcome.job, CANCELLED, started, self.error)
+        self.error = LeaseLost(
+            f"job {outcome.job.id} attempt {outcome.job.attempt}: no longer this worker's (its lease ran out and "
+            "another attempt took over, or it passed its deadline): its transaction was rolled back"
+        )
+        return error_outcome(outcome.job, RETRY, started, self.error, retry_in=0.0)
 
-def _refused(outcome: Outcome, cancelled: bool) -> Outcome:
-    started = time.perf_counter() - outcome.duration_ms / 1000
-    if cancelled:
-        exc: Exception = JobCancelled(f"job {outcome.job.id} was cancelled: its transaction was rolled back")
-        return error_outcome(outcome.job, CANCELLED, started, exc)
-    exc = LeaseLost(
-        f"job {outcome.job.id} attempt {outcome.job.attempt}: no longer this worker's (its lease ran out and "
-        "another attempt took over, or it passed its deadline): its transaction was rolled back"
-    )
-    return error_outcome(outcome.job, RETRY, started, exc, retry_in=0.0)
-
-
-def _lost(outcome: Outcome, exc: Exception) -> Outcome:
-    log.warning("job %s attempt %d: its transaction did not commit (%s)", *outcome.job.key, exc)
-    started = time.perf_counter() - outcome.duration_ms / 1000
-    lost = TransactionLost(f"the attempt's transaction did not commit: {exc}")
-    return error_outcome(outcome.job, RETRY, started, lost, retry_in=1.0)
+    def _lost(self, outcome: Outcome, exc: Exception) -> Outcome:
+        log.warning("job %s attempt %d: its transaction did not commit (%s)", *outcome.job.key, exc)
+        started = time.perf_counter() - outcome.duration_ms / 1000
+        self.error = TransactionLost(f"the attempt's transaction did not commit: {exc}")
+        return error_outcome(outcome.job, RETRY, started, self.error, retry_in=1.0)

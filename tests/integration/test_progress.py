@@ -133,3 +133,14 @@ def test_during_an_outage_reports_are_kept_latest_only_and_the_handler_goes_on()
 
     pending, written, latest = asyncio.run(scenario())
     assert (pending, written, latest) == (1, False, (999, 1000, None))
+
+
+def test_in_the_test_mode_progress_is_checked_and_goes_nowhere_and_a_transaction_says_it_needs_a_worker():
+    from jobqueue.testing import perform_job_sync
+
+    reported = perform_job_sync(ledger_app.queue, "report", {"steps": 2, "pause": 0})
+    assert reported.status == "completed" and reported.result == {"steps": 2}
+    bad = perform_job_sync(ledger_app.queue, "report", {"steps": 1, "pause": 0, "bad": "nan"})
+    assert bad.status != "completed" and "done:" in str(bad.error)
+    credited = perform_job_sync(ledger_app.queue, "credit_sync", {"amount": 1})
+    assert credited.status != "completed" and "needs" not in str(credited.error) or "worker" in str(credited.error)
