@@ -3,6 +3,7 @@ jobs of one key overlap, each key runs in enqueue order, and the keys run in par
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -71,3 +72,41 @@ def test_30_keys_of_30_jobs_on_2_processes_run_one_at_a_time_per_key_in_order_an
     assert both == 2  # both processes took keys' jobs
     overlapping_keys = max(sum(1 for _, _, b, e in runs if b <= at < e) for _, _, at, _ in runs)
     assert overlapping_keys >= 10  # many keys at once
+
+
+def test_a_worker_killed_with_keys_held_loses_no_job_and_breaks_no_order(dsn, conn):
+    """SIGKILL while keys' heads run: their leases run out, the heads run again (their rows were
+    in their transactions, rolled back with the kill), and every key goes on in order."""
+    conn.execute(ledger_app.ORDERED_SCHEMA)
+    keys, per_key = 5, 20
+    with Client(dsn) as client:
+        client.enqueue_many(
+            [
+                {"job_type": "ordered", "ordering_key": f"k{k}", "payload": {"key": f"k{k}", "n": n, "sleep": 0.1}}
+                for n in range(per_key)
+                for k in range(keys)
+            ]
+        )
+    args = ("--concurrency", "10", "--lease", "2")
+    env = {"JOBQUEUE_SWEEP_INTERVAL": "0.3"}
+    done = lambda: conn.execute("SELECT count(*) FROM public.ordered_runs").fetchone()[0]  # noqa: E731
+    victim = spawn_worker(dsn, "tests.support.ledger_app:queue", *args, env=env)
+    try:
+        wait_until(lambda: done() >= 20, timeout=60)
+        victim.send_signal(signal.SIGKILL)
+    finally:
+        terminate(victim, signal.SIGKILL)
+    held = conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'processing'").fetchone()[0]
+    rescuer = spawn_worker(dsn, "tests.support.ledger_app:queue", *args, env=env)
+    try:
+        wait_until(lambda: done() == keys * per_key, timeout=90)
+    finally:
+        terminate(rescuer)
+    assert held > 0  # the kill left keys' heads running
+    for k in range(keys):
+        seen = conn.execute(
+            "SELECT n, started, ended FROM public.ordered_runs WHERE ordering_key = %s ORDER BY started", (f"k{k}",)
+        ).fetchall()
+        assert [n for n, _, _ in seen] == list(range(per_key))
+        assert all(a[2] <= b[1] for a, b in zip(seen, seen[1:]))
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE attempts > 1").fetchone()[0] >= 1
