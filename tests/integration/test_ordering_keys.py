@@ -292,3 +292,26 @@ def test_an_operator_deletes_a_waiting_job_or_retries_a_dead_head_through_the_cl
         assert client.retry_dead(head) is RetryOutcome.RETRIED
     assert state(conn, head) == "waiting"  # behind the key's head (last), which it will precede no more
     assert claim(conn) == [last]
+
+
+def test_two_apps_sharing_a_database_share_a_key_only_within_one_producer(conn):
+    """App A's worker serves 'a', app B's serves 'b'. With producer ids of their own, the same key
+    string is two keys and both run at once; enqueued without producer ids, they share it: B's job
+    waits for A's (as documented: give each app its producer id)."""
+
+    def claim_as(app: str) -> list[uuid.UUID]:
+        rows = conn.execute(CLAIM, claim_params(worker_id=app, served=[app])).fetchall()
+        return [row[0] for row in rows]
+
+    def enqueue_for(app: str, producer: str | None) -> uuid.UUID:
+        return conn.execute(
+            "SELECT jobqueue.enqueue(%s, ordering_key => 'order-7', producer_id => %s)", (app, producer)
+        ).fetchone()[0]
+
+    a, b = enqueue_for("a", "app-a"), enqueue_for("b", "app-b")
+    assert claim_as("a") == [a] and claim_as("b") == [b]
+    shared_a, shared_b = enqueue_for("a", None), enqueue_for("b", None)
+    assert state(conn, shared_b) == "waiting" and claim_as("b") == []
+    assert claim_as("a") == [shared_a]
+    complete(conn, shared_a)
+    assert claim_as("b") == [shared_b]
