@@ -1,0 +1,43 @@
+"""Whose action a client call is, when it is done for an API key: the REST API says so once per
+request (``with acting(actor):``, around the handler), and the clients run each action Call
+(`jobqueue.db.gateway.ActionCall`) of that request in a transaction that first sets
+``jobqueue.actor`` to it, so the audit log names the key, its producer and the HTTP client rather
+than the API's login. Outside ``acting`` (the CLI, scripts, workers) nothing is set and an action
+is its own one statement, recorded as the login role that ran it.
+
+A context variable, not a client setting: one API client serves every request at once, and each
+request's task (or thread, for the sync client) sees only its own actor. The database believes
+the setting only from a login holding ``jobqueue_api`` (or the owner): a producer's own session
+that sets it is recorded as itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Iterator
+
+from jobqueue.db import gateway as db
+from jobqueue.model.audit import Actor
+from jobqueue.store import audit as audit_store
+
+_ACTOR: ContextVar[Actor | None] = ContextVar("jobqueue_actor", default=None)
+
+
+@contextlib.contextmanager
+def acting(actor: Actor | None) -> Iterator[None]:
+    """Client calls in this block are done for ``actor`` (None: for nobody but the login)."""
+    token = _ACTOR.set(actor)
+    try:
+        yield
+    finally:
+        _ACTOR.reset(token)
+
+
+def actor_calls(call: db.Call) -> list[db.Call] | None:
+    """The statements to run for ``call`` in one transaction — the actor's setting, then the call —
+    when it is an action done for an API key; None when it runs as it is."""
+    actor = _ACTOR.get()
+    if actor is None or not isinstance(call, db.ActionCall):
+        return None
+    return [audit_store.set_actor(actor), call]
