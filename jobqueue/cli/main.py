@@ -7,6 +7,7 @@
     jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.cli.admin)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
+    jobqueue audit list [--actor --action --target --since] [--json] | verify   the audit log (jobqueue.cli.audit)
     jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.cli.schedules)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
@@ -234,6 +235,7 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
     ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),
     ("limits", "global concurrency and rate limits per job type or queue", _lazy("jobqueue.cli.admin", "add_limits")),
+    ("audit", "the audit log: list who did what, verify its hash chain", _lazy("jobqueue.cli.audit", "add_audit")),
     (
         "schedule",
         "cron schedules: add, list, pause, resume, remove, run-now",

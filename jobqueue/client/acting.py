@@ -1,9 +1,9 @@
 """Whose action a client call is, when it is done for an API key: the REST API says so once per
-request (``with acting(actor):``, around the handler), and the clients run each action Call
-(`jobqueue.db.gateway.ActionCall`) of that request in a transaction that first sets
-``jobqueue.actor`` to it, so the audit log names the key, its producer and the HTTP client rather
-than the API's login. Outside ``acting`` (the CLI, scripts, workers) nothing is set and an action
-is its own one statement, recorded as the login role that ran it.
+request (`act_for`, in its authentication middleware, undone when the request ends), and the
+clients run each action Call (`jobqueue.db.gateway.ActionCall`) of that request in a transaction
+that first sets ``jobqueue.actor`` to it, so the audit log names the key, its producer and the
+HTTP client rather than the API's login. Outside of that (the CLI, scripts, workers) nothing is
+set and an action is its own one statement, recorded as the login role that ran it.
 
 A context variable, not a client setting: one API client serves every request at once, and each
 request's task (or thread, for the sync client) sees only its own actor. The database believes
@@ -14,7 +14,7 @@ that sets it is recorded as itself.
 from __future__ import annotations
 
 import contextlib
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Iterator
 
 from jobqueue.db import gateway as db
@@ -27,11 +27,22 @@ _ACTOR: ContextVar[Actor | None] = ContextVar("jobqueue_actor", default=None)
 @contextlib.contextmanager
 def acting(actor: Actor | None) -> Iterator[None]:
     """Client calls in this block are done for ``actor`` (None: for nobody but the login)."""
-    token = _ACTOR.set(actor)
+    token = act_for(actor)
     try:
         yield
     finally:
         _ACTOR.reset(token)
+
+
+def act_for(actor: Actor | None) -> Token[Actor | None]:
+    """From now on in this task (or thread), client calls are done for ``actor``; `stop_acting`
+    with the token undoes this and every later `act_for` (how the REST API scopes it to a request:
+    its authentication middleware, which learns the key midway, `jobqueue.api.auth`)."""
+    return _ACTOR.set(actor)
+
+
+def stop_acting(token: Token[Actor | None]) -> None:
+    _ACTOR.reset(token)
 
 
 def actor_calls(call: db.Call) -> list[db.Call] | None:

@@ -218,6 +218,7 @@ class MaintenanceSettings(Section):
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
+    retention_audit_days: float = 365.0  # the audit log's entries (jobqueue.audit_log)
 
     def __post_init__(self) -> None:
         check_spans(self, "maintenance")
@@ -249,6 +250,7 @@ class MaintenanceSettings(Section):
                     "retention_completed_days": "RETENTION_COMPLETED_DAYS",
                     "retention_cancelled_days": "RETENTION_CANCELLED_DAYS",
                     "retention_dead_letter_days": "RETENTION_DEAD_LETTER_DAYS",
+                    "retention_audit_days": "RETENTION_AUDIT_DAYS",
                 },
             )
         )
