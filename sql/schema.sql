@@ -1010,7 +1010,7 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
 
-CREATE FUNCTION jobqueue.prune_audit_log(before timestamp with time zone, max_rows integer) RETURNS integer
+CREATE FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1019,12 +1019,15 @@ DECLARE
     through_hash bytea;
     removed integer;
 BEGIN
-    IF before IS NULL OR max_rows IS NULL OR max_rows < 1 THEN
-        PERFORM jobqueue.invalid('max_rows', 'a time and a number of rows of at least 1');
+    IF keep IS NULL OR keep < interval '1 day' THEN
+        PERFORM jobqueue.invalid('keep', format('audit entries are kept at least 1 day (got %s)', coalesce(keep::text, 'none')));
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        PERFORM jobqueue.invalid('max_rows', 'must be at least 1');
     END IF;
     PERFORM 1 FROM jobqueue.audit_chain FOR UPDATE;
     SELECT p.seq, p.hash INTO through, through_hash FROM (
-        SELECT a.seq, a.hash, bool_and(a.at < prune_audit_log.before) OVER (ORDER BY a.seq) AS expired
+        SELECT a.seq, a.hash, bool_and(a.at < now() - keep) OVER (ORDER BY a.seq) AS expired
         FROM (SELECT l.seq, l.hash, l.at FROM jobqueue.audit_log l WHERE l.seq IS NOT NULL ORDER BY l.seq LIMIT max_rows) a
     ) p
     WHERE p.expired ORDER BY p.seq DESC LIMIT 1;
@@ -1036,10 +1039,12 @@ BEGIN
     GET DIAGNOSTICS removed = ROW_COUNT;
     PERFORM set_config('jobqueue.audit_pruning', 'off', true);
     UPDATE jobqueue.audit_chain SET pruned_seq = through, pruned_hash = through_hash, pruned_at = now();
+    PERFORM jobqueue.audit('audit.prune', NULL, jsonb_build_object(
+        'removed', removed, 'through_seq', through, 'keep_days', extract(epoch FROM keep) / 86400));
     RETURN removed;
 END $$;
 
-COMMENT ON FUNCTION jobqueue.prune_audit_log(before timestamp with time zone, max_rows integer) IS 'Retention of the audit log: remove the oldest entries written before a time (a prefix of the chain, at most max_rows); the maintenance leader''s pruner calls it.';
+COMMENT ON FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) IS 'Retention of the audit log: remove the oldest entries written more than keep (at least a day) ago, a prefix of the chain, at most max_rows, and record it; the maintenance leader''s pruner calls it.';
 
 CREATE FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[] DEFAULT '{}'::uuid[]) RETURNS void
     LANGUAGE plpgsql STABLE

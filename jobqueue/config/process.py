@@ -222,6 +222,11 @@ class MaintenanceSettings(Section):
 
     def __post_init__(self) -> None:
         check_spans(self, "maintenance")
+        if self.retention_audit_days < 1:  # the database keeps them a day whatever it is asked
+            raise ValueError(
+                "JOBQUEUE_RETENTION_AUDIT_DAYS: audit entries are kept at least 1 day "
+                f"(got {self.retention_audit_days!r})"
+            )
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
             raise ValueError(
                 "the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "

@@ -13,7 +13,9 @@ The fire history of cron schedules (``schedule_fires``) and the idempotency keys
 closed (``idempotency_keys``; such a key is already free, the row is only dead weight) are pruned
 the same way, and so are audit log entries past their retention — as the log's owner
 (``jobqueue.prune_audit_log()``: no role may delete them), oldest first and only ever a prefix of
-its hash chain, whose anchor moves with it so that what remains still verifies.
+its hash chain, whose anchor moves with it so that what remains still verifies; they are kept at
+least a day by the database's own clock, whatever the caller asks, and each prune that removed
+some is an entry of its own (``audit.prune``).
 
 Options (`PrunerOptions`, defaults): ``interval`` 60 s (`JOBQUEUE_PRUNE_INTERVAL`); ``retention``
 per state — completed 30 days, cancelled 7, dead_letter 90 (`JOBQUEUE_RETENTION_COMPLETED_DAYS`,
@@ -45,7 +47,7 @@ class PrunerOptions:
     interval: float = 60.0
     retention: Mapping[str, float] = field(default_factory=dict)  # seconds per finished state (over the defaults)
     fire_history: float = 7 * DAY
-    audit_log: float = 365 * DAY  # seconds an audit entry is kept
+    audit_log: float = 365 * DAY  # seconds an audit entry is kept (at least a day; by the database's clock)
     batch_size: int = 1000
 
     def __post_init__(self) -> None:
@@ -91,9 +93,7 @@ class Pruner(Service[Pruned]):
             schedule_store.prune_fires, before=now - timedelta(seconds=self.fire_history), limit=self.batch_size
         )
         keys = await self._drain(retention_store.prune_idempotency_keys, limit=self.batch_size, now=now)
-        audit = await self._drain(
-            audit_store.prune, before=now - timedelta(seconds=self.audit_log), limit=self.batch_size
-        )
+        audit = await self._drain(audit_store.prune, keep=timedelta(seconds=self.audit_log), limit=self.batch_size)
         return Pruned(jobs=jobs, fires=fires, keys=keys, audit=audit)
 
     async def _drain(self, make_call, **params) -> int:

@@ -47,6 +47,7 @@ ACTIONS = (
     "role.revoke",
     "role.login",
     "role.timeouts",
+    "audit.prune",  # retention (the maintenance leader), not an operator's action
 )
 AREAS = tuple(dict.fromkeys(action.split(".")[0] for action in ACTIONS))
 

@@ -8,7 +8,7 @@ their statement) and the SQL functions ``jobqueue.cancel()`` and the role functi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobqueue.db.gateway import Call, no_result, scalar
 from jobqueue.db.transactions import Steps
@@ -122,6 +122,7 @@ def verification(stretch: int = VERIFY_STRETCH) -> Steps[AuditVerdict]:
     return verdict()
 
 
-def prune(*, before: datetime, limit: int) -> Call[int]:
-    """Remove up to ``limit`` of the oldest entries written before ``before`` (as the owner)."""
-    return Call("audit_prune", {"before": before, "limit": limit}, scalar)
+def prune(*, keep: timedelta, limit: int) -> Call[int]:
+    """Remove up to ``limit`` of the oldest entries written more than ``keep`` ago (at least a day),
+    as the owner; the database's clock decides, so no caller can prune today's entries."""
+    return Call("audit_prune", {"keep": keep, "limit": limit}, scalar)

@@ -1,7 +1,7 @@
 -- 0032_audit_log undone: the audit log goes (with everything it recorded), and the functions that
 -- recorded into it are as 0030 left them.
 DROP VIEW jobqueue.audit_trail;
-DROP FUNCTION jobqueue.prune_audit_log(timestamptz, integer);
+DROP FUNCTION jobqueue.prune_audit_log(interval, integer);
 DROP FUNCTION jobqueue.audit_hash(jobqueue.audit_log);
 DROP TABLE jobqueue.audit_log;
 DROP TABLE jobqueue.audit_chain;

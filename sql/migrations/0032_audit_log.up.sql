@@ -171,10 +171,12 @@ CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON jobqueue.audit_l
 CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON jobqueue.audit_log
     FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.audit_log_append_only();
 
--- Retention (the maintenance leader's pruner, as the owner): the oldest entries written before
--- `before`, at most max_rows, and only ever a prefix of the chain — it stops at the first entry it
--- keeps — so what remains verifies from the anchor it leaves (the last removed entry's hash).
-CREATE FUNCTION jobqueue.prune_audit_log(before timestamptz, max_rows integer) RETURNS integer
+-- Retention (the maintenance leader's pruner, as the owner): the oldest entries written more than
+-- `keep` ago by the database's clock (at least a day: whoever may prune cannot empty the log of
+-- today's entries), at most max_rows, and only ever a prefix of the chain — it stops at the first
+-- entry it keeps — so what remains verifies from the anchor it leaves (the last removed entry's
+-- hash). A prune that removed entries is itself an entry (audit.prune): who pruned, how far.
+CREATE FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
@@ -183,12 +185,15 @@ DECLARE
     through_hash bytea;
     removed integer;
 BEGIN
-    IF before IS NULL OR max_rows IS NULL OR max_rows < 1 THEN
-        PERFORM jobqueue.invalid('max_rows', 'a time and a number of rows of at least 1');
+    IF keep IS NULL OR keep < interval '1 day' THEN
+        PERFORM jobqueue.invalid('keep', format('audit entries are kept at least 1 day (got %s)', coalesce(keep::text, 'none')));
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        PERFORM jobqueue.invalid('max_rows', 'must be at least 1');
     END IF;
     PERFORM 1 FROM jobqueue.audit_chain FOR UPDATE;
     SELECT p.seq, p.hash INTO through, through_hash FROM (
-        SELECT a.seq, a.hash, bool_and(a.at < prune_audit_log.before) OVER (ORDER BY a.seq) AS expired
+        SELECT a.seq, a.hash, bool_and(a.at < now() - keep) OVER (ORDER BY a.seq) AS expired
         FROM (SELECT l.seq, l.hash, l.at FROM jobqueue.audit_log l WHERE l.seq IS NOT NULL ORDER BY l.seq LIMIT max_rows) a
     ) p
     WHERE p.expired ORDER BY p.seq DESC LIMIT 1;
@@ -200,9 +205,11 @@ BEGIN
     GET DIAGNOSTICS removed = ROW_COUNT;
     PERFORM set_config('jobqueue.audit_pruning', 'off', true);
     UPDATE jobqueue.audit_chain SET pruned_seq = through, pruned_hash = through_hash, pruned_at = now();
+    PERFORM jobqueue.audit('audit.prune', NULL, jsonb_build_object(
+        'removed', removed, 'through_seq', through, 'keep_days', extract(epoch FROM keep) / 86400));
     RETURN removed;
 END $$;
-COMMENT ON FUNCTION jobqueue.prune_audit_log(timestamptz, integer) IS 'Retention of the audit log: remove the oldest entries written before a time (a prefix of the chain, at most max_rows); the maintenance leader''s pruner calls it.';
+COMMENT ON FUNCTION jobqueue.prune_audit_log(interval, integer) IS 'Retention of the audit log: remove the oldest entries written more than keep (at least a day) ago, a prefix of the chain, at most max_rows, and record it; the maintenance leader''s pruner calls it.';
 
 -- Readable in psql: SELECT * FROM jobqueue.audit_trail ORDER BY seq DESC LIMIT 20;
 CREATE VIEW jobqueue.audit_trail WITH (security_invoker = true) AS
@@ -212,11 +219,11 @@ FROM jobqueue.audit_log a
 WHERE a.seq IS NOT NULL;
 COMMENT ON VIEW jobqueue.audit_trail IS 'The audit log as operators read it (newest: ORDER BY seq DESC); a producer login sees its own entries only.';
 
-REVOKE EXECUTE ON FUNCTION jobqueue.audit(text, text, jsonb), jobqueue.prune_audit_log(timestamptz, integer),
+REVOKE EXECUTE ON FUNCTION jobqueue.audit(text, text, jsonb), jobqueue.prune_audit_log(interval, integer),
     jobqueue.audit_hash(jobqueue.audit_log), jobqueue.audit_chain_entry(), jobqueue.audit_log_append_only() FROM PUBLIC;
 -- The roles whose statements record actions (producers' cancel runs as the owner).
 GRANT EXECUTE ON FUNCTION jobqueue.audit(text, text, jsonb) TO jobqueue_admin, jobqueue_api;
-GRANT EXECUTE ON FUNCTION jobqueue.prune_audit_log(timestamptz, integer) TO jobqueue_worker, jobqueue_admin;
+GRANT EXECUTE ON FUNCTION jobqueue.prune_audit_log(interval, integer) TO jobqueue_worker, jobqueue_admin;
 GRANT EXECUTE ON FUNCTION jobqueue.audit_hash(jobqueue.audit_log)
     TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly;
 -- Read only, for everyone; a producer its own entries (row-level security below).

@@ -100,6 +100,7 @@ LEFT JOIN LATERAL (
 ) AS b ON true;
 
 -- name: audit_prune
--- Retention, one batch: the oldest entries written before %(before)s, at most %(limit)s, as the
--- log's owner (jobqueue.prune_audit_log() removes a prefix of the chain and moves its anchor).
-SELECT jobqueue.prune_audit_log(%(before)s::timestamptz, %(limit)s::integer);
+-- Retention, one batch: the oldest entries written more than %(keep)s ago (by the database's
+-- clock), at most %(limit)s, as the log's owner (jobqueue.prune_audit_log() removes a prefix of
+-- the chain, moves its anchor and records that it did).
+SELECT jobqueue.prune_audit_log(%(keep)s::interval, %(limit)s::integer);
