@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 
 import psycopg
 import pytest
@@ -17,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from jobqueue.cli import main as cli_main
 from jobqueue.client import Client
 from jobqueue.maintenance.pruner import DAY, Pruner, PrunerOptions
+from jobqueue.model.audit import Actor
 from tests.support.audit import entries_after, last_seq
 from tests.support.factories import make_job
 from tests.support.maintenance import pools
@@ -243,9 +245,7 @@ def test_a_bad_entry_is_refused_naming_the_field_and_nothing_is_written(action, 
 def test_a_session_claiming_to_be_an_api_key_is_recorded_as_itself(login_as, conn):  # noqa: F811
     """jobqueue.actor is any session's to set: it is believed from the API's login (and the owner) only."""
     # what the API sends (Actor.claim()), here from sessions that are not the API
-    forged = (
-        '{"actor": "ops", "key_id": "00000000-0000-0000-0000-000000000001", "producer": null, "client": "10.0.0.1"}'
-    )
+    forged = Actor(uuid.UUID(int=1), "ops", None, "10.0.0.1").claim()
     for kind in ("admin", "producer"):
         dsn = login_as(kind, producer="mallory" if kind == "producer" else None)
         login = conninfo_to_dict(dsn)["user"]
@@ -348,3 +348,31 @@ def test_the_audit_retention_setting_refuses_nonsense(days):
     with pytest.raises(ValueError, match="JOBQUEUE_RETENTION_AUDIT_DAYS"):
         Settings.from_env({"JOBQUEUE_RETENTION_AUDIT_DAYS": days})
     assert Settings.from_env({}).maintenance.retention_audit_days == 365
+
+
+def test_an_action_that_changes_nothing_records_nothing(dsn, conn):
+    done = make_job(conn, state="completed")
+    cancelled = make_job(conn, state="cancelled")
+    pending = make_job(conn)
+    with Client(dsn, pool_size=1) as client:
+        client.schedules.add("nightly", "0 3 * * *", "report")
+        before = last_seq(conn)
+        client.cancel(done)
+        client.cancel(cancelled)
+        client.cancel(uuid.uuid4())
+        client.retry_dead(pending)  # not dead
+        client.delete_waiting(done)  # has run
+        client.schedules.put("nightly", "0 3 * * *", "report")  # redefined as it already is
+        client.revoke_api_key(uuid.uuid4())
+    assert entries_after(conn, before) == []
+
+
+def test_under_repeatable_read_an_action_committed_meanwhile_is_a_serialization_failure(dsn, conn):
+    """What docs/operations.md warns of: the head row changed after this transaction's snapshot."""
+    with psycopg.connect(dsn) as mine:
+        mine.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        mine.execute("SELECT jobqueue.audit('queue.pause', 'mine')")
+        act(dsn, "theirs")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            mine.commit()
+    assert [e["target"] for e in entries_after(conn, 0)] == ["theirs"]
