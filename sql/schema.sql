@@ -136,17 +136,24 @@ CREATE FUNCTION jobqueue.audit_chain_entry() RETURNS trigger
     AS $$
 DECLARE
     head jobqueue.audit_chain;
-    entry jobqueue.audit_log := NEW;
+    entry jobqueue.audit_log;
 BEGIN
+    IF EXISTS (SELECT FROM jobqueue.audit_log a WHERE a.id = NEW.id AND a.seq IS NOT NULL) THEN
+        RETURN NULL;  -- chained with the others of its transaction
+    END IF;
     SELECT * INTO head FROM jobqueue.audit_chain FOR UPDATE;  -- another committer's turn ends with its commit
     IF NOT FOUND THEN
         RAISE EXCEPTION 'jobqueue: the audit chain''s head (jobqueue.audit_chain) is missing' USING ERRCODE = 'data_corrupted';
     END IF;
-    entry.seq := head.last_seq + 1;
-    entry.prev_hash := head.last_hash;
-    entry.hash := jobqueue.audit_hash(entry);
-    UPDATE jobqueue.audit_log a SET seq = entry.seq, prev_hash = entry.prev_hash, hash = entry.hash WHERE a.id = NEW.id;
-    UPDATE jobqueue.audit_chain SET last_seq = entry.seq, last_hash = entry.hash;
+    FOR entry IN SELECT * FROM jobqueue.audit_log a WHERE a.seq IS NULL AND a.xact = pg_current_xact_id() ORDER BY a.id LOOP
+        entry.seq := head.last_seq + 1;
+        entry.prev_hash := head.last_hash;
+        entry.hash := jobqueue.audit_hash(entry);
+        UPDATE jobqueue.audit_log a SET seq = entry.seq, prev_hash = entry.prev_hash, hash = entry.hash WHERE a.id = entry.id;
+        head.last_seq := entry.seq;
+        head.last_hash := entry.hash;
+    END LOOP;
+    UPDATE jobqueue.audit_chain SET last_seq = head.last_seq, last_hash = head.last_hash;
     RETURN NULL;
 END $$;
 
@@ -164,7 +171,8 @@ CREATE TABLE jobqueue.audit_log (
     application_name text NOT NULL,
     producer_id text,
     prev_hash bytea,
-    hash bytea
+    hash bytea,
+    xact xid8 DEFAULT pg_current_xact_id() NOT NULL
 );
 
 COMMENT ON TABLE jobqueue.audit_log IS 'Append-only, hash-chained record of every operator and producer action (docs/security.md "Audit log"); read it through jobqueue.audit_trail.';
@@ -191,12 +199,15 @@ CREATE FUNCTION jobqueue.audit_log_append_only() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.seq IS NULL AND NEW.seq IS NOT NULL
+    IF TG_OP = 'INSERT' AND NEW.seq IS NULL AND NEW.prev_hash IS NULL AND NEW.hash IS NULL
+       AND NEW.xact = pg_current_xact_id() THEN
+        RETURN NEW;  -- its place in the chain is its COMMIT's to give
+    ELSIF TG_OP = 'UPDATE' AND OLD.seq IS NULL AND NEW.seq IS NOT NULL
        AND (OLD.id, OLD.at, OLD.actor, OLD.action, OLD.target, OLD.details, OLD.api_key_id, OLD.client_addr,
-            OLD.db_role, OLD.application_name, OLD.producer_id)
+            OLD.db_role, OLD.application_name, OLD.producer_id, OLD.xact)
            IS NOT DISTINCT FROM
            (NEW.id, NEW.at, NEW.actor, NEW.action, NEW.target, NEW.details, NEW.api_key_id, NEW.client_addr,
-            NEW.db_role, NEW.application_name, NEW.producer_id) THEN
+            NEW.db_role, NEW.application_name, NEW.producer_id, NEW.xact) THEN
         RETURN NEW;
     ELSIF TG_OP = 'DELETE' AND current_setting('jobqueue.audit_pruning', true) = 'on' THEN
         RETURN OLD;
@@ -1947,6 +1958,8 @@ ALTER TABLE ONLY jobqueue.workers
 
 CREATE INDEX audit_log_producer_idx ON jobqueue.audit_log USING btree (producer_id, seq) WHERE (producer_id IS NOT NULL);
 
+CREATE INDEX audit_log_unchained_idx ON jobqueue.audit_log USING btree (xact) WHERE (seq IS NULL);
+
 CREATE INDEX circuit_job_types_circuit_idx ON jobqueue.circuit_job_types USING btree (circuit);
 
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
@@ -1975,7 +1988,7 @@ COMMENT ON INDEX jobqueue.jobs_state_listing_idx IS 'GET /jobs?state= and /admin
 
 CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
 
-CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON jobqueue.audit_log FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_log_append_only();
+CREATE TRIGGER audit_log_append_only BEFORE INSERT OR DELETE OR UPDATE ON jobqueue.audit_log FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_log_append_only();
 
 CREATE CONSTRAINT TRIGGER audit_log_chain AFTER INSERT ON jobqueue.audit_log DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_chain_entry();
 
