@@ -22,7 +22,6 @@ from litestar.types import Receive, Scope, Send
 
 from jobqueue.client.acting import act_for, stop_acting
 from jobqueue.model.api_keys import ApiKey
-from jobqueue.model.audit import Actor
 from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 
 if TYPE_CHECKING:
@@ -72,7 +71,7 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
         if principal is None:
             raise NotAuthorizedException("unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
         client = connection.scope.get("client")
-        act_for(Actor.of_key(principal, client[0] if client else None))
+        act_for(principal, client[0] if client else None)
         return AuthenticationResult(user=principal, auth=principal.id)
 
 

@@ -374,3 +374,26 @@ def test_under_repeatable_read_an_action_committed_meanwhile_is_a_serialization_
         with pytest.raises(psycopg.errors.SerializationFailure):
             mine.commit()
     assert [e["target"] for e in entries_after(conn, 0)] == ["theirs"]
+
+
+def test_a_client_acts_for_a_key_only_inside_acting_and_only_in_its_own_thread(dsn, conn):
+    """How the REST API attributes an action (`jobqueue.client.acting`), with the sync client: a
+    web app of one's own running as the API's role could do the same."""
+    from jobqueue.client.acting import acting
+
+    with Client(dsn, pool_size=2) as client:
+        key = client.create_api_key("ops", role="admin")[1]
+        before = last_seq(conn)
+        seen_elsewhere: list[int] = []
+        with acting(key, "192.0.2.7"):
+            client.pause_queue("for-the-key")
+            other = threading.Thread(target=lambda: seen_elsewhere.append(client.pause_queue("elsewhere") and 1))
+            other.start()
+            other.join()
+            client.queue_stats()  # not an action: no transaction of its own, nothing recorded
+        client.pause_queue("after")
+    entries = {e["target"]: e for e in entries_after(conn, before)}
+    assert set(entries) == {"for-the-key", "elsewhere", "after"}
+    assert (entries["for-the-key"]["api_key_id"], entries["for-the-key"]["client_addr"]) == (key.id, "192.0.2.7")
+    assert entries["for-the-key"]["actor"] == "ops" and entries["for-the-key"]["producer_id"] is None
+    assert entries["elsewhere"]["api_key_id"] is None and entries["after"]["api_key_id"] is None
