@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         JobQueueError,
         JobTimeout,
         LimitNotFound,
+        NotConnected,
         NotMigrated,
         PermanentError,
         Retry,
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     )
     from jobqueue.model.jobs import CancelOutcome, Job, JobInfo, JobState, Priority
     from jobqueue.model.limits import Limit, LimitSpec
+    from jobqueue.model.outcomes import AttemptOutcome
     from jobqueue.model.retry import Backoff
+    from jobqueue.tasks import Task
 
 #: The module each public name comes from (the imports above, for type checkers, say the same).
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -58,6 +61,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "JobQueueError",
         "JobTimeout",
         "LimitNotFound",
+        "NotConnected",
         "NotMigrated",
         "PermanentError",
         "Retry",
@@ -66,12 +70,15 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "jobqueue.model.limits": ("Limit", "LimitSpec"),
     "jobqueue.model.jobs": ("CancelOutcome", "Job", "JobInfo", "JobState", "Priority"),
+    "jobqueue.model.outcomes": ("AttemptOutcome",),
     "jobqueue.model.retry": ("Backoff",),
+    "jobqueue.tasks": ("Task",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "AsyncClient",
+    "AttemptOutcome",
     "Backoff",
     "CancelOutcome",
     "Circuit",
@@ -94,11 +101,13 @@ __all__ = [
     "JobQueueError",
     "JobState",
     "JobTimeout",
+    "NotConnected",
     "NotMigrated",
     "PermanentError",
     "Priority",
     "Retry",
     "Settings",
+    "Task",
     "TaskDef",
     "ValidationError",
     "WaitTimeout",

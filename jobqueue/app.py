@@ -2,11 +2,21 @@
 
     queue = JobQueue()
 
-    @queue.task("send_email", max_attempts=5, backoff=Backoff(base=2), timeout=30)
+    @queue.task("send_email", max_attempts=5, backoff=Backoff(base=2), timeout=30, queue="mail")
     async def send_email(job): ...
 
-`jobqueue-worker --app mymodule:queue` imports it and runs the handlers; `queue.client(dsn)`
-gives producers a client whose enqueue applies the same per-type defaults.
+`jobqueue-worker --app mymodule:queue` imports it and runs the handlers. The decorated function is
+a `jobqueue.tasks.Task`: still callable as the function, and ``await send_email.enqueue(to=...)`` /
+``send_email.enqueue_sync(...)`` enqueue its jobs with the task's queue, priority, max attempts and
+encrypted fields, through the client ``queue.connect(...)`` names (else JOBQUEUE_DSN).
+
+    @queue.middleware
+    async def timing(job):
+        started = time.monotonic()
+        outcome = yield
+        metrics.observe(job.job_type, outcome.status, time.monotonic() - started)
+
+wraps every attempt (`jobqueue.runtime.middleware`; what its errors do: `jobqueue.worker.executor`).
 
     @queue.periodic("*/5 * * * *", name="cleanup", timezone="Europe/Berlin")
     async def cleanup(job): ...
@@ -39,7 +49,7 @@ from __future__ import annotations
 import inspect
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from jobqueue.crypto.field_paths import check_paths
 from jobqueue.model.circuits import DEFAULT_RESET_AFTER, DEFAULT_THRESHOLD, DEFAULT_WINDOW, CircuitSpec
@@ -50,6 +60,12 @@ from jobqueue.model.limits import LimitSpec
 from jobqueue.model.names import name_problem
 from jobqueue.model.retry import Backoff
 from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, ScheduleSpec
+from jobqueue.runtime.middleware import Middleware
+from jobqueue.tasks import Producers, Task
+
+if TYPE_CHECKING:
+    from jobqueue.client import AsyncClient, Client
+    from jobqueue.config import Settings
 
 DEFAULT_MAX_ATTEMPTS = 4  # SPEC: three retries after the first attempt
 
@@ -66,6 +82,8 @@ class TaskDef:
     encrypted: tuple[str, ...] = ()  # dotted payload fields every producer encrypts (jobqueue.crypto.envelopes)
     encrypt_result: bool = False  # the worker stores the handler's result encrypted
     limit: LimitSpec | None = None  # its global concurrency / rate limit (scope job_type)
+    queue: str = "default"  # where `Task.enqueue` puts its jobs (and @queue.periodic its cron jobs)
+    priority: str = Priority.NORMAL.label  # the priority `Task.enqueue` gives them
 
 
 class JobQueue:
@@ -83,6 +101,10 @@ class JobQueue:
         self.schedules: dict[str, ScheduleSpec] = {}
         self.circuits: dict[str, CircuitSpec] = {}
         self.queue_limits: dict[str, LimitSpec] = {}
+        #: around every attempt, outermost first (`middleware`)
+        self.middlewares: list[Middleware] = []
+        #: the clients its tasks enqueue with (`connect`)
+        self.producers = Producers(name)
 
     def circuit(
         self,
@@ -132,8 +154,11 @@ class JobQueue:
         encrypt_result: bool = False,
         concurrency: int | None = None,
         rate: str | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        queue: str | None = None,
+        priority: str | int | Priority | None = None,
+    ) -> Callable[[Callable[..., Any]], Task]:
         """Register a handler. It receives the `Job`; what it returns (JSON) is stored as the result.
+        The decorator returns a `Task`: the function still, with ``enqueue``/``enqueue_sync``.
 
         ``timeout``: each attempt's deadline in seconds (a job may carry its own, given at enqueue);
         without one the worker's processing TTL applies (``JOBQUEUE_PROCESSING_TTL``, 15 minutes).
@@ -146,6 +171,10 @@ class JobQueue:
         ``concurrency``: at most this many of its jobs run at once across every worker on every host;
         ``rate``: at most so many start in any window (``"10/s"``, ``"100/m"``, ``"5/2s"``). Jobs over
         the limit wait, pending, while other job types keep flowing (`jobqueue.limits`).
+        ``queue``, ``priority``: what ``send_email.enqueue(...)`` gives its jobs (default ``default``,
+        ``normal``) and ``@queue.periodic`` its cron jobs. Enqueue-side defaults: a worker runs the
+        task's jobs only if its ``--queues`` include that queue (it warns at start when not), and
+        ``client.enqueue("send_email", ...)`` by name does not apply them.
         """
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -158,11 +187,16 @@ class JobQueue:
             )
         breaker = self.circuits[circuit] if circuit is not None else None
         fields = check_paths(encrypted, "encrypted")
+        if queue is not None and (problem := name_problem(queue)):
+            raise ValidationError("queue", problem)
+        level = Priority.parse(priority).label if priority is not None else Priority.NORMAL.label
         limited = concurrency is not None or rate is not None
         if limited:  # checked now, at import, whatever the task's name turns out to be
             LimitSpec.build("job_type", name or "task", concurrency=concurrency, rate=rate)
 
-        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        def register(handler: Callable[..., Any]) -> Task:
+            if isinstance(handler, Task):  # another app's task: its function
+                handler = handler.handler
             task_name = name or handler.__name__
             if not task_name:
                 raise ValueError("task name must not be empty")
@@ -179,8 +213,10 @@ class JobQueue:
                 encrypted=fields,
                 encrypt_result=encrypt_result,
                 limit=LimitSpec.build("job_type", task_name, concurrency=concurrency, rate=rate) if limited else None,
+                queue=queue or "default",
+                priority=level,
             )
-            return handler
+            return Task(self.tasks[task_name], self.producers)
 
         return register
 
@@ -192,37 +228,41 @@ class JobQueue:
         job_type: str | None = None,
         timezone: str = "UTC",
         payload: Any = None,
-        priority: str = Priority.NORMAL.label,
-        queue: str = "default",
+        priority: str | None = None,
+        queue: str | None = None,
         max_attempts: int | None = None,
         misfire_policy: str = DEFAULT_MISFIRE_POLICY,
         misfire_limit: int = DEFAULT_MISFIRE_LIMIT,
         enabled: bool = True,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[Callable[..., Any]], Task]:
         """Run the decorated handler on a cron schedule (croniter syntax, 5 or 6 fields, in ``timezone``).
 
         The handler becomes a task named ``job_type`` (default: the function's name) unless it is
         one already — put ``@queue.periodic`` above ``@queue.task(...)`` to give task options. The
         schedule is called ``name`` (default: the job type); each tick enqueues one job with
-        ``payload``, ``priority``, ``queue`` and ``max_attempts``. ``misfire_policy`` says what
+        ``payload``, ``priority``, ``queue`` (default: the task's, as ``@queue.task`` set them) and
+        ``max_attempts``; the job's ``scheduled_for`` is the tick it fired for. ``misfire_policy`` says what
         happens to ticks missed while no scheduler ran: ``fire_once``, ``fire_all`` (at most
         ``misfire_limit`` of them) or ``skip``. An invalid expression or zone raises
         `ValidationError` here, at import.
         """
 
-        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            registered = next((t.name for t in self.tasks.values() if t.handler is handler), None)
+        def register(handler: Callable[..., Any]) -> Task:
+            own = isinstance(handler, Task) and self.tasks.get(handler.name) is handler.definition
+            function = handler.handler if isinstance(handler, Task) else handler
+            registered = next((t.name for t in self.tasks.values() if t.handler is function), None)
             if registered is not None and job_type not in (None, registered):
                 raise ValueError(f"{handler.__name__} is task {registered!r}, not {job_type!r}")
             task_name = registered or job_type or handler.__name__
+            defaults = self.tasks[registered] if registered is not None else None
             spec = ScheduleSpec.build(
                 name or task_name,
                 cron,
                 task_name,
                 timezone=timezone,
                 payload=payload,
-                priority=priority,
-                queue=queue,
+                priority=priority if priority is not None else defaults.priority if defaults else Priority.NORMAL.label,
+                queue=queue if queue is not None else defaults.queue if defaults else "default",
                 max_attempts=max_attempts,
                 misfire_policy=misfire_policy,
                 misfire_limit=misfire_limit,
@@ -231,11 +271,61 @@ class JobQueue:
             if spec.name in self.schedules:
                 raise ValueError(f"schedule {spec.name!r} is declared twice (give each one a name=)")
             if registered is None:
-                self.task(task_name)(handler)
+                task = self.task(task_name)(function)
+            else:
+                task = handler if isinstance(handler, Task) and own else Task(self.tasks[registered], self.producers)
             self.schedules[spec.name] = spec
-            return handler
+            return task
 
         return register
+
+    def middleware(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap every attempt of this app's tasks (`jobqueue.runtime.middleware`): a generator
+        function, sync or async, that yields once where the attempt runs and gets its
+        `AttemptOutcome` back from the ``yield``. Declared first, outermost. It runs on the
+        worker's event loop, inside the attempt's deadline, and for sync handlers too; an exception
+        it raises is the attempt's (an ordinary one: a retry with the task's backoff), so it never
+        loses the job. A function that is not a generator function is a `TypeError` here."""
+        self.middlewares.append(Middleware(function))
+        return function
+
+    def connect(
+        self,
+        dsn: str | None = None,
+        *,
+        client: AsyncClient | Client | None = None,
+        settings: Settings | None = None,
+        producer_id: str | None = None,
+    ) -> None:
+        """Where ``send_email.enqueue(...)`` writes (`jobqueue.tasks`): a database (``dsn``, else
+        ``settings``; the app opens its clients on first use), or a client of yours (an
+        `AsyncClient` for ``enqueue``, a `Client` for ``enqueue_sync``; the other kind is opened on
+        the same database). Without a call, JOBQUEUE_DSN. Replaces an earlier connect."""
+        self.producers.connect(dsn, client=client, settings=settings, producer_id=producer_id)
+
+    def close(self) -> None:
+        """Close the sync client the app opened for its tasks' ``enqueue_sync``."""
+        self.producers.close()
+
+    async def aclose(self) -> None:
+        """Close the clients the app opened for its tasks: this event loop's and the sync one."""
+        await self.producers.aclose()
+
+    def queues_not_served(self, queues: Sequence[str]) -> dict[str, list[str]]:
+        """The queues this app's tasks (``queue=``) and schedules put jobs in that ``queues`` (a
+        worker's) leave out, each with the tasks and schedules that do: a worker warns at start."""
+        missing: dict[str, list[str]] = {}
+        for name, task in self.tasks.items():
+            if task.queue not in queues:
+                missing.setdefault(task.queue, []).append(f"task {name}")
+        for name, spec in self.schedules.items():
+            if spec.queue not in queues:
+                missing.setdefault(spec.queue, []).append(f"schedule {name}")
+        return missing
+
+    def timeouts_by_type(self) -> dict[str, float]:
+        """The tasks' own attempt timeouts, in seconds (a claim gives the others the processing TTL)."""
+        return {name: task.timeout for name, task in self.tasks.items() if task.timeout}
 
     def max_attempts_by_type(self) -> dict[str, int]:
         return {name: task.max_attempts for name, task in self.tasks.items()}

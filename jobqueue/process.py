@@ -117,6 +117,14 @@ class WorkerProcess:
         self.maintenance = (
             Maintenance.of(settings, self.notifier, self.worker.worker_id) if settings.worker.run_maintenance else None
         )
+        for queue, makers in app.queues_not_served(settings.worker.queues).items():
+            log.warning(
+                "%s put jobs in queue %r, which this worker does not serve (--queues %s): a worker whose "
+                "--queues include it must run them",
+                ", ".join(makers),
+                queue,
+                ",".join(settings.worker.queues),
+            )
 
     def request_stop(self) -> None:
         self.worker.request_stop()

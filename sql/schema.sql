@@ -592,6 +592,7 @@ BEGIN
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             PERFORM jobqueue.insert_jobs(ARRAY[job]);
+            UPDATE jobqueue.jobs AS j SET scheduled_for = tick WHERE j.id = job.id;
             fire_at := tick;
             job_id := job.id;
             RETURN NEXT;
@@ -1524,6 +1525,7 @@ CREATE TABLE jobqueue.jobs (
     finished_at timestamp with time zone,
     duration_ms double precision,
     limited boolean DEFAULT false NOT NULL,
+    scheduled_for timestamp with time zone,
     CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
     CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
     CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
@@ -1549,6 +1551,8 @@ COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be
 COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
 
 COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
+
+COMMENT ON COLUMN jobqueue.jobs.scheduled_for IS 'The cron tick a schedule fired this job for (jobqueue.schedule_fires.fire_at); NULL: not fired by a schedule.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,

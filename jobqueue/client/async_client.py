@@ -156,7 +156,7 @@ class AsyncClient:
 
     async def close(self) -> None:
         await self._waiter.stop()
-        await self._pool.close()
+        await db.close_pool(self._pool)
 
     async def __aenter__(self) -> "AsyncClient":
         return await self.open()

@@ -21,6 +21,7 @@ A connection a caller passes in (``connection=``) is the caller's: nothing here 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -449,6 +450,20 @@ def on_standby(exc: BaseException) -> bool:
     return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(
         exc.__cause__, pg_errors.ReadOnlySqlTransaction
     )
+
+
+async def close_pool(pool: AsyncConnectionPool) -> None:
+    """``pool.close()``, also when the end of the event loop's run (``asyncio.run``, a test runner)
+    has cancelled the pool's own tasks along with every other: close() then stops at awaiting them
+    and would leave its idle connections open until the garbage collector found them, so they are
+    closed here (the list of them is psycopg_pool's; the pin keeps it below 3.4)."""
+    idle = list(getattr(pool, "_pool", ()))
+    try:
+        await pool.close()
+    except asyncio.CancelledError:
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                await conn.close()
 
 
 @contextlib.asynccontextmanager

@@ -4,10 +4,14 @@ Each service module has a small frozen dataclass of options with their defaults 
 ``PrunerOptions``, …; `Maintenance` builds them from the settings), documented in its docstring
 with whether the service runs on the leader only (``leader_only``). A service does one bounded
 piece of work per `run_once` and returns what it did: a small frozen result of its own
-(``Swept``, ``Pruned``, …) that tests read, whose ``count`` is what the loop logs when it is not
-zero. The loop, here and nowhere else, runs it every `interval` seconds (plus up to `jitter` of that, so many processes
-never line up)
-and only while this process is the leader, when the service is leader-only. `wake()` cuts the
+(``Swept``, ``Pruned``, …) that tests read. Its ``count`` says whether the run did something worth an
+operator's attention (above zero) and its ``describe()`` says what, in words: the loop logs
+``"<service>: <what it did>"`` (``scheduler: enqueued 1 cron job(s) for 1 due schedule(s)``) at INFO
+when the count is above zero, and at DEBUG otherwise, so a service that runs every second with
+nothing to do writes no INFO line (a bare ``scheduler: 1`` said nothing, and the gatekeeper's
+``gatekeeper: -1`` came every second). The loop, here and nowhere else, runs it every `interval`
+seconds (plus up to `jitter` of that, so many processes never line up) and only while this process
+is the leader, when the service is leader-only. `wake()` cuts the
 current sleep short (a NOTIFY, or this process becoming leader); a service that knows when its
 next work is due (the scheduler) overrides `next_delay`. Time comes from an injectable clock, so
 tests drive services without waiting. A database outage is logged and retried on the next tick,
@@ -33,7 +37,16 @@ class Result(Protocol):
 
     @property
     def count(self) -> int:
-        """How many items it touched: what the loop logs (nothing when 0)."""
+        """How many items it touched or changed: above 0, the loop logs `describe` at INFO."""
+
+    def describe(self) -> str:
+        """What the run did, in words, for the log line (``enqueued 2 cron job(s)``)."""
+
+
+def said(*parts: tuple[int, str], nothing: str = "nothing to do") -> str:
+    """The parts whose number is not zero, as ``"<n> <what>"`` joined by commas, or ``nothing``:
+    the one way every result puts its counts into words."""
+    return ", ".join(f"{n:,} {what}" for n, what in parts if n) or nothing
 
 
 R = TypeVar("R", bound=Result, covariant=True)
@@ -73,9 +86,11 @@ class Service(abc.ABC, Generic[R]):
             delay = self.idle_delay()
             if is_leader() or not self.leader_only:
                 try:
-                    done = (await self.run_once()).count
-                    if done:
-                        log.info("%s: %d", self.name, done)
+                    result = await self.run_once()
+                    if result.count > 0:
+                        log.info("%s: %s", self.name, result.describe())
+                    elif log.isEnabledFor(logging.DEBUG):
+                        log.debug("%s: %s", self.name, result.describe())
                     delay = self.next_delay()
                 except DatabaseUnavailable as exc:
                     log.warning("%s: database unavailable (%s)", self.name, exc)

@@ -20,9 +20,12 @@ workers share too): ``interval`` 1 s (``JOBQUEUE_API_DEPTH_REFRESH``), ``max_age
 (``JOBQUEUE_API_HARD_LIMIT``, ``_TOTAL_HARD_LIMIT``; a queue's own ``hard_limit`` in
 ``queue_settings`` wins), ``max_queues`` 1,000 (``JOBQUEUE_API_MAX_QUEUES``), ``stale_seconds`` 60
 (a worker silent longer serves no queue), ``valid_for`` 3 x ``max_age``; and the ``clock``. A run
-returns `Gated`: whether it counted, and how many gates that count closed. Its ``count`` is the
-gates closed, or -1 for a run that needed no count (as the run's number always was: the loop logs
-it, every second while nothing is submitted).
+returns `Gated`: whether it counted, how many gates that count holds closed, and how many of them
+it closed or opened. Its ``count`` is the gates that changed, so the loop logs a line
+(``gatekeeper: counted the waiting jobs: 1 gate(s) closed, 1 closed in all``) only when one did; a
+run that needed no count, or whose count changed nothing, logs at DEBUG only (it once logged
+``gatekeeper: -1`` at INFO every second while nothing was submitted). Each gate that closes or
+opens also has its own line, with its queue, reason and figures.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 from dataclasses import dataclass
 
 from jobqueue.db import gateway as db
-from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.base import Service, said
 from jobqueue.model.quotas import Limits, Recount, closed_gates
 from jobqueue.runtime.clock import Clock
 from jobqueue.store import metrics as metrics_store
@@ -54,11 +57,21 @@ class GatekeeperOptions:
 @dataclass(frozen=True, slots=True)
 class Gated:
     counted: bool = False  # False: nothing submitted since the last count could close a gate
-    closed: int = 0  # the gates that count closed (each queue at its hard limit, all queues, new queues)
+    closed: int = 0  # the gates that count holds closed (each queue at its hard limit, all queues, new queues)
+    newly_closed: int = 0  # of those, the ones this count closed
+    opened: int = 0  # gates this count opened again
 
     @property
     def count(self) -> int:
-        return self.closed if self.counted else -1
+        return self.newly_closed + self.opened
+
+    def describe(self) -> str:
+        if not self.counted:
+            return "no count needed (too few jobs submitted since the last one to close a gate)"
+        changed = said((self.newly_closed, "gate(s) closed"), (self.opened, "gate(s) opened again"), nothing="")
+        return "counted the waiting jobs: " + (
+            f"{changed}, {self.closed:,} closed in all" if changed else f"no gate changed ({self.closed:,} closed)"
+        )
 
 
 class Gatekeeper(Service[Gated]):
@@ -101,16 +114,16 @@ class Gatekeeper(Service[Gated]):
         self._recount.counted(started, submitted)
         self._depths = counts.depths
         self._undeclared = len(limits.undeclared(counts.depths, counts.served))
-        for gate in gates:
-            if ("closed", gate.queue, gate.reason) in changes:
-                log.warning(
-                    "enqueue gate closed: %s (%s waiting, limit %s)%s",
-                    gate.reason,
-                    gate.waiting,
-                    gate.quota,
-                    f" for queue {gate.queue!r}" if gate.queue else "",
-                )
-        for change, queue, reason in changes:
-            if change == "opened":
-                log.info("enqueue gate open again: %s%s", reason, f" for queue {queue!r}" if queue else "")
-        return Gated(counted=True, closed=len(gates))
+        newly_closed = [gate for gate in gates if ("closed", gate.queue, gate.reason) in changes]
+        for gate in newly_closed:
+            log.warning(
+                "enqueue gate closed: %s (%s waiting, limit %s)%s",
+                gate.reason,
+                gate.waiting,
+                gate.quota,
+                f" for queue {gate.queue!r}" if gate.queue else "",
+            )
+        opened = [(queue, reason) for change, queue, reason in changes if change == "opened"]
+        for queue, reason in opened:
+            log.info("enqueue gate open again: %s%s", reason, f" for queue {queue!r}" if queue else "")
+        return Gated(counted=True, closed=len(gates), newly_closed=len(newly_closed), opened=len(opened))

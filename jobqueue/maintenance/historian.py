@@ -43,6 +43,11 @@ class Sampled:
     def count(self) -> int:
         return self.dropped
 
+    def describe(self) -> str:
+        return "sampled this minute's throughput" + (
+            f", dropped {self.dropped:,} minute(s) past the history's span" if self.dropped else ""
+        )
+
 
 class Historian(Service[Sampled]):
     name = "historian"

@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import Mapping
 
 from jobqueue.db import gateway as db
-from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.base import Service, said
 from jobqueue.runtime.clock import Clock
 from jobqueue.store import audit as audit_store
 from jobqueue.store import retention as retention_store
@@ -69,6 +69,14 @@ class Pruned:
     @property
     def count(self) -> int:
         return self.jobs
+
+    def describe(self) -> str:
+        return said(
+            (self.jobs, "finished job(s) past their retention deleted"),
+            (self.fires, "schedule fire(s) past the fire history deleted"),
+            (self.keys, "expired idempotency key(s) deleted"),
+            nothing="nothing past its retention",
+        )
 
 
 class Pruner(Service[Pruned]):

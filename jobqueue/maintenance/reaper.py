@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 
 from jobqueue.db import gateway as db
-from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.base import Service, said
 from jobqueue.runtime.clock import Clock
 from jobqueue.store import metrics as metrics_store
 from jobqueue.store import workers as worker_store
@@ -46,6 +46,13 @@ class Reaped:
     @property
     def count(self) -> int:
         return self.lost + self.forgotten
+
+    def describe(self) -> str:
+        return said(
+            (self.lost, "silent worker(s) marked lost"),
+            (self.forgotten, "worker(s) stopped or lost long ago removed from the registry"),
+            nothing="every registered worker heartbeats",
+        )
 
 
 class Reaper(Service[Reaped]):

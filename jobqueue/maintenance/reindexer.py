@@ -86,6 +86,12 @@ class Reindexed:
     def count(self) -> int:
         return self.dropped + (1 if self.rebuilt else 0)
 
+    def describe(self) -> str:
+        parts = [f"rebuilt index {self.rebuilt}"] if self.rebuilt else []
+        if self.dropped:
+            parts.append(f"dropped {self.dropped:,} invalid leftover(s) of failed rebuilds")
+        return ", ".join(parts) or "no index worth rebuilding"
+
 
 class Reindexer(Service[Reindexed]):
     name = "reindexer"

@@ -100,6 +100,11 @@ class Fired:
     def count(self) -> int:
         return self.jobs
 
+    def describe(self) -> str:
+        if not self.due:
+            return "no schedule due"
+        return f"enqueued {self.jobs:,} cron job(s) for {self.due:,} due schedule(s)"
+
 
 class Scheduler(Service[Fired]):
     name = "scheduler"

@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from jobqueue.db import gateway as db
-from jobqueue.maintenance.base import Service
+from jobqueue.maintenance.base import Service, said
 from jobqueue.model.errors import DatabaseUnavailable
 from jobqueue.runtime.clock import Clock
 from jobqueue.store import jobs as job_store
@@ -68,6 +68,13 @@ class Swept:
     @property
     def count(self) -> int:
         return self.reclaimed + self.expired
+
+    def describe(self) -> str:
+        return said(
+            (self.reclaimed, "job(s) whose lease expired taken back (a dead or hung worker's)"),
+            (self.expired, "waiting job(s) dead-lettered past their expires_at"),
+            nothing="no expired lease, no job waiting past its expires_at",
+        )
 
 
 class Sweeper(Service[Swept]):

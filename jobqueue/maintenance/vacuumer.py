@@ -68,6 +68,13 @@ class Vacuumed:
     def count(self) -> int:
         return 1 if self.vacuumed else 0
 
+    def describe(self) -> str:
+        if self.vacuumed:
+            return f"vacuumed jobqueue.jobs ({self.dead_rows:,} dead row versions)"
+        if self.dead_rows:
+            return f"not vacuumed: {self.dead_rows:,} dead row versions wait (held back, or the table was locked)"
+        return "jobqueue.jobs needs no vacuum"
+
 
 class Vacuumer(Service[Vacuumed]):
     name = "vacuumer"

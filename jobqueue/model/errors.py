@@ -152,6 +152,11 @@ class NotMigrated(JobQueueError):
     """The database has no jobqueue schema (or an older one): run `jobqueue migrate`."""
 
 
+class NotConnected(JobQueueError):
+    """A task-style enqueue (``send_email.enqueue(...)``) found no database to write to: no
+    ``client=``, no ``queue.connect(...)``, no JOBQUEUE_DSN. Nothing was written."""
+
+
 # --- raised by handlers -----------------------------------------------------------------------
 
 

@@ -89,6 +89,7 @@ class JobInfo:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+    scheduled_for: datetime | None = None  # a cron job's tick (None: not fired by a schedule)
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -111,12 +112,14 @@ class CancelOutcome(str, enum.Enum):
 
 
 class Job:
-    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current.
+    """What a handler receives: the claimed job, plus a cancel flag the worker keeps current
+    (every attribute is in docs/workers.md, "The handler's Job").
 
     `cancel_requested` turns true when someone cancels the job while it runs (delivered by NOTIFY
     and by the lease heartbeat); cooperative handlers check it or call `raise_if_cancelled()`.
     `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
-    worker fails the attempt as a `JobTimeout` when it runs out.
+    worker fails the attempt as a `JobTimeout` when it runs out. `scheduled_for` is the cron tick a
+    schedule fired the job for (None for any other job), the same on every attempt.
     """
 
     __slots__ = (
@@ -134,6 +137,7 @@ class Job:
         "order_key",
         "key",
         "producer_id",
+        "scheduled_for",
     )
 
     def __init__(
@@ -151,6 +155,7 @@ class Job:
         timeout: float | None = None,
         order_key: tuple | None = None,
         producer_id: str | None = None,
+        scheduled_for: datetime | None = None,
     ) -> None:
         self.id = id
         self.queue = queue
@@ -165,12 +170,18 @@ class Job:
         self.timeout = timeout
         self.order_key = order_key  # (run_at, seq): where it stood in its queue (claims resume after it)
         self.producer_id = producer_id  # who submitted it: its encrypted fields are bound to it
+        self.scheduled_for = scheduled_for  # a cron job's tick; None for every other job
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
 
     @property
     def is_last_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
+
+    @property
+    def run_at(self) -> datetime | None:
+        """When this attempt was due: the enqueue's run_at, or a retry's (None: a job not claimed)."""
+        return self.order_key[0] if self.order_key else None
 
     def raise_if_cancelled(self) -> None:
         from jobqueue.model.errors import JobCancelled

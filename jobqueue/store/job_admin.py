@@ -1,6 +1,7 @@
 """Calls an operator's tools make on jobqueue.jobs (sql/queries/job_admin.sql): listing, deleting a job
 that never ran, what each worker runs, dead-letter retry and purge, and key rotation's scan and write.
-The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`."""
+The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`; the test mode's two calls
+(`jobqueue.testing`: the queues to drain, scheduled jobs brought forward) are here too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from jobqueue.db.gateway import ActionCall, Call, scalar
+from jobqueue.db.gateway import ActionCall, Call, column, scalar
 from jobqueue.model.jobs import (
     DeleteOutcome,
     JobPage,
@@ -170,3 +171,17 @@ def rewrap_write(
         },
         lambda rows: (list(rows[0][0]), rows[0][1]),
     )
+
+
+# --- the test mode (jobqueue.testing): never run by a worker ----------------------------------
+
+
+def waiting_queues(served: Sequence[str]) -> Call[list[str]]:
+    """The queues that hold waiting jobs (due or not) of the ``served`` job types."""
+    return Call("job_waiting_queues", {"served": list(served)}, column)
+
+
+def bring_forward(queues: Sequence[str], served: Sequence[str]) -> Call[list[uuid.UUID]]:
+    """The waiting jobs of ``served`` in ``queues`` due soonest (scheduled, or retries waiting out
+    their backoff) due now; their ids (none: nothing of theirs waits)."""
+    return Call("job_bring_forward", {"queues": list(queues), "served": list(served)}, column)

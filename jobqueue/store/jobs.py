@@ -74,7 +74,7 @@ def enqueue_many(jobs_json: str, *, lock_wait: float | None = None) -> Call[list
 
 
 def _decode_jobs(rows: list[tuple]) -> list[Job]:
-    """Claimed jobs; then each job's order key (run_at, seq) and its producer."""
+    """Claimed jobs; then each job's order key (run_at, seq), its producer and its cron tick."""
     return [
         Job(
             id,
@@ -90,6 +90,7 @@ def _decode_jobs(rows: list[tuple]) -> list[Job]:
             timeout,
             (run_at, seq),
             producer_id,
+            scheduled_for,
         )
         for (
             id,
@@ -106,6 +107,7 @@ def _decode_jobs(rows: list[tuple]) -> list[Job]:
             run_at,
             seq,
             producer_id,
+            scheduled_for,
         ) in rows
     ]
 
@@ -368,6 +370,7 @@ _INFO_FIELDS = (
     "expires_at",
     "deadline_at",
     "dead_reason",
+    "scheduled_for",
 )
 
 

@@ -25,23 +25,35 @@ Circuit breakers: a failure (retry or dead) whose exception the task's breaker l
 ``trip_on`` is marked `Outcome.counts_failure`; `CircuitOpen` from a task with a breaker gives the
 attempt back (`SNOOZED`: the job returns to pending, the attempt not counted) — from a task without
 one it is an ordinary retryable failure. The worker reports both to the breaker before the ack.
+
+Middleware (``@queue.middleware``, `jobqueue.runtime.middleware`) wraps every attempt whose handler
+starts, in the attempt's task and under its deadline, on the event loop (for sync handlers too:
+contextvars it sets reach the handler's thread, which runs in a copy of the attempt's context). It
+is shown the payload as stored and, for an ``encrypt_result`` task, no result: what is decrypted
+for the handler stays with the handler. An exception it raises is the attempt's (see `_wrapped`),
+so a failing log or metrics hook costs a retry, never the job. `run_attempt` answers, beside the
+`Outcome`, the `AttemptOutcome` middleware and the test mode (`jobqueue.testing`) are shown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import traceback
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any, Sequence
 
 from jobqueue.app import TaskDef
 from jobqueue.crypto.envelopes import Binding, open_payload, seal_result
 from jobqueue.crypto.keyring import KeyRing
 from jobqueue.model.errors import CircuitOpen, EncryptionError, JobCancelled, JobTimeout, PermanentError, Retry
 from jobqueue.model.jobs import Job
+from jobqueue.model.outcomes import DEAD_LETTER, AttemptOutcome
 from jobqueue.model.payloads import dumps, holds_nul
 from jobqueue.model.retry import Backoff
+from jobqueue.runtime.middleware import Entered, Middleware
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.threads import HandlerThreads
 
@@ -105,39 +117,180 @@ async def execute(
     *,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     keys: KeyRing | None = None,
+    middleware: Sequence[Middleware] = (),
 ) -> Outcome:
     """Runs the attempt in the current task, which the caller has put under ``deadlines``;
-    ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks)."""
+    ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks);
+    ``middleware`` (the app's) wraps it. (`run_attempt` with one coroutine less: the hot path.)"""
     started = time.perf_counter()
+    ran = _not_started(job, task, started)
+    if ran is None:
+        assert task is not None  # for the type checker: _not_started answers a job without a task
+        if middleware:
+            ran = await _wrapped(middleware, job, task, threads, deadlines, started, max_result_bytes, keys)
+        else:
+            ran = await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
+    return ran.outcome
+
+
+@dataclass(slots=True)
+class Ran:
+    """An attempt's `Outcome` for the acks, with what user code is shown of it (`view`): the
+    handler's result as it returned it, and the exception that ended the attempt."""
+
+    outcome: Outcome
+    result: Any = None
+    error: BaseException | None = None
+
+    def view(self, *, hide_result: bool = False) -> AttemptOutcome:
+        """``hide_result``: leave the result out (an ``encrypt_result`` task's, for middleware)."""
+        outcome = self.outcome
+        status = _STATUS[outcome.kind]
+        if status == RETRY and outcome.job.is_last_attempt:
+            status = DEAD_LETTER  # the ack dead-letters a retry with no attempt left
+        return AttemptOutcome(
+            job=outcome.job,
+            status=status,
+            result=self.result if outcome.kind == COMPLETED and not hide_result else None,
+            error=self.error,
+            retry_in=outcome.retry_in if status == RETRY else None,
+            duration_ms=outcome.duration_ms,
+        )
+
+
+_STATUS = {COMPLETED: "completed", RETRY: RETRY, DEAD: DEAD_LETTER, CANCELLED: "cancelled", SNOOZED: SNOOZED}
+
+
+async def run_attempt(
+    job: Job,
+    task: TaskDef | None,
+    threads: HandlerThreads,
+    deadlines: DeadlineWatch,
+    *,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    keys: KeyRing | None = None,
+    middleware: Sequence[Middleware] = (),
+) -> Ran:
+    """`execute`, answering what the middleware and the test mode are shown too. An attempt that
+    never starts its handler — claimed as its cancel committed, or of a type this app has no
+    handler for — runs no middleware."""
+    started = time.perf_counter()
+    ran = _not_started(job, task, started)
+    if ran is not None:
+        return ran
+    assert task is not None  # for the type checker: _not_started answers a job without a task
+    if not middleware:
+        return await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
+    return await _wrapped(middleware, job, task, threads, deadlines, started, max_result_bytes, keys)
+
+
+def _not_started(job: Job, task: TaskDef | None, started: float) -> Ran | None:
+    """The end of an attempt whose handler never starts; None when it starts."""
     if job.cancel_requested:  # claimed as its cancel committed: no new attempt ever starts
-        return error_outcome(job, CANCELLED, started, JobCancelled(f"job {job.id} was cancelled before it started"))
+        exc: BaseException = JobCancelled(f"job {job.id} was cancelled before it started")
+        return Ran(error_outcome(job, CANCELLED, started, exc), error=exc)
     if task is None:
         exc = LookupError(f"no handler registered for job type {job.job_type!r} on this worker")
-        return error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job))
-    breaker = task.circuit
+        return Ran(error_outcome(job, RETRY, started, exc, retry_in=_backoff_for(None, job)), error=exc)
+    return None
+
+
+async def _handle(
+    job: Job,
+    task: TaskDef,
+    threads: HandlerThreads,
+    deadlines: DeadlineWatch,
+    started: float,
+    max_result_bytes: int,
+    keys: KeyRing | None,
+) -> Ran:
     try:
         job.payload = open_payload(job.payload, keys, _binding(job))
     except EncryptionError as exc:
-        return error_outcome(job, DEAD, started, exc)
-
-    def failed(kind: str, exc: BaseException, retry_in: float = 0.0) -> Outcome:
-        outcome = error_outcome(job, kind, started, exc, retry_in)
-        outcome.counts_failure = breaker is not None and breaker.counts(exc)
-        return outcome
-
+        return Ran(error_outcome(job, DEAD, started, exc), error=exc)
     try:
         if task.is_async:
             result = await task.handler(job)
         else:
             result = await _in_thread(threads, task, job)
-    except PermanentError as exc:
+    except BaseException as exc:
+        return _failed(exc, job, task, started, deadlines)
+    outcome = _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
+    if outcome.kind == COMPLETED:
+        return Ran(outcome, result=result)
+    return Ran(outcome, error=PermanentError(outcome.message))  # a result that cannot be stored
+
+
+async def _wrapped(
+    middleware: Sequence[Middleware],
+    job: Job,
+    task: TaskDef,
+    threads: HandlerThreads,
+    deadlines: DeadlineWatch,
+    started: float,
+    max_result_bytes: int,
+    keys: KeyRing | None,
+) -> Ran:
+    """The attempt inside its middleware, outermost (first declared) first. An exception one of
+    them raises, before or after the handler, is the attempt's: classified as the handler's would
+    be (an ordinary one is a retry with the task's backoff, a `PermanentError` a dead letter), its
+    message naming the middleware, and shown to the middleware outside it. Middleware sees the
+    payload as stored (encrypted fields still sealed); only the handler sees them opened. An
+    attempt given back at shutdown closes the middleware it entered (`Middleware.close`)."""
+    entered: list[tuple[Middleware, Entered]] = []
+    sealed = job.payload
+    ran: Ran | None = None
+    try:
+        for hook in middleware:
+            try:
+                entered.append((hook, await hook.enter(job)))
+            except BaseException as exc:
+                ran = _hook_failed(hook, exc, job, task, started, deadlines)
+                break
+        if ran is None:
+            ran = await _handle(job, task, threads, deadlines, started, max_result_bytes, keys)
+            job.payload = sealed
+        while entered:
+            hook, generator = entered.pop()
+            try:
+                await hook.exit(generator, ran.view(hide_result=task.encrypt_result))
+            except BaseException as exc:
+                ran = _hook_failed(hook, exc, job, task, started, deadlines)
+    except BaseException:  # the worker is stopping: the attempt is released, nothing to show
+        job.payload = sealed
+        for hook, generator in reversed(entered):
+            with contextlib.suppress(BaseException):
+                await hook.close(generator)
+        raise
+    return ran
+
+
+def _hook_failed(
+    hook: Middleware, exc: BaseException, job: Job, task: TaskDef, started: float, deadlines: DeadlineWatch
+) -> Ran:
+    ran = _failed(exc, job, task, started, deadlines)
+    ran.outcome.message = f"in middleware {hook.name}: {ran.outcome.message}"
+    return ran
+
+
+def _failed(exc: BaseException, job: Job, task: TaskDef, started: float, deadlines: DeadlineWatch) -> Ran:
+    """What the handler's (or a middleware's) exception makes of the attempt. The worker's own
+    cancellation (it is stopping) and exceptions that are not errors (KeyboardInterrupt) are raised
+    again: the attempt is released, not failed."""
+    breaker = task.circuit
+
+    def failed(kind: str, error: BaseException, retry_in: float = 0.0) -> Ran:
+        outcome = error_outcome(job, kind, started, error, retry_in)
+        outcome.counts_failure = breaker is not None and breaker.counts(error)
+        return Ran(outcome, error=error)
+
+    if isinstance(exc, PermanentError):
         return failed(DEAD, exc)
-    except Retry as exc:
-        delay = exc.after if exc.after is not None else _backoff_for(task, job)
-        return failed(RETRY, exc, delay)
-    except CircuitOpen as exc:
+    if isinstance(exc, Retry):
+        return failed(RETRY, exc, exc.after if exc.after is not None else _backoff_for(task, job))
+    if isinstance(exc, CircuitOpen):
         if breaker is not None:
-            return error_outcome(job, SNOOZED, started, exc)
+            return Ran(error_outcome(job, SNOOZED, started, exc), error=exc)
         return failed(
             RETRY,
             RuntimeError(
@@ -147,24 +300,24 @@ async def execute(
             ),
             _backoff_for(task, job),
         )
-    except JobCancelled as exc:
-        return error_outcome(job, CANCELLED, started, exc)
-    except asyncio.CancelledError as exc:
+    if isinstance(exc, JobCancelled):
+        return Ran(error_outcome(job, CANCELLED, started, exc), error=exc)
+    if isinstance(exc, asyncio.CancelledError):
         current = asyncio.current_task()
         if current is None:  # cannot happen inside a task; keeps the narrowing below honest
-            raise
+            raise exc
         if deadlines.expired(current):
             current.uncancel()
             timeout = attempt_timeout(job, task)
             return failed(RETRY, JobTimeout(f"handler ran past its deadline ({timeout:g} s)"), _backoff_for(task, job))
         if current.cancelling():  # the worker is stopping: the attempt is released
-            raise
+            raise exc
         cancelled = HandlerCancelled(f"the handler raised asyncio.CancelledError ({exc or 'no message'})")
         cancelled.__cause__ = exc
         return failed(RETRY, cancelled, _backoff_for(task, job))
-    except Exception as exc:
-        return failed(RETRY, exc, _backoff_for(task, job))
-    return _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
+    if not isinstance(exc, Exception):
+        raise exc
+    return failed(RETRY, exc, _backoff_for(task, job))
 
 
 def overdue_outcome(job: Job, task: TaskDef | None, grace: float) -> Outcome:

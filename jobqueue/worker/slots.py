@@ -103,6 +103,7 @@ class JobSlots:
                     self.deadline_watch,
                     max_result_bytes=self.max_result_bytes,
                     keys=self.keys,
+                    middleware=self.app.middlewares,
                 ),
             )
         except asyncio.CancelledError:

@@ -168,7 +168,7 @@ class Worker:
             self.worker_id,
             settings,
             Deadlines(
-                timeouts_json=json.dumps({name: task.timeout for name, task in app.tasks.items() if task.timeout}),
+                timeouts_json=json.dumps(app.timeouts_by_type()),
                 default=settings.processing_ttl,
                 grace=self.heartbeat.deadline_grace,
             ),

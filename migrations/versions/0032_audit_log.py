@@ -11,7 +11,7 @@ from alembic import op
 from jobqueue.db.queries import run_migration_script
 
 revision = "0032_audit_log"
-down_revision = "0030_listener_cap_lock"
+down_revision = "0034_scheduled_for"  # at merge: the newest revision before it (0031 and 0033 are other branches')
 branch_labels = None
 depends_on = None
 

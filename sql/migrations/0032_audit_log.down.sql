@@ -1,5 +1,5 @@
 -- 0032_audit_log undone: the audit log goes (with everything it recorded), and the functions that
--- recorded into it are as 0030 left them.
+-- recorded into it are as they were before it.
 DROP VIEW jobqueue.audit_trail;
 DROP FUNCTION jobqueue.prune_audit_log(interval, integer);
 DROP FUNCTION jobqueue.audit_hash(jobqueue.audit_log);

@@ -277,3 +277,30 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM payloads) AS payloads, (SELECT
 -- The producer this session's login is held to (NULL: it may enqueue for any): the producer_id
 -- its jobs' rows will carry, which a producer that seals fields binds them to (jobqueue.crypto.envelopes).
 SELECT jobqueue.session_producer();
+
+-- name: job_waiting_queues
+-- The test mode's drain of every queue (jobqueue.testing): the queues holding waiting jobs
+-- (pending or failed, due or not) of the job types it runs. Never run by a worker.
+SELECT DISTINCT j.queue
+FROM jobqueue.jobs j
+WHERE j.state IN ('pending', 'failed') AND j.job_type = ANY(%(served)s::text[])
+ORDER BY j.queue;
+
+-- name: job_bring_forward
+-- The test mode's drain with_scheduled (jobqueue.testing): nothing of %(served)s is due in
+-- %(queues)s, so the waiting ones due soonest — scheduled jobs, and retries waiting out their
+-- backoff — are due now: those whose run_at is the earliest still ahead, all at once (several due
+-- at that moment keep their submission order), so they run in the order they were due in. Their
+-- ids. Never run by a worker.
+WITH next AS (
+    SELECT min(j.run_at) AS at
+    FROM jobqueue.jobs j
+    WHERE j.state IN ('pending', 'failed') AND j.queue = ANY(%(queues)s::text[])
+      AND j.job_type = ANY(%(served)s::text[]) AND j.run_at > now()
+)
+UPDATE jobqueue.jobs AS j
+SET run_at = now(), updated_at = now()
+FROM next
+WHERE j.state IN ('pending', 'failed') AND j.queue = ANY(%(queues)s::text[])
+  AND j.job_type = ANY(%(served)s::text[]) AND j.run_at = next.at
+RETURNING j.id;

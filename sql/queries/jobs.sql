@@ -232,11 +232,12 @@ WITH kinds AS (
         limited = j.limited OR %(mark_limited)s
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id,
+              j.scheduled_for
 )
 SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
        extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq,
-       producer_id
+       producer_id, scheduled_for
 FROM claimed
 ORDER BY priority, run_at, seq;
 
@@ -321,11 +322,12 @@ WITH kinds AS (
         updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.attempts, j.max_attempts,
-              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id
+              j.traceparent, j.cancel_requested, j.created_at, j.run_at, j.seq, j.deadline_at, j.producer_id,
+              j.scheduled_for
 )
 SELECT id, queue, job_type, payload, priority, attempts, max_attempts, traceparent, cancel_requested, created_at,
        extract(epoch FROM deadline_at - coalesce(%(now)s::timestamptz, now()))::float8 AS timeout, run_at, seq,
-       producer_id
+       producer_id, scheduled_for
 FROM claimed
 ORDER BY priority, run_at, seq;
 
@@ -682,7 +684,7 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
         FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
-       j.timeout, j.expires_at, j.deadline_at, j.dead_reason
+       j.timeout, j.expires_at, j.deadline_at, j.dead_reason, j.scheduled_for
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text);

@@ -81,7 +81,8 @@ GROUP BY s.queue, s.job_type
 ORDER BY s.queue, s.job_type;
 
 -- name: metrics_workers
--- Registered workers seen in the last hour (older stopped rows are history), newest first;
+-- Registered workers seen in the last hour (older stopped rows are history), the live ones first
+-- (so a churn of stopped workers never pushes a live one past the limit), newest first;
 -- alive = running or stopping with a heartbeat within %(stale_seconds)s.
 SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.status, w.jobs_processed, w.jobs_failed,
        w.utilization, w.busy_seconds, w.started_at, w.last_heartbeat, w.stuck_handlers,
@@ -90,7 +91,7 @@ SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.status, w.jobs_processed,
 FROM jobqueue.workers w
 WHERE w.status IN ('running', 'stopping')
    OR w.last_heartbeat >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
-ORDER BY w.started_at DESC
+ORDER BY alive DESC, w.started_at DESC
 LIMIT %(limit)s;
 
 -- name: worker_stats_flush

@@ -8,7 +8,10 @@
 // with keyset cursors (never loading the whole table); their rows and the detail panel cancel,
 // delete (a job that has not started), and retry. The Schedules and Circuits views act on cron
 // schedules and circuit breakers. Every call sends the API key the operator typed (kept in this
-// browser's localStorage only).
+// browser's localStorage only). What could mislead an operator is said on the page: workers that
+// stopped or were lost are kept apart from the live ones (and show no utilization), retries that
+// no live worker can run are flagged (the overview's `unserved`), a schedule's error gives its
+// reason, errors are shown whole.
 "use strict";
 
 (() => {
@@ -30,6 +33,7 @@
     history: [],
     serverHistory: null,  // per-minute rates from the server, null until first read
     running: null,        // worker id -> { running, jobs }, null when not read (yet)
+    showGone: false,      // the stopped and lost workers' table is open
     polls: 0,
     last: null,
     view: "overview",
@@ -228,6 +232,7 @@
     renderQueues(o.queues);
     renderWorkers(o.workers);
     renderTypes(o.job_types);
+    markUnserved();
   }
 
   function setText(selector, text, className) {
@@ -286,8 +291,12 @@
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
 
-    const peak = Math.max(1, ...series.sub.map((p) => p[1] || 0), ...series.done.map((p) => p[1] || 0));
+    // The axis fits what is drawn, failures included: a failure spike above the submitted and
+    // completed lines ran off the top of a chart scaled to those two alone.
+    const shown = (p) => p[1] !== null && now - p[0] <= span;
+    const peak = Math.max(1, ...["sub", "done", "fail"].flatMap((name) => series[name].filter(shown).map((p) => p[1])));
     const top = niceCeiling(peak);
+    canvas.dataset.yMax = String(top);
     const left = 56, right = 10, upper = 10, bottom = 22;
     const plotW = width - left - right, plotH = height - upper - bottom;
     const x = (t) => left + plotW * (1 - (now - t) / span);
@@ -300,14 +309,14 @@
     for (let i = 0; i <= 4; i += 1) {
       const value = (top / 4) * i;
       ctx.beginPath(); ctx.moveTo(left, y(value)); ctx.lineTo(width - right, y(value)); ctx.stroke();
-      ctx.textAlign = "right"; ctx.fillText(fmtRate(value), left - 6, y(value) + 4);
+      ctx.textAlign = "right"; ctx.fillText(axisLabel(value, top / 4), left - 6, y(value) + 4);
     }
     ctx.textAlign = "center";
     for (let s = 0; s <= span; s += tick) ctx.fillText(tickLabel(s), x(now - s), height - 6);
 
     const colors = { sub: "#3b82f6", done: "#16a34a", fail: "#dc2626" };
     for (const name of ["sub", "done", "fail"]) {
-      const points = series[name].filter((p) => p[1] !== null && now - p[0] <= span);
+      const points = series[name].filter(shown);
       if (points.length < 2) continue;
       ctx.strokeStyle = colors[name];
       ctx.lineWidth = 2;
@@ -361,6 +370,12 @@
     readHistory().finally(() => setTimeout(historyLoop, HISTORY_POLL_MS));
   }
 
+  // An axis value with as many decimals as its step needs (0.25 read "0.3", 25 read "25.0").
+  function axisLabel(value, step) {
+    const digits = [0, 1, 2, 3].find((d) => Math.abs(step * 10 ** d - Math.round(step * 10 ** d)) < 1e-9) ?? 3;
+    return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+
   function niceCeiling(value) {
     const magnitude = Math.pow(10, Math.floor(Math.log10(value)));
     for (const step of [1, 2, 2.5, 5, 10]) if (step * magnitude >= value) return step * magnitude;
@@ -411,18 +426,47 @@
       more > 0 ? el("span", { className: "muted" }, `+${more} more`) : null);
   }
 
+  // Live workers only, with their utilization; the stopped and lost ones of the last hour apart,
+  // behind a toggle and without one (a worker that stopped still showed its last 23 %: not current).
   function renderWorkers(workers) {
-    replaceRows("#workers", workers.map((w) => el("tr", { "data-worker": w.id },
+    const live = workers.filter((w) => w.alive), gone = workers.filter((w) => !w.alive);
+    replaceRows("#workers", live.map(liveWorkerRow));
+    $("#workers-empty").hidden = live.length > 0;
+    replaceRows("#workers-gone", gone.map(goneWorkerRow));
+    const toggle = $("#workers-gone-toggle");
+    toggle.hidden = gone.length === 0;
+    toggle.textContent = `${state.showGone ? "Hide" : "Show"} ${gone.length} stopped or lost worker(s)`;
+    toggle.setAttribute("aria-expanded", String(state.showGone));
+    $("#workers-gone").hidden = !state.showGone || gone.length === 0;
+  }
+
+  const heartbeatCell = (w) => el("td", { title: `${w.host} pid ${w.pid}` },
+    (w.heartbeat_age_seconds < 60 ? w.heartbeat_age_seconds.toFixed(0) + " s" : fmtAge(w.heartbeat_age_seconds)) + " ago");
+
+  function liveWorkerRow(w) {
+    return el("tr", { "data-worker": w.id },
       nameCell(w.id, "mono"),
       el("td", {}, el("span", { className: "pill " + w.status }, w.status)),
       nameCell(w.queues.join(", ")),
       el("td", { className: "num" }, w.concurrency),
       el("td", {}, el("span", { className: "bar" }, el("span", { style: { width: `${Math.min(100, w.utilization * 100).toFixed(0)}%` } })), fmtPct(w.utilization)),
-      w.alive ? runningCell(w) : el("td", { className: "muted" }, "–"),
+      runningCell(w),
       el("td", { className: "num" }, fmtInt(w.jobs_processed)),
       el("td", { className: "num" }, fmtInt(w.jobs_failed)),
       el("td", { className: "num " + (w.stuck_handlers > 0 ? "bad" : ""), title: "handlers past their deadline still holding a thread" }, fmtInt(w.stuck_handlers)),
-      el("td", { title: `${w.host} pid ${w.pid}` }, w.heartbeat_age_seconds.toFixed(0) + " s ago"))));
+      heartbeatCell(w));
+  }
+
+  function goneWorkerRow(w) {
+    return el("tr", { "data-worker": w.id },
+      nameCell(w.id, "mono"),
+      el("td", {}, el("span", { className: "pill " + w.status }, w.status)),
+      nameCell(w.queues.join(", ")),
+      el("td", { className: "num" }, w.concurrency),
+      el("td", { className: "num" }, fmtInt(w.jobs_processed)),
+      el("td", { className: "num" }, fmtInt(w.jobs_failed)),
+      el("td", {}, fmtTime(w.started_at)),
+      heartbeatCell(w));
   }
 
   function renderTypes(types) {
@@ -484,6 +528,7 @@
       if (append) body.append(...rows); else body.replaceChildren(...rows);
       $(`#${kind}-more`).hidden = !state[kind].cursor;
       $(`#${kind}-empty`).hidden = body.children.length > 0;
+      if (kind === "retrying") markUnserved();
     } catch (error) {
       banner(`Could not load ${LISTS[kind].what}: ${error.message}`);
     }
@@ -509,37 +554,83 @@
     return buttons;
   }
 
+  // A date and time that wraps, if the column is narrow, between the two and nowhere else.
+  function timeCell(iso, className, ...more) {
+    const [date, time] = fmtTime(iso).split(" ");
+    return el("td", { className: "time" + (className ? " " + className : "") },
+      el("span", {}, date), time ? " " : null, time ? el("span", {}, time) : null, ...more);
+  }
+
   const idCell = (job) => el("td", { className: "mono", title: job.id }, shortId(job.id));
-  const actionsCell = (job, kind) => el("td", {}, el("div", { className: "actions" }, jobActions(job, kind)));
+  // Kept in view at the right edge of its panel however wide the row (sticky, see the CSS).
+  const actionsCell = (job, kind) => el("td", { className: "actions-cell" }, el("div", { className: "actions" }, jobActions(job, kind)));
   const rowOf = (kind, job, ...cells) => el("tr", { className: "clickable", "data-id": job.id, onclick: () => showJob(kind, job.id) }, ...cells);
 
+  // The whole error, wrapped (it was cut at ~30 characters); a very long one is clamped to a few
+  // lines, whole in the tooltip and in the detail panel.
   function errorText(job) {
     const message = job.last_error_type ? `${job.last_error_type}: ${job.last_error || ""}` : "";
-    return el("td", { className: "name", title: message }, el("span", { className: "cut" }, message));
+    return el("td", { className: "error", title: message }, el("div", { className: "error-text" }, message));
   }
 
   function jobRow(job) {
     return rowOf("jobs", job, idCell(job), nameCell(job.job_type), nameCell(job.queue), el("td", {}, job.priority),
       el("td", {}, el("span", { className: "pill " + job.state }, job.state)),
       el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-      el("td", {}, fmtTime(job.created_at)), actionsCell(job, "jobs"));
+      timeCell(job.created_at), actionsCell(job, "jobs"));
   }
 
   function scheduledRow(job) {
     return rowOf("scheduled", job, idCell(job), nameCell(job.job_type), nameCell(job.queue), el("td", {}, job.priority),
-      el("td", { className: "run-at" }, fmtTime(job.run_at)), el("td", {}, fmtTime(job.created_at)), actionsCell(job, "scheduled"));
+      timeCell(job.run_at, "run-at"), timeCell(job.created_at), actionsCell(job, "scheduled"));
   }
 
   function retryingRow(job) {
-    return rowOf("retrying", job, idCell(job), nameCell(job.job_type), nameCell(job.queue),
+    const row = rowOf("retrying", job, idCell(job), nameCell(job.job_type), nameCell(job.queue),
       el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`), errorText(job),
-      el("td", { className: "run-at" }, fmtTime(job.run_at)), actionsCell(job, "retrying"));
+      timeCell(job.run_at, "run-at", el("div", { className: "unserved-slot" })),
+      actionsCell(job, "retrying"));
+    Object.assign(row.dataset, { queue: job.queue, jobType: job.job_type, runAt: job.run_at });
+    return row;
   }
 
   function deadRow(job) {
     return rowOf("dead", job, idCell(job), nameCell(job.job_type), nameCell(job.queue),
       el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`), errorText(job),
-      el("td", {}, fmtTime(job.finished_at)), actionsCell(job, "dead"));
+      timeCell(job.finished_at), actionsCell(job, "dead"));
+  }
+
+  // Why a job waiting to run may wait for ever, from the last overview (the server's `unserved`,
+  // as /queues, /metrics and `jobqueue jobs list` count it): no live worker serves its queue, or
+  // none of those that do has a handler for its type. Null when it is served, or not known yet.
+  function unservedReason(queue, jobType) {
+    const o = state.last;
+    if (!o) return null;
+    if (!o.workers.some((w) => w.alive && w.queues.includes(queue))) return `no live worker serves queue ${queue}`;
+    const row = o.queues.find((q) => q.queue === queue);
+    if (row && row.unserved_job_types.includes(jobType)) return `no live worker of queue ${queue} has a handler for ${jobType}`;
+    return null;
+  }
+
+  function unservedNote(queue, jobType, runAt, tag) {
+    const reason = unservedReason(queue, jobType);
+    if (!reason) return null;
+    const due = Date.parse(runAt) <= Date.now();
+    return el(tag, { className: "unserved " + (due ? "bad" : "warn") }, (due ? "overdue: " : "") + reason);
+  }
+
+  // The Retrying rows' warnings, redone with every overview (a worker that starts clears them).
+  function markUnserved() {
+    let overdue = 0;
+    for (const row of document.querySelectorAll("#retrying tbody tr")) {
+      const note = unservedNote(row.dataset.queue, row.dataset.jobType, row.dataset.runAt, "div");
+      if (note && note.classList.contains("bad")) overdue += 1;
+      row.querySelector(".unserved-slot").replaceChildren(...(note ? [note] : []));
+    }
+    const summary = $("#retrying-unserved");
+    summary.hidden = overdue === 0;
+    summary.textContent = `${overdue} ${overdue === 1 ? "retry" : "retries"} on this page ${overdue === 1 ? "is" : "are"} overdue`
+      + " on queues or job types no live worker serves: they wait until a worker that can run them starts.";
   }
 
   function pre(value) {
@@ -573,6 +664,8 @@
           el("dt", {}, "duration"), el("dd", {}, fmtMs(job.duration_ms)),
           el("dt", {}, "producer"), el("dd", {}, job.producer_id || "—"),
           el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—")),
+        ...(["pending", "failed"].includes(job.state) ? [unservedNote(job.queue, job.job_type, job.run_at, "p")] : [])
+          .filter(Boolean),  // replaceChildren would write a null as the text "null"
         el("div", { className: "actions" }, jobActions(job, kind)),
         el("h2", {}, "Payload"), pre(job.payload),
         ...outcomeSection(job),
@@ -583,6 +676,8 @@
           e.traceback ? pre(e.traceback) : null)));
       panel.dataset.id = job.id;
       panel.hidden = false;
+      // Narrow windows put the panel under the list (see the CSS): bring it into view there.
+      if (getComputedStyle(panel.parentElement).flexDirection === "column") panel.scrollIntoView({ block: "nearest" });
     } catch (error) {
       banner(`Could not load job ${id}: ${error.message}`);
     }
@@ -682,7 +777,10 @@
       nameCell(sc.name),
       el("td", { className: "mono", title: sc.timezone }, `${sc.cron} (${sc.timezone})`),
       nameCell(sc.job_type), nameCell(sc.queue),
-      el("td", { title: sc.error || "" }, el("span", { className: "pill " + (status === "error" ? "dead_letter" : status) }, status)),
+      // An "error" badge with its reason beside it (it was only in a tooltip): the scheduler cannot use the row.
+      el("td", { title: sc.error || "" },
+        el("span", { className: "pill " + (status === "error" ? "dead_letter" : status) }, status),
+        sc.error ? el("div", { className: "schedule-error" }, sc.error) : null),
       el("td", {}, sc.enabled ? fmtTime(sc.next_fire_at) : "–"),
       el("td", {}, fmtTime(sc.last_fire_at)),
       el("td", {}, el("div", { className: "actions" }, toggle,
@@ -763,6 +861,10 @@
     }
     for (const kind of Object.keys(LISTS)) $(`#${kind}-more`).addEventListener("click", () => loadList(kind, true));
     $("#find-job").addEventListener("click", () => findJob($("#f-id").value));
+    $("#workers-gone-toggle").addEventListener("click", () => {
+      state.showGone = !state.showGone;
+      if (state.last) renderWorkers(state.last.workers);
+    });
     $("#f-id").addEventListener("keydown", (event) => {
       if (event.key === "Enter") { event.preventDefault(); findJob($("#f-id").value); }
     });

@@ -182,3 +182,42 @@ def test_a_fire_is_late_by_milliseconds_not_a_poll_period(dsn, conn):
                            WHERE producer_id = 'schedule:every-second' ORDER BY run_at""").fetchall()
     assert len(late) >= 4
     assert all(0 <= lateness < 0.25 for (lateness,) in late), late  # typically a few ms
+
+
+def test_a_cron_job_sees_the_tick_it_fired_for_on_every_attempt(dsn, conn):
+    """Job.scheduled_for is the tick (migration 0034), also after a retry has moved its run_at on
+    and for each of several missed ticks fired at once; a job no schedule fired has None."""
+    from jobqueue import JobQueue, Retry
+    from jobqueue.testing import drain_sync
+
+    app = JobQueue("ticks")
+    seen = []
+
+    @app.task("tick")
+    async def tick(job):
+        seen.append((job.scheduled_for, job.attempt, job.producer_id))
+        if job.attempt == 1 and job.scheduled_for == START + timedelta(minutes=1):
+            raise Retry(after=600)
+
+    insert_schedule(conn, "minutely", "* * * * *", next_fire_at=START, misfire_policy="fire_all")
+    clock = ManualClock(START + timedelta(minutes=2, seconds=5))
+
+    async def catch_up() -> None:
+        async with pools(dsn) as (pool,):
+            await Scheduler(pool, SchedulerOptions(misfire_grace=60), fired_by="s", clock=clock).run_once()
+
+    asyncio.run(catch_up())
+    conn.execute("SELECT jobqueue.enqueue('tick')")  # by hand: no tick
+    assert drain_sync(app, dsn, with_scheduled=True).completed == 4
+    ticks = [START + timedelta(minutes=m) for m in range(3)]
+    assert sorted(s for s in seen if s[0] is not None) == [
+        (ticks[0], 1, "schedule:minutely"),
+        (ticks[1], 1, "schedule:minutely"),
+        (ticks[1], 2, "schedule:minutely"),  # retried: its run_at moved on, its tick did not
+        (ticks[2], 1, "schedule:minutely"),
+    ]
+    assert (None, 1, None) in seen
+    stored = conn.execute(
+        "SELECT f.fire_at = j.scheduled_for FROM jobqueue.schedule_fires f JOIN jobqueue.jobs j ON j.id = f.job_id"
+    ).fetchall()
+    assert stored == [(True,)] * 3
