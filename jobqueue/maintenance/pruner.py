@@ -75,6 +75,7 @@ class Pruned:
             (self.jobs, "finished job(s) past their retention deleted"),
             (self.fires, "schedule fire(s) past the fire history deleted"),
             (self.keys, "expired idempotency key(s) deleted"),
+            (self.audit, "audit log entries past their retention deleted"),
             nothing="nothing past its retention",
         )
 
