@@ -59,7 +59,7 @@ from jobqueue.api.controllers.limits import LimitsController
 from jobqueue.api.controllers.queues import QueuesController
 from jobqueue.api.controllers.schedules import SchedulesController
 from jobqueue.api.controllers.workers import WorkersController
-from jobqueue.api.dashboard import DashboardController
+from jobqueue.api.dashboard import DashboardController, root
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
 from jobqueue.api.request_checks import refuse_ambiguous_query
@@ -76,6 +76,7 @@ ROUTE_HANDLERS: list = [
     AdminController,
     MetricsController,
     DashboardController,
+    root,  # / -> /dashboard
     SchedulesController,
     WorkersController,
     CircuitsController,

@@ -33,7 +33,7 @@ import json
 import sys
 from typing import Any, Callable, Sequence
 
-from jobqueue.cli.common import dispatch, settings_from_args
+from jobqueue.cli.common import dispatch, run_command, settings_from_args
 
 #: Adds one command's arguments (and its ``func``) to the parser `jobqueue <command>` parses.
 Declare = Callable[[argparse.ArgumentParser], None]
@@ -278,4 +278,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     # The top-level parser has no option but -h, so the command, if any, is the first argument.
     command = args[0] if args and not args[0].startswith("-") else ""
-    return dispatch(build_parser(command).parse_args(args))
+    return run_command(lambda: dispatch(build_parser(command).parse_args(args)))
