@@ -3,28 +3,49 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two installs, each a stamp: what running needs (`make run`, `make db`, `make bench`), and the test
+# tools on top of it (`make test`): pytest, mypy, playwright, schemathesis… — a minute of its own.
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+PIP := $(BIN)/pip install -q --disable-pip-version-check
 PYTEST_ARGS ?=
 # The suite mostly waits (worker subprocesses, leases, restarts), so it runs on 2 pytest-xdist workers,
 # each with a throwaway cluster of its own; tests sharing a module fixture carry an xdist_group.
 TEST_WORKERS ?= 2
 
-.PHONY: install run test bench faults db db-stop migrate clean system-deps ha ha-stop
+.PHONY: install install-run run test bench faults db db-stop migrate clean pg-server system-deps ha ha-stop
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+# Progress goes to stderr, so that `$$(make -s db)` is the DSN alone even on a fresh clone.
+$(BIN)/python:
+	@echo "creating $(VENV), a Python virtual environment for jobqueue (a few seconds)…" >&2
+	@$(PYTHON) -m venv $(VENV)
 
-install: system-deps $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing jobqueue and what it needs to run into $(VENV) (about a minute the first time)…" >&2
+	@start=$$SECONDS; $(PIP) -e . >&2 && echo "  installed in $$((SECONDS - start)) s" >&2
+	@touch $@
+
+# One pip run for both (what running needs comes with the extras), so `make test` on a fresh clone
+# installs once; the run stamp is then true as well.
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing jobqueue and its test tools into $(VENV): pytest, mypy, playwright… (one to two minutes the first time)…" >&2
+	@start=$$SECONDS; $(PIP) -e '.[test]' >&2 && echo "  installed in $$((SECONDS - start)) s" >&2
+	@touch $@ $(RUN_STAMP)
+
+# What `make run` needs: jobqueue in .venv and PostgreSQL's server binaries.
+install-run: pg-server $(RUN_STAMP)
+
+# What `make test` needs: that, the test tools, and the programs some tests drive (system-deps).
+install: pg-server system-deps $(TEST_STAMP)
 
 # PostgreSQL server binaries (initdb/pg_ctl) for the local and test clusters; installed only when missing.
-system-deps:
+pg-server:
 	@if [ -z "$$JOBQUEUE_DSN$$JOBQUEUE_TEST_DSN" ] && ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
-		echo "installing PostgreSQL server binaries"; \
+		echo "installing PostgreSQL's server binaries (Debian's postgresql package, about a minute)…" >&2; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
+
+system-deps:
 	@# promtool (Debian's prometheus) checks the alert rules; chromium runs the dashboard's browser test;
 	@# pgbouncer (transaction pooling) runs in front of the test cluster in the PgBouncer-mode test;
 	@# pg_auto_failover (monitor + keepers, for PostgreSQL 15) runs `make ha` and the failover test.
@@ -34,7 +55,7 @@ system-deps:
 	command -v pg_autoctl >/dev/null || missing="$$missing pg-auto-failover-cli"; \
 	ls /usr/lib/postgresql/15/lib/pgautofailover.so >/dev/null 2>&1 || missing="$$missing postgresql-15-auto-failover"; \
 	if [ -n "$$missing" ]; then \
-		echo "installing$$missing"; \
+		echo "installing the programs the tests drive:$$missing (a few minutes)…" >&2; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
@@ -45,7 +66,7 @@ USE_DB = dsn="$${JOBQUEUE_DSN:-$$($(BIN)/python -m tests.harness.devdb start)}" 
 	export JOBQUEUE_DSN="$$dsn"
 
 # Starts the local durable cluster in .pgdata (unless JOBQUEUE_DSN is set) and prints its DSN.
-db: install
+db: install-run
 	@$(USE_DB); echo "$$JOBQUEUE_DSN"
 
 db-stop:
@@ -63,44 +84,15 @@ ha: install
 ha-stop:
 	$(BIN)/python -m tests.harness.hastack stop
 
-migrate: install
+migrate: install-run
 	@$(USE_DB); $(BIN)/jobqueue migrate
 
-# The worker, the API and the demo producer each log in as a role of their own (docs/security.md
-# "Roles"): jobqueue_local_worker, _api and _producer, made and granted here by the migrating role
-# with a fresh password each run. A role that may not create roles (no CREATEROLE) runs all of them
-# as itself, as before, and says so.
-ROLE_DSNS = secret=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(16))') \
-	&& WORKER_DSN=$$($(BIN)/jobqueue roles login --role worker jobqueue_local_worker --password "$$secret" 2>/dev/null) \
-	&& API_DSN=$$($(BIN)/jobqueue roles login --role api jobqueue_local_api --password "$$secret" 2>/dev/null) \
-	&& PRODUCER_DSN=$$($(BIN)/jobqueue roles login --role producer jobqueue_local_producer --producer demo \
-	   --password "$$secret" 2>/dev/null) \
-	&& echo "worker, API and demo producer log in as jobqueue_local_worker, _api and _producer" \
-	|| { echo "note: this role may not create roles (CREATEROLE): everything runs as JOBQUEUE_DSN's role" >&2; \
-	     WORKER_DSN="$$JOBQUEUE_DSN"; API_DSN="$$JOBQUEUE_DSN"; PRODUCER_DSN="$$JOBQUEUE_DSN"; }
-
-# Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> worker (its own role) on the demo app and
-# the leader-only maintenance (as the owner: VACUUM and REINDEX need it before PG 17) -> a few demo jobs shown completing -> keeps serving until Ctrl-C (ONCE=1: stop after the demo).
-run: install
-	@set -euo pipefail; \
-	$(USE_DB); \
-	echo "database: $$JOBQUEUE_DSN"; \
-	$(BIN)/jobqueue migrate; \
-	$(ROLE_DSNS); \
-	JOBQUEUE_DSN="$$WORKER_DSN" $(BIN)/jobqueue-worker --app jobqueue.demo:queue --concurrency 10 --no-maintenance & WORKER=$$!; \
-	$(BIN)/jobqueue maintenance & MAINTENANCE=$$!; \
-	API_URL="http://127.0.0.1:$${JOBQUEUE_API_PORT:-8000}"; \
-	JOBQUEUE_DSN="$$API_DSN" $(BIN)/jobqueue api & API=$$!; \
-	trap 'kill -TERM $$WORKER $$MAINTENANCE $$API 2>/dev/null || true; wait $$WORKER $$MAINTENANCE $$API 2>/dev/null || true' EXIT; \
-	trap 'exit 0' INT TERM; \
-	JOBQUEUE_DSN="$$PRODUCER_DSN" $(BIN)/jobqueue demo --timeout 30; \
-	KEY=$$($(BIN)/jobqueue apikey create --producer local --admin 2>/dev/null); \
-	$(BIN)/python -m jobqueue.api.serve "$$API_URL" || { echo "the REST API did not become ready at $$API_URL"; exit 1; }; \
-	echo "REST API at $$API_URL (OpenAPI: $$API_URL/schema/swagger); local admin key (shown once): $$KEY"; \
-	echo "  curl -s -X POST $$API_URL/jobs -H 'Authorization: Bearer $$KEY' -H 'Content-Type: application/json' -d '{\"job_type\": \"echo\", \"payload\": {\"hi\": 1}}'"; \
-	if [ -n "$${ONCE:-}" ]; then exit 0; fi; \
-	echo "worker running on jobqueue.demo:queue — enqueue more with: $(BIN)/jobqueue enqueue echo --payload '{\"hi\": 1}'  (Ctrl-C stops)"; \
-	wait $$WORKER
+# Local Postgres (unless JOBQUEUE_DSN is given) -> migrate -> a worker on the demo app, the maintenance
+# services and the REST API, each as a role of its own -> demo jobs shown completing -> the dashboard's
+# address and the local admin key (reused from .run/admin-key) -> serves until Ctrl-C. ONCE=1: stops
+# once the demo finished and the API answered. One at a time per checkout. tests/harness/localrun.py.
+run: install-run
+	@$(BIN)/python -m tests.harness.localrun
 
 # The whole suite against a real PostgreSQL (JOBQUEUE_TEST_DSN, else a throwaway cluster it starts).
 test: install
@@ -110,7 +102,7 @@ test: install
 # measured in the same run, medians of 3 runs. BENCH_ARGS="--backlog 1000000 [--hold-xmin]", "--rest",
 # "--json", "--runs K", "api" (POST /jobs over HTTP only) or "enqueue" (the cost of idempotency keys);
 # see `jobqueue bench --help`.
-bench: install
+bench: install-run
 	@$(USE_DB); \
 	$(BIN)/jobqueue migrate >/dev/null && \
 	$(BIN)/jobqueue bench $(BENCH_ARGS)

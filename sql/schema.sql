@@ -82,31 +82,172 @@ END $$;
 
 COMMENT ON FUNCTION jobqueue.announce_new_jobs(queues text[], producers text[], ids uuid[]) IS 'Called by every enqueue path with the jobs it inserted (returns how many): NOTIFY jobqueue_jobs once per queue (sent at commit; PostgreSQL folds repeats within a transaction), and job.queued events while an event stream is open.';
 
+CREATE FUNCTION jobqueue.audit(action text, target text DEFAULT NULL::text, details jsonb DEFAULT '{}'::jsonb) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    claimed text := nullif(current_setting('jobqueue.actor', true), '');
+    claim jsonb;
+    who text := session_user;
+    producer text;
+    key_id uuid;
+    address text := host(inet_client_addr());
+    entry_id bigint;
+BEGIN
+    IF audit.action IS NULL OR audit.action !~ '^[a-z_]{1,32}\.[a-z_]{1,32}$' THEN
+        PERFORM jobqueue.invalid('action', format('must be <area>.<verb> in lower case (got %s)', coalesce(audit.action, 'none')));
+    END IF;
+    IF length(audit.target) > 1000 THEN
+        PERFORM jobqueue.invalid('target', 'must be at most 1000 characters');
+    END IF;
+    IF audit.details IS NULL OR jsonb_typeof(audit.details) <> 'object' OR octet_length(audit.details::text) > 16384 THEN
+        PERFORM jobqueue.invalid('details', 'must be a JSON object of at most 16 kB');
+    END IF;
+    IF claimed IS NOT NULL AND (
+        pg_has_role(session_user, 'jobqueue_api', 'USAGE')
+        OR pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'jobqueue.audit_log'::regclass), 'USAGE')
+    ) THEN
+        claim := claimed::jsonb;
+        IF jsonb_typeof(claim) IS DISTINCT FROM 'object' OR jsonb_typeof(claim->'actor') IS DISTINCT FROM 'string'
+           OR length(claim->>'actor') NOT BETWEEN 1 AND 200 OR length(claim->>'producer') > 200
+           OR length(claim->>'client') > 100 THEN
+            PERFORM jobqueue.invalid('actor', 'jobqueue.actor must be {"actor", "key_id", "producer", "client"}');
+        END IF;
+        who := claim->>'actor';
+        key_id := (claim->>'key_id')::uuid;
+        producer := claim->>'producer';
+        address := claim->>'client';
+    ELSE
+        producer := jobqueue.session_producer();
+    END IF;
+    INSERT INTO jobqueue.audit_log (at, actor, action, target, details, api_key_id, client_addr, db_role,
+                                    application_name, producer_id)
+    VALUES (clock_timestamp(), who, audit.action, audit.target, audit.details, key_id, address, session_user,
+            left(current_setting('application_name'), 64), producer)
+    RETURNING id INTO entry_id;
+    RETURN entry_id;
+END $_$;
+
+COMMENT ON FUNCTION jobqueue.audit(action text, target text, details jsonb) IS 'Record an action in jobqueue.audit_log, in the caller''s transaction, as the session''s login (or the API key the REST API acts for); returns the entry''s id.';
+
+CREATE FUNCTION jobqueue.audit_chain_entry() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    head jobqueue.audit_chain;
+    entry jobqueue.audit_log;
+BEGIN
+    IF EXISTS (SELECT FROM jobqueue.audit_log a WHERE a.id = NEW.id AND a.seq IS NOT NULL) THEN
+        RETURN NULL;  -- chained with the others of its transaction
+    END IF;
+    SELECT * INTO head FROM jobqueue.audit_chain FOR UPDATE;  -- another committer's turn ends with its commit
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobqueue: the audit chain''s head (jobqueue.audit_chain) is missing' USING ERRCODE = 'data_corrupted';
+    END IF;
+    FOR entry IN SELECT * FROM jobqueue.audit_log a WHERE a.seq IS NULL AND a.xact = pg_current_xact_id() ORDER BY a.id LOOP
+        entry.seq := head.last_seq + 1;
+        entry.prev_hash := head.last_hash;
+        entry.hash := jobqueue.audit_hash(entry);
+        UPDATE jobqueue.audit_log a SET seq = entry.seq, prev_hash = entry.prev_hash, hash = entry.hash WHERE a.id = entry.id;
+        head.last_seq := entry.seq;
+        head.last_hash := entry.hash;
+    END LOOP;
+    UPDATE jobqueue.audit_chain SET last_seq = head.last_seq, last_hash = head.last_hash;
+    RETURN NULL;
+END $$;
+
+CREATE TABLE jobqueue.audit_log (
+    id bigint NOT NULL,
+    seq bigint,
+    at timestamp with time zone NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    target text,
+    details jsonb NOT NULL,
+    api_key_id uuid,
+    client_addr text,
+    db_role text NOT NULL,
+    application_name text NOT NULL,
+    producer_id text,
+    prev_hash bytea,
+    hash bytea,
+    xact xid8 DEFAULT pg_current_xact_id() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.audit_log IS 'Append-only, hash-chained record of every operator and producer action (docs/security.md "Audit log"); read it through jobqueue.audit_trail.';
+
+COMMENT ON COLUMN jobqueue.audit_log.id IS 'Insert order; seq is the order of the chain (commit order).';
+
+COMMENT ON COLUMN jobqueue.audit_log.actor IS 'Who: the API key''s producer id when the REST API acted for a key, else the login role.';
+
+COMMENT ON COLUMN jobqueue.audit_log.producer_id IS 'The producer the actor is held to (a producer key or login): whose own entries these are.';
+
+CREATE FUNCTION jobqueue.audit_hash(entry jobqueue.audit_log) RETURNS bytea
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT sha256(entry.prev_hash || convert_to(jsonb_build_array(
+        entry.seq, extract(epoch FROM entry.at), entry.actor, entry.action, entry.target, entry.details,
+        entry.api_key_id, entry.client_addr, entry.db_role, entry.application_name, entry.producer_id)::text, 'UTF8'));
+$$;
+
+COMMENT ON FUNCTION jobqueue.audit_hash(entry jobqueue.audit_log) IS 'An audit entry''s hash: sha256 of the previous entry''s hash and this entry''s fields.';
+
+CREATE FUNCTION jobqueue.audit_log_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' AND NEW.seq IS NULL AND NEW.prev_hash IS NULL AND NEW.hash IS NULL
+       AND NEW.xact = pg_current_xact_id() THEN
+        RETURN NEW;  -- its place in the chain is its COMMIT's to give
+    ELSIF TG_OP = 'UPDATE' AND OLD.seq IS NULL AND NEW.seq IS NOT NULL
+       AND (OLD.id, OLD.at, OLD.actor, OLD.action, OLD.target, OLD.details, OLD.api_key_id, OLD.client_addr,
+            OLD.db_role, OLD.application_name, OLD.producer_id, OLD.xact)
+           IS NOT DISTINCT FROM
+           (NEW.id, NEW.at, NEW.actor, NEW.action, NEW.target, NEW.details, NEW.api_key_id, NEW.client_addr,
+            NEW.db_role, NEW.application_name, NEW.producer_id, NEW.xact) THEN
+        RETURN NEW;
+    ELSIF TG_OP = 'DELETE' AND current_setting('jobqueue.audit_pruning', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'jobqueue: audit_log is append-only (% refused); entries leave only by retention, jobqueue.prune_audit_log()', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+
 CREATE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     held text := jobqueue.session_producer();
-    current_state text;
+    found_job record;
 BEGIN
     -- Another producer's job does not exist for a producer role.
-    SELECT j.state INTO current_state FROM jobqueue.jobs j
+    SELECT j.state, j.queue, j.job_type, j.producer_id INTO found_job FROM jobqueue.jobs j
      WHERE j.id = job_id AND (held IS NULL OR j.producer_id = held) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'not_found';
-    ELSIF current_state IN ('pending', 'failed', 'waiting') THEN
+    ELSIF found_job.state IN ('pending', 'failed', 'waiting') THEN
         UPDATE jobqueue.jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
          WHERE id = job_id;
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancelled', 'state', found_job.state, 'queue', found_job.queue, 'job_type', found_job.job_type,
+            'producer_id', found_job.producer_id));
         RETURN 'cancelled';
-    ELSIF current_state = 'processing' THEN
+    ELSIF found_job.state = 'processing' THEN
         UPDATE jobqueue.jobs SET cancel_requested = true, updated_at = now() WHERE id = job_id;
         PERFORM pg_notify('jobqueue_cancel', job_id::text);
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancel_requested', 'state', found_job.state, 'queue', found_job.queue,
+            'job_type', found_job.job_type, 'producer_id', found_job.producer_id));
         RETURN 'cancel_requested';
-    ELSIF current_state = 'cancelled' THEN
+    ELSIF found_job.state = 'cancelled' THEN
         RETURN 'cancelled_already';
     ELSE
-        RETURN current_state;
+        RETURN found_job.state;
     END IF;
 END $$;
 
@@ -124,6 +265,7 @@ BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
         IF password IS NOT NULL THEN
             EXECUTE format('ALTER ROLE %I PASSWORD %L', login, password);
+            PERFORM jobqueue.audit('role.login', login, jsonb_build_object('created', false, 'password_set', true));
         END IF;
         RETURN false;
     END IF;
@@ -132,6 +274,7 @@ BEGIN
     ELSE
         EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', login, password);
     END IF;
+    PERFORM jobqueue.audit('role.login', login, jsonb_build_object('created', true, 'password_set', password IS NOT NULL));
     RETURN true;
 END $$;
 
@@ -503,6 +646,7 @@ BEGIN
         INSERT INTO jobqueue.producer_roles AS r (role_name, producer_id) VALUES (login, producer)
         ON CONFLICT (role_name) DO UPDATE SET producer_id = excluded.producer_id;
     END IF;
+    PERFORM jobqueue.audit('role.grant', login, jsonb_build_object('role', 'jobqueue_' || kind, 'producer', producer));
     RETURN 'jobqueue_' || kind;
 END $$;
 
@@ -1087,6 +1231,42 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
 
+CREATE FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    through bigint;
+    through_hash bytea;
+    removed integer;
+BEGIN
+    IF keep IS NULL OR keep < interval '1 day' THEN
+        PERFORM jobqueue.invalid('keep', format('audit entries are kept at least 1 day (got %s)', coalesce(keep::text, 'none')));
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        PERFORM jobqueue.invalid('max_rows', 'must be at least 1');
+    END IF;
+    PERFORM 1 FROM jobqueue.audit_chain FOR UPDATE;
+    SELECT p.seq, p.hash INTO through, through_hash FROM (
+        SELECT a.seq, a.hash, bool_and(a.at < now() - keep) OVER (ORDER BY a.seq) AS expired
+        FROM (SELECT l.seq, l.hash, l.at FROM jobqueue.audit_log l WHERE l.seq IS NOT NULL ORDER BY l.seq LIMIT max_rows) a
+    ) p
+    WHERE p.expired ORDER BY p.seq DESC LIMIT 1;
+    IF through IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM set_config('jobqueue.audit_pruning', 'on', true);
+    DELETE FROM jobqueue.audit_log l WHERE l.seq <= through;
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    PERFORM set_config('jobqueue.audit_pruning', 'off', true);
+    UPDATE jobqueue.audit_chain SET pruned_seq = through, pruned_hash = through_hash, pruned_at = now();
+    PERFORM jobqueue.audit('audit.prune', NULL, jsonb_build_object(
+        'removed', removed, 'through_seq', through, 'keep_days', extract(epoch FROM keep) / 86400));
+    RETURN removed;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) IS 'Retention of the audit log: remove the oldest entries written more than keep (at least a day) ago, a prefix of the chain, at most max_rows, and record it; the maintenance leader''s pruner calls it.';
+
 CREATE FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[] DEFAULT '{}'::uuid[]) RETURNS void
     LANGUAGE plpgsql STABLE
     AS $$
@@ -1198,6 +1378,7 @@ BEGIN
     IF kind = 'producer' THEN
         DELETE FROM jobqueue.producer_roles WHERE role_name = login;
     END IF;
+    PERFORM jobqueue.audit('role.revoke', login, jsonb_build_object('role', 'jobqueue_' || kind));
     RETURN 'jobqueue_' || kind;
 END $$;
 
@@ -1329,6 +1510,9 @@ BEGIN
                    ceil(extract(epoch FROM statement_timeout) * 1000)::bigint || 'ms');
     EXECUTE format('ALTER ROLE %I IN DATABASE %I SET idle_in_transaction_session_timeout = %L', login,
                    current_database(), ceil(extract(epoch FROM idle_timeout) * 1000)::bigint || 'ms');
+    PERFORM jobqueue.audit('role.timeouts', login, jsonb_build_object(
+        'statement_timeout_ms', ceil(extract(epoch FROM statement_timeout) * 1000)::bigint,
+        'idle_in_transaction_timeout_ms', ceil(extract(epoch FROM idle_timeout) * 1000)::bigint));
 END $$;
 
 COMMENT ON FUNCTION jobqueue.set_login_timeouts(login text, statement_timeout interval, idle_timeout interval) IS 'Give a login role a statement_timeout and an idle_in_transaction_session_timeout in this database (0: none); `jobqueue roles login` calls it.';
@@ -1416,6 +1600,45 @@ CREATE TABLE jobqueue.api_secrets (
 );
 
 COMMENT ON TABLE jobqueue.api_secrets IS 'Keys the REST API shares across its processes: ''cursor'' seals listing cursors (AES-GCM). Rotate with UPDATE … SET secret = sha256(gen_random_uuid()::text::bytea || gen_random_uuid()::text::bytea); outstanding cursors then fail as malformed.';
+
+CREATE TABLE jobqueue.audit_chain (
+    one boolean DEFAULT true NOT NULL,
+    last_seq bigint NOT NULL,
+    last_hash bytea NOT NULL,
+    pruned_seq bigint NOT NULL,
+    pruned_hash bytea NOT NULL,
+    pruned_at timestamp with time zone,
+    CONSTRAINT audit_chain_one_row CHECK (one)
+);
+
+COMMENT ON TABLE jobqueue.audit_chain IS 'The audit chain''s head (the newest entry''s seq and hash) and anchor (the last entry retention removed).';
+
+ALTER TABLE jobqueue.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME jobqueue.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE VIEW jobqueue.audit_trail WITH (security_invoker='true') AS
+ SELECT a.seq,
+    a.at,
+    a.actor,
+    a.action,
+    a.target,
+    a.details,
+    a.api_key_id,
+    a.client_addr,
+    a.db_role,
+    a.application_name,
+    a.producer_id,
+    encode(a.hash, 'hex'::text) AS hash
+   FROM jobqueue.audit_log a
+  WHERE (a.seq IS NOT NULL);
+
+COMMENT ON VIEW jobqueue.audit_trail IS 'The audit log as operators read it (newest: ORDER BY seq DESC); a producer login sees its own entries only.';
 
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
@@ -1855,6 +2078,15 @@ ALTER TABLE ONLY jobqueue.api_keys
 ALTER TABLE ONLY jobqueue.api_secrets
     ADD CONSTRAINT api_secrets_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY jobqueue.audit_chain
+    ADD CONSTRAINT audit_chain_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY jobqueue.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY jobqueue.audit_log
+    ADD CONSTRAINT audit_log_seq_key UNIQUE (seq);
+
 ALTER TABLE ONLY jobqueue.circuit_job_types
     ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type, circuit, declared_by);
 
@@ -1918,6 +2150,10 @@ ALTER TABLE ONLY jobqueue.worker_stats
 ALTER TABLE ONLY jobqueue.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
+CREATE INDEX audit_log_producer_idx ON jobqueue.audit_log USING btree (producer_id, seq) WHERE (producer_id IS NOT NULL);
+
+CREATE INDEX audit_log_unchained_idx ON jobqueue.audit_log USING btree (xact) WHERE (seq IS NULL);
+
 CREATE INDEX circuit_job_types_circuit_idx ON jobqueue.circuit_job_types USING btree (circuit);
 
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
@@ -1948,6 +2184,12 @@ COMMENT ON INDEX jobqueue.jobs_state_listing_idx IS 'GET /jobs?state= and /admin
 
 CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
 
+CREATE TRIGGER audit_log_append_only BEFORE INSERT OR DELETE OR UPDATE ON jobqueue.audit_log FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_log_append_only();
+
+CREATE CONSTRAINT TRIGGER audit_log_chain AFTER INSERT ON jobqueue.audit_log DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_chain_entry();
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON jobqueue.audit_log FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.audit_log_append_only();
+
 CREATE TRIGGER circuit_job_types_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.circuit_job_types FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_circuit_job_types();
 
 CREATE TRIGGER circuits_notify AFTER UPDATE ON jobqueue.circuits FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) OR (old.forced_by_admin IS DISTINCT FROM new.forced_by_admin))) EXECUTE FUNCTION jobqueue.notify_circuits();
@@ -1973,6 +2215,12 @@ ALTER TABLE ONLY jobqueue.circuit_job_types
 
 ALTER TABLE ONLY jobqueue.schedule_fires
     ADD CONSTRAINT schedule_fires_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES jobqueue.schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE jobqueue.audit_log ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY audit_log_every_row ON jobqueue.audit_log FOR SELECT TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly USING (true);
+
+CREATE POLICY audit_log_own_rows ON jobqueue.audit_log FOR SELECT TO jobqueue_producer USING ((producer_id = ( SELECT jobqueue.session_producer() AS session_producer)));
 
 ALTER TABLE jobqueue.job_errors ENABLE ROW LEVEL SECURITY;
 

@@ -47,8 +47,10 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import Receive, Scope, Send
 
 from jobqueue.api import openapi_ui, paths
+from jobqueue.api.audit_page import AuditPageController
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
+from jobqueue.api.controllers.audit import AuditController
 from jobqueue.api.controllers.circuits import CircuitsController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
@@ -57,7 +59,7 @@ from jobqueue.api.controllers.limits import LimitsController
 from jobqueue.api.controllers.queues import QueuesController
 from jobqueue.api.controllers.schedules import SchedulesController
 from jobqueue.api.controllers.workers import WorkersController
-from jobqueue.api.dashboard import DashboardController
+from jobqueue.api.dashboard import DashboardController, root
 from jobqueue.api.errors import EXCEPTION_HANDLERS
 from jobqueue.api.metrics import MetricsController
 from jobqueue.api.request_checks import refuse_ambiguous_query
@@ -74,10 +76,13 @@ ROUTE_HANDLERS: list = [
     AdminController,
     MetricsController,
     DashboardController,
+    root,  # / -> /dashboard
     SchedulesController,
     WorkersController,
     CircuitsController,
     LimitsController,
+    AuditController,
+    AuditPageController,
 ]
 
 

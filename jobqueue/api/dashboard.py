@@ -9,6 +9,8 @@
   throughput per minute, sampled by the maintenance leader (`jobqueue.maintenance.historian`), so
   the chart is full after a reload. These describe the whole system: an admin key or the metrics
   token, as /metrics.
+- ``/`` redirects to ``/dashboard``: the API's bare address, typed into a browser (as `make run`
+  prints it), shows the page instead of a 404.
 - Everything else the page does goes through the REST API with the key the operator types (kept
   in the browser's localStorage): the jobs list, search and detail, cancel, delete of a job that
   has not started, the dead-letter list, retry and purge, pausing a queue, circuit breakers and
@@ -25,7 +27,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, QueryParameter
-from litestar.response import Response
+from litestar.response import Redirect, Response
 
 from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
@@ -79,6 +81,15 @@ def _page() -> str:
     return _asset("dashboard.html").replace(
         '<script src="/dashboard/static/dashboard.js">', routes + '<script src="/dashboard/static/dashboard.js">'
     )
+
+
+#: Where ``/`` sends a browser.
+ROOT_REDIRECT = "/dashboard"
+
+
+@get("/", exclude_from_auth=True, security=[], include_in_schema=False)
+async def root() -> Redirect:
+    return Redirect(path=ROOT_REDIRECT)
 
 
 class DashboardController(Controller):

@@ -7,6 +7,7 @@
     jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.cli.admin)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
+    jobqueue audit list [--actor --action --target --since] [--json] | verify   the audit log (jobqueue.cli.audit)
     jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.cli.schedules)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
@@ -32,7 +33,7 @@ import json
 import sys
 from typing import Any, Callable, Sequence
 
-from jobqueue.cli.common import dispatch, settings_from_args
+from jobqueue.cli.common import dispatch, run_command, settings_from_args
 
 #: Adds one command's arguments (and its ``func``) to the parser `jobqueue <command>` parses.
 Declare = Callable[[argparse.ArgumentParser], None]
@@ -236,6 +237,7 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
     ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),
     ("limits", "global concurrency and rate limits per job type or queue", _lazy("jobqueue.cli.admin", "add_limits")),
+    ("audit", "the audit log: list who did what, verify its hash chain", _lazy("jobqueue.cli.audit", "add_audit")),
     (
         "schedule",
         "cron schedules: add, list, pause, resume, remove, run-now",
@@ -278,4 +280,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     # The top-level parser has no option but -h, so the command, if any, is the first argument.
     command = args[0] if args and not args[0].startswith("-") else ""
-    return dispatch(build_parser(command).parse_args(args))
+    return run_command(lambda: dispatch(build_parser(command).parse_args(args)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Sequence
 
-from jobqueue.cli.common import dispatch, settings_from_args
+from jobqueue.cli.common import dispatch, run_command, settings_from_args
 
 if TYPE_CHECKING:  # jobqueue.config brings psycopg: imported once a worker's settings are built
     from jobqueue.config import Settings
@@ -84,4 +84,4 @@ def add_worker_command(parser: argparse.ArgumentParser) -> None:
 def worker_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jobqueue-worker", description="Run jobqueue workers.")
     add_worker_command(parser)
-    return dispatch(parser.parse_args(argv))
+    return run_command(lambda: dispatch(parser.parse_args(argv)))

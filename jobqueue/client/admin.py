@@ -1,5 +1,6 @@
 """The checks of every client request other than an enqueue, shared by both clients: job and key
-ids, listings, queue settings, API keys, dead-letter batches, circuits and limits.
+ids, listings (of jobs and of the audit log), queue settings, API keys, dead-letter batches,
+circuits and limits.
 
 Each turns its arguments into the store Call to run (or raises `ValidationError` naming the
 field), so `AsyncClient` and `Client` differ only in how they run it.
@@ -15,6 +16,7 @@ from jobqueue.client.validation import timespan
 from jobqueue.config import MetricsSettings
 from jobqueue.db import gateway as db
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.audit import ACTIONS, AREAS, AuditPage
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
 from jobqueue.model.jobs import JobInfo, JobPage, JobState, Priority
@@ -22,6 +24,7 @@ from jobqueue.model.limits import SCOPES, Limit
 from jobqueue.model.names import name_problem
 from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import audit as audit_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import job_admin
 from jobqueue.store import queues as queue_store
@@ -54,10 +57,7 @@ def list_call(
     producer_id: str | None = None,
     scheduled: bool | None = None,
 ) -> db.Call[JobPage]:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
-    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
-        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
+    _page_size(limit, scan)
     before = None
     if cursor is not None:
         try:
@@ -86,6 +86,48 @@ def list_call(
         priority=level,
         producer_id=_optional_name("producer_id", producer_id),
         scheduled=scheduled,
+    )
+
+
+def _page_size(limit: Any, scan: Any) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
+    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
+        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
+
+
+def audit_list_call(
+    limit: int,
+    cursor: str | None,
+    *,
+    scan: int = LIST_SCAN,
+    actor: str | None = None,
+    action: str | None = None,
+    target: str | None = None,
+    since: datetime | None = None,
+    producer_id: str | None = None,
+) -> db.Call[AuditPage]:
+    """One page of the audit log, newest first, as `list_call` pages jobs (``scan``: the entries
+    a page may examine); ``action`` is an action or its area, ``since`` an aware time."""
+    _page_size(limit, scan)
+    before = None
+    if cursor is not None:
+        if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 19:
+            raise ValidationError("cursor", "must be the next_cursor of a previous page")
+        before = int(cursor)
+    if action is not None and action not in ACTIONS and action not in AREAS:
+        raise ValidationError("action", f"must be an action ({', '.join(ACTIONS)}) or an area ({', '.join(AREAS)})")
+    if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
+        raise ValidationError("since", "must be a timezone-aware time")
+    return audit_store.list_entries(
+        limit=limit,
+        scan=scan,
+        before=before,
+        actor=_optional_name("actor", actor),
+        action=action,
+        target=_optional_name("target", target),
+        since=since,
+        producer_id=_optional_name("producer_id", producer_id),
     )
 
 

@@ -131,9 +131,14 @@ class NewJob:
             return ValidationError(field_prefix + name, message)
 
         # The checks of names.name_problem written out: this runs for every job of a bulk enqueue.
-        if not isinstance(job_type, str) or len(job_type) > MAX_NAME_LENGTH or not job_type.strip(BLANK):
+        if (
+            not isinstance(job_type, str)
+            or len(job_type) > MAX_NAME_LENGTH
+            or not job_type.strip(BLANK)
+            or "\x00" in job_type
+        ):
             raise invalid("job_type", name_problem(job_type) or "")
-        if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK):
+        if not isinstance(queue, str) or len(queue) > MAX_NAME_LENGTH or not queue.strip(BLANK) or "\x00" in queue:
             raise invalid("queue", name_problem(queue) or "")
         try:
             payload_json = dumps({} if payload is None else payload)

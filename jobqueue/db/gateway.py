@@ -69,6 +69,16 @@ class Call(Generic[T]):
         return query(self.name)
 
 
+class ActionCall(Call[T]):
+    """A Call whose statement is an operator's or producer's action and records it in the audit log
+    (``jobqueue.audit()``, migration 0032) in the same statement. When the REST API acts for an API
+    key (`jobqueue.client.acting`), the clients run it after the key's setting in one transaction
+    (`jobqueue.db.transactions.run_together`), so the entry names the key; otherwise it runs as any
+    Call, and the entry names the login role."""
+
+    __slots__ = ()
+
+
 class FileCall(Call[T]):
     """A Call whose SQL is in a file of its room's own (``queries_file``, named blocks as in
     sql/queries/): for statements only one tool runs, which stay out of the dictionary every worker
@@ -150,7 +160,19 @@ def translated_errors() -> Iterator[None]:
     except pg_errors.InsufficientPrivilege as exc:  # 42501: the role lacks a GRANT; retrying cannot help
         raise PermissionDenied(f"the database refused this role: {exc.diag.message_primary or exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:  # AdminShutdown, pool timeouts too
-        raise DatabaseUnavailable(f"database unavailable: {exc}") from exc
+        raise DatabaseUnavailable(f"database unavailable: {describe(exc)}") from exc
+
+
+def describe(exc: psycopg.Error) -> str:
+    """The server's message and its hint, on one line: ``str(exc)`` goes on with a CONTEXT line per
+    PL/pgSQL frame the error passed through (4 to 12 of them for an error inside ``jobqueue.enqueue``),
+    which tells the database's author where, and an operator nothing. An error the client made (a
+    refused connection, a pool timeout) has no server message: its own text, as it is."""
+    primary = exc.diag.message_primary
+    if not primary:
+        return str(exc).strip()
+    hint = exc.diag.message_hint
+    return f"{primary} (hint: {hint})" if hint else primary
 
 
 def _queue_full(exc: psycopg.Error) -> DatabaseBusy:

@@ -73,9 +73,10 @@ class JobProgress:
     def of(cls, stored: dict | None) -> "JobProgress | None":
         if not stored:
             return None
+        total = stored.get("total")
         return cls(
-            stored["done"],
-            stored.get("total"),
+            float(stored["done"]),  # jsonb keeps 3.0 as 3
+            None if total is None else float(total),
             stored.get("message"),
             datetime.fromisoformat(stored["at"]),
             stored["attempt"],

@@ -36,6 +36,8 @@ def name_problem(name: Any, longest: int = MAX_NAME_LENGTH) -> str | None:
         return "must be a non-empty string"
     if len(name) > longest:
         return f"must be at most {longest} characters (got {len(name)})"
+    if "\x00" in name:  # PostgreSQL text cannot hold it: refused here, naming the field
+        return "must not contain a NUL character"
     return None
 
 

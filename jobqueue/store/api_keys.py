@@ -11,7 +11,7 @@ import hashlib
 import secrets
 import uuid
 
-from jobqueue.db.gateway import Call
+from jobqueue.db.gateway import ActionCall, Call
 from jobqueue.model.api_keys import ApiKey
 
 KEY_PREFIX_LENGTH = 11  # "jq_" + 8 characters: shown in listings to recognise a key
@@ -36,7 +36,7 @@ def _first_key(rows: list[tuple]) -> ApiKey | None:
 def create(
     *, key: str, producer_id: str, role: str, queues: list[str] | None = None, job_types: list[str] | None = None
 ) -> Call[ApiKey | None]:
-    return Call(
+    return ActionCall(
         "api_key_create",
         {
             "key_hash": key_hash(key),
@@ -59,7 +59,7 @@ def list_all() -> Call[list[ApiKey]]:
 
 
 def revoke(key_id: uuid.UUID) -> Call[ApiKey | None]:
-    return Call("api_key_revoke", {"id": key_id}, _first_key)
+    return ActionCall("api_key_revoke", {"id": key_id}, _first_key)
 
 
 def secret(name: str) -> Call[bytes | None]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from jobqueue.db.gateway import Call, column, scalar
+from jobqueue.db.gateway import ActionCall, Call, column, scalar
 from jobqueue.model.jobs import (
     DeleteOutcome,
     JobPage,
@@ -74,7 +74,7 @@ def list_jobs(
 
 def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:
     """Delete a job that has not started; (outcome, the job's state when it was found)."""
-    return Call(
+    return ActionCall(
         "job_delete_waiting",
         {"id": job_id},
         lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None),
@@ -94,14 +94,14 @@ def running_by_worker(*, per_worker: int) -> Call[dict[str, tuple[int, list[Runn
 
 
 def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:
-    return Call("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
+    return ActionCall("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
 
 
 def retry_dead_batch(
     *, after: int, limit: int, queue: str | None, job_type: str | None
 ) -> Call[tuple[int, int, int | None]]:
     """(retried, scanned, last seq scanned) of one batch."""
-    return Call(
+    return ActionCall(
         "job_retry_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
@@ -112,7 +112,7 @@ def purge_dead_batch(
     *, after: int, limit: int, queue: str | None, job_type: str | None, before: datetime | None
 ) -> Call[tuple[int, int, int | None]]:
     """(purged, scanned, last seq scanned) of one batch."""
-    return Call(
+    return ActionCall(
         "job_purge_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db.gateway import Call, column, no_result, scalar_or_none
+from jobqueue.db.gateway import ActionCall, Call, column, no_result, scalar_or_none
 from jobqueue.model.jobs import (
     AttemptError,
     CancelOutcome,
@@ -411,7 +411,7 @@ def outcomes(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobOutcome]]:
 
 def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:
     """Cancel; with ``producer_id``, another producer's job is ``not_found``."""
-    return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
+    return ActionCall("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
 def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:

@@ -3,7 +3,7 @@ the triggers that release a key's next job, the ordering_key parameter of every 
 ordering_keys view; jobs.progress.
 
 Revision ID: 0035_ordered_work
-Revises: 0034_scheduled_for
+Revises: 0032_audit_log
 """
 
 from alembic import op
@@ -11,7 +11,7 @@ from alembic import op
 from jobqueue.db.queries import run_migration_script
 
 revision = "0035_ordered_work"
-down_revision = "0034_scheduled_for"  # at merge: the newest revision before it (0031-0033 are other branches')
+down_revision = "0032_audit_log"  # at merge: the newest revision before it (0031 and 0033 are other branches')
 branch_labels = None
 depends_on = None
 

@@ -455,29 +455,35 @@ END $$;
 
 CREATE OR REPLACE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
     held text := jobqueue.session_producer();
-    current_state text;
+    found_job record;
 BEGIN
     -- Another producer's job does not exist for a producer role.
-    SELECT j.state INTO current_state FROM jobqueue.jobs j
+    SELECT j.state, j.queue, j.job_type, j.producer_id INTO found_job FROM jobqueue.jobs j
      WHERE j.id = job_id AND (held IS NULL OR j.producer_id = held) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'not_found';
-    ELSIF current_state IN ('pending', 'failed', 'waiting') THEN
+    ELSIF found_job.state IN ('pending', 'failed', 'waiting') THEN
         UPDATE jobqueue.jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
          WHERE id = job_id;
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancelled', 'state', found_job.state, 'queue', found_job.queue, 'job_type', found_job.job_type,
+            'producer_id', found_job.producer_id));
         RETURN 'cancelled';
-    ELSIF current_state = 'processing' THEN
+    ELSIF found_job.state = 'processing' THEN
         UPDATE jobqueue.jobs SET cancel_requested = true, updated_at = now() WHERE id = job_id;
         PERFORM pg_notify('jobqueue_cancel', job_id::text);
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancel_requested', 'state', found_job.state, 'queue', found_job.queue,
+            'job_type', found_job.job_type, 'producer_id', found_job.producer_id));
         RETURN 'cancel_requested';
-    ELSIF current_state = 'cancelled' THEN
+    ELSIF found_job.state = 'cancelled' THEN
         RETURN 'cancelled_already';
     ELSE
-        RETURN current_state;
+        RETURN found_job.state;
     END IF;
 END $$;
 -- The entry points take ordering_key (last, so every call by name or position still works).

@@ -1,5 +1,6 @@
 -- Operator queries on jobqueue.jobs (jobqueue.store.job_admin): listing, deleting a job that never
--- ran, what each worker runs, dead-letter retry and purge, key rotation's scan and write.
+-- ran, what each worker runs, dead-letter retry and purge, key rotation's scan and write. Those that
+-- act record what they did in the audit log (jobqueue.audit(), migration 0032), in their statement.
 
 -- name: job_delete_waiting
 -- Admin delete of one job that has not started: pending (due or scheduled) or waiting for its
@@ -7,18 +8,23 @@
 -- It goes as if it had never been submitted, with the idempotency key it holds (a repeat makes a
 -- new job). A job that ran an attempt, runs now or finished is kept with its history (outcome
 -- started, with its state). FOR UPDATE first: a worker's claim (SKIP LOCKED) passes over the row
--- while it is decided, and a job claimed just before is seen as processing.
+-- while it is decided, and a job claimed just before is seen as processing. A delete is recorded
+-- in the audit log (job.delete).
 WITH target AS (
     SELECT j.id, j.state, j.attempts FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), gone AS (
     DELETE FROM jobqueue.jobs j USING target t
     WHERE j.id = t.id AND t.state IN ('pending', 'waiting') AND t.attempts = 0
-    RETURNING j.id, j.producer_id, j.idempotency_key
+    RETURNING j.id, j.producer_id, j.idempotency_key, j.queue, j.job_type
 ), keys AS (
     DELETE FROM jobqueue.idempotency_keys k USING gone g
     WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
+), recorded AS (
+    SELECT jobqueue.audit('job.delete', g.id::text, jsonb_build_object(
+               'queue', g.queue, 'job_type', g.job_type, 'producer_id', g.producer_id)) AS entry
+    FROM gone g
 )
-SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 'deleted'
+SELECT CASE WHEN (SELECT count(*) FROM recorded) > 0 THEN 'deleted'
             WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
             ELSE 'started' END AS outcome,
        (SELECT state FROM target) AS state;
@@ -111,7 +117,8 @@ ORDER BY r.locked_by, r.n;
 -- is removed so the next completion can store its result, the attempt errors are kept. A job
 -- whose idempotency key another job of its producer now holds (submitted after this one's window
 -- closed, its own window still open) stays dead (outcome idempotency_key_taken). A retry does not
--- renew the job's own window: it counts from the submission.
+-- renew the job's own window: it counts from the submission. A retry is recorded in the audit
+-- log (dlq.retry).
 WITH target AS (
     SELECT j.id, j.state, j.idempotency_key, j.producer_id FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), retried AS (
@@ -123,11 +130,14 @@ WITH target AS (
       AND NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
                       WHERE k.producer = coalesce(t.producer_id, '') AND k.key = t.idempotency_key
                         AND k.job_id <> t.id AND k.expires_at > now())
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.job_type, j.producer_id
 ), cleared AS (
     DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
 ), woken AS (
-    SELECT pg_notify('jobqueue_jobs', queue) FROM retried
+    SELECT pg_notify('jobqueue_jobs', r.queue),
+           jobqueue.audit('dlq.retry', r.id::text, jsonb_build_object(
+               'queue', r.queue, 'job_type', r.job_type, 'producer_id', r.producer_id)) AS entry
+    FROM retried r
 )
 SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
             WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
@@ -137,8 +147,18 @@ SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
 -- name: job_retry_dead_batch
 -- Bulk retry, one batch: the next %(limit)s dead jobs after seq %(after)s matching the filters,
 -- as job_retry_dead does one. Jobs whose idempotency key another job holds stay dead; the caller
--- pages on with the returned last seq.
-WITH batch AS (
+-- pages on with the returned last seq. The first batch (after 0) records the whole retry in the
+-- audit log (dlq.retry_all, with the filters and how many dead jobs matched them as it began), in
+-- its own transaction: no batch changes a job before that entry is committed.
+WITH recorded AS (
+    SELECT jobqueue.audit('dlq.retry_all', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text,
+               'matching', (SELECT count(*) FROM jobqueue.jobs j
+                            WHERE j.state = 'dead_letter'
+                              AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+                              AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)))) AS entry
+    WHERE %(after)s::bigint = 0
+), batch AS (
     SELECT j.id, j.seq, j.idempotency_key, j.producer_id FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
@@ -164,13 +184,24 @@ WITH batch AS (
     SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM retried) AS q
 )
 SELECT (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM batch) AS scanned,
-       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM woken) AS notified;
+       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM woken) AS notified,
+       (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_purge_dead_batch
 -- Purge, one batch: deletes the next %(limit)s dead jobs after seq %(after)s matching the
 -- filters (died before %(before)s when given), with their results, attempt errors and the
--- idempotency keys they hold (a purged job's key is free: a repeat makes a new job).
-WITH batch AS (
+-- idempotency keys they hold (a purged job's key is free: a repeat makes a new job). The first
+-- batch records the purge in the audit log (dlq.purge), as job_retry_dead_batch does its retry.
+WITH recorded AS (
+    SELECT jobqueue.audit('dlq.purge', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text, 'before', %(before)s::timestamptz,
+               'matching', (SELECT count(*) FROM jobqueue.jobs j
+                            WHERE j.state = 'dead_letter'
+                              AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+                              AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+                              AND (%(before)s::timestamptz IS NULL OR j.finished_at < %(before)s::timestamptz)))) AS entry
+    WHERE %(after)s::bigint = 0
+), batch AS (
     SELECT j.id, j.seq FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
@@ -190,7 +221,7 @@ WITH batch AS (
     WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
-       (SELECT max(seq) FROM batch) AS last_seq;
+       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them

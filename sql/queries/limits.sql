@@ -70,7 +70,8 @@ SELECT 'limit' AS what, o.scope || ' ' || o.name, o.declared_by FROM overruled o
 
 -- name: limit_set
 -- An operator's limit (set_by 'admin': worker starts leave it alone until it is cleared). Jobs of
--- its scope already running are marked limited, so they count against it from now on.
+-- its scope already running are marked limited, so they count against it from now on. Setting and
+-- clearing a limit are recorded in the audit log (limit.set, limit.clear; target scope:name).
 WITH upserted AS (
     INSERT INTO jobqueue.job_limits AS l (scope, name, concurrency, rate, period_seconds, set_by)
     VALUES (%(scope)s, %(name)s, %(concurrency)s, %(rate)s, %(period)s, 'admin')
@@ -83,12 +84,24 @@ WITH upserted AS (
     WHERE j.state = 'processing' AND NOT j.limited AND j.locked_until IS NOT NULL
       AND CASE %(scope)s WHEN 'job_type' THEN j.job_type ELSE j.queue END = %(name)s
     RETURNING j.id
+), recorded AS (
+    SELECT jobqueue.audit('limit.set', u.scope || ':' || u.name, jsonb_build_object(
+               'concurrency', %(concurrency)s::integer, 'rate', %(rate)s::integer,
+               'period_seconds', %(period)s::double precision)) AS entry
+    FROM upserted u
 )
-SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked;
+SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked,
+       (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: limit_clear
 -- Remove a limit, whoever set it (a code limit comes back at the next worker start that declares it).
-DELETE FROM jobqueue.job_limits WHERE scope = %(scope)s AND name = %(name)s RETURNING name;
+WITH gone AS (
+    DELETE FROM jobqueue.job_limits WHERE scope = %(scope)s AND name = %(name)s
+    RETURNING scope, name, set_by, concurrency, rate, period_seconds
+)
+SELECT g.name
+FROM gone g CROSS JOIN LATERAL jobqueue.audit('limit.clear', g.scope || ':' || g.name, jsonb_build_object(
+    'set_by', g.set_by, 'concurrency', g.concurrency, 'rate', g.rate, 'period_seconds', g.period_seconds)) AS recorded;
 
 -- name: limit_list
 -- Every limit with what it holds now: running (processing jobs claimed under it) and the starts of

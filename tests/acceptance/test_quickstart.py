@@ -1,6 +1,8 @@
-"""The README's quick start, run as written: its `myapp.py` under a real `jobqueue-worker` started
-from the folder that holds it, then its Python, SQL and REST enqueue examples — only the DSN, port
-and key are this test's own. A README edit that breaks an example breaks this test."""
+"""The README's quick start, run as written: its shell lines one by one (the make target exists, the
+virtual environment it names is the one that holds the commands, `jobqueue migrate` through that
+environment's own console script), its `myapp.py` under a real `jobqueue-worker` started from the
+folder that holds it, then its Python, SQL and REST enqueue examples — only the DSN, port and key
+are this test's own. A README edit that breaks an example breaks this test."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 QUICK_START = README[README.index("## Quick start") : README.index("## Documentation")]
 README_DSN = "postgresql://localhost/app"
+VENV_BIN = Path(sys.executable).parent  # the tests run in the .venv the Makefile makes
 
 
 def _block(language: str, containing: str) -> str:
@@ -49,12 +52,74 @@ def _state(conn: psycopg.Connection, job_id: str) -> str:
     return conn.execute("SELECT state FROM jobqueue.jobs WHERE id = %s", (job_id,)).fetchone()[0]
 
 
+def _shell_lines() -> list[str]:
+    return [line.split(" #")[0].strip() for line in _block("sh", "jobqueue-worker").splitlines() if line.strip()]
+
+
+def test_the_quick_starts_shell_lines_do_what_they_say(dsn, tmp_path):
+    """Each line of the by-hand block is one this test knows how to check; a new kind of line fails
+    here until it is checked too. (`jobqueue migrate` was `command not found`: nothing said that the
+    commands live in .venv.)"""
+    makefile = (ROOT / "Makefile").read_text()
+    checked = []
+    for line in _shell_lines():
+        if line.startswith("make "):
+            target = line.split()[1]
+            dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+            assert dry.returncode == 0, f"{line}: {dry.stderr}"
+            assert "pip install" in makefile and ".venv" in makefile
+        elif line.startswith("source "):
+            activate = line.split()[1]
+            assert activate == ".venv/bin/activate" and "VENV := .venv" in makefile, line
+            assert (VENV_BIN / "activate").exists()
+            assert (VENV_BIN / "jobqueue").exists() and (VENV_BIN / "jobqueue-worker").exists()
+        elif line.startswith("export JOBQUEUE_DSN="):
+            assert line == f"export JOBQUEUE_DSN={README_DSN}", line  # the user's own; this test's is `dsn`
+        elif line.startswith("jobqueue migrate"):
+            migrated = subprocess.run(
+                [str(VENV_BIN / "jobqueue"), *line.split()[1:]],
+                env=dict(os.environ, JOBQUEUE_DSN=dsn, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert migrated.returncode == 0 and "jobqueue schema at" in migrated.stdout, migrated.stderr
+        elif line.startswith("jobqueue-worker "):
+            pass  # test_the_quick_start_runs_as_written runs it
+        else:
+            raise AssertionError(f"a quick-start line this test does not check: {line!r}")
+        checked.append(line.split()[0])
+    assert checked == ["make", "source", "export", "jobqueue", "jobqueue-worker"], checked
+
+
+def test_make_db_prints_only_a_dsn(dsn):
+    """The quick start's other way, `export JOBQUEUE_DSN=$(make -s db)`, on a fresh clone: whatever
+    make installs first must say so on stderr, so that stdout is the DSN alone. The db recipe is run
+    (with JOBQUEUE_DSN given it starts no cluster; -o: the install is not redone mid-suite), the
+    install's progress lines are read from the Makefile."""
+    assert "$(make -s db)" in _block("sh", "jobqueue-worker")
+    made = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed-run", "-o", "pg-server", "db"],
+        cwd=ROOT,
+        env=dict(os.environ, JOBQUEUE_DSN=dsn),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (made.returncode, made.stdout) == (0, dsn + "\n"), made.stderr
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("$(BIN)/python:", "$(RUN_STAMP):", "pg-server:"):
+        recipe = makefile[makefile.index(target) :].split("\n\n")[0]
+        echoes = [line for line in recipe.splitlines() if "echo " in line]
+        assert echoes and all(">&2" in line for line in echoes), recipe
+        assert "pip install" not in recipe or ">&2" in recipe
+
+
 def test_the_quick_start_runs_as_written(dsn, conn, tmp_path):
     (tmp_path / "myapp.py").write_text(_block("python", "@queue.task"))
-    worker_line = next(
-        line for line in _block("sh", "jobqueue-worker").splitlines() if line.startswith("jobqueue-worker")
-    )
-    worker_args = worker_line.split("#")[0].split()[1:]
+    worker_line = next(line for line in _shell_lines() if line.startswith("jobqueue-worker"))
+    worker_args = worker_line.split()[1:]
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -85,14 +150,15 @@ def test_the_quick_start_runs_as_written(dsn, conn, tmp_path):
         cwd=tmp_path,
     )
     try:
-        python_example = _block("python", "AsyncClient")
-        assert README_DSN in python_example
-        script = (
-            "import asyncio\n\nasync def main():\n"
-            + "".join(f"    {line}\n" for line in python_example.replace(README_DSN, dsn).splitlines())
-            + "\nasyncio.run(main())\n"
+        (tmp_path / "enqueue.py").write_text(_block("python", "AsyncClient"))  # a script, as it is
+        ran = subprocess.run(
+            [sys.executable, "enqueue.py"],
+            env=dict(os.environ, JOBQUEUE_DSN=dsn),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
         )
-        ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.strip() == "{'sent': True}"
 

@@ -1,6 +1,7 @@
 """The verification harnesses: tooling that checks jobqueue from outside, never shipped in the wheel.
 
     devdb.py     the local cluster of `make run`/`make bench` and of the test suite (`make db`)
+    localrun.py  `make run`: the demo end to end (database, processes, addresses, the local admin key)
     hastack.py   a pg_auto_failover stack (`make ha`), for the failover test and for trying HA by hand
     faults/      the fault campaign (`make faults`): crashes, restarts and poison jobs, one table
 

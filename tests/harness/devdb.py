@@ -5,8 +5,13 @@ Uses the machine's own `initdb`/`pg_ctl` (found on PATH, via `pg_config --bindir
 created and started as the unprivileged `postgres` user (or JOBQUEUE_PG_USER). The socket lives
 in the data directory and the server listens on 127.0.0.1 only.
 
-    python -m tests.harness.devdb start --datadir .pgdata --port 54329 [--fast]   prints the DSN
+    python -m tests.harness.devdb start --datadir .pgdata [--port 54329] [--fast]   prints the DSN
     python -m tests.harness.devdb stop --datadir .pgdata
+
+The port: a cluster already running in the data directory keeps the one it listens on (read from
+its ``postmaster.pid``, so a DSN printed earlier stays true); a new start takes ``--port`` or
+JOBQUEUE_DEV_PORT when given, else 54329 — or, when something else listens there (another
+checkout's cluster on this machine), a free port, said on stderr.
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ class LocalCluster:
         if not self.initialised:
             self.init()
         if self.running():
+            self.port = self.listening_port() or self.port
             return
         options = [f"-p {self.port}", f"-k {self.datadir}", "-c listen_addresses=127.0.0.1", "-c max_connections=300"]
         if self.fast:
@@ -147,6 +153,15 @@ class LocalCluster:
         )
         self.wait_ready()
 
+    def listening_port(self) -> int | None:
+        """The port of the server running in the data directory: the fourth line of its
+        ``postmaster.pid`` (PostgreSQL's documented layout), or None."""
+        try:
+            lines = (self.datadir / "postmaster.pid").read_text().splitlines()
+            return int(lines[3])
+        except (OSError, IndexError, ValueError):
+            return None
+
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -171,24 +186,69 @@ class LocalCluster:
         return self.dsn(dbname)
 
 
+DEFAULT_PORT = 54329
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def start_port(requested: int | None) -> int:
+    """The port a cluster that is not running yet starts on: ``requested`` (a --port or
+    JOBQUEUE_DEV_PORT the user chose, even when taken: the start then says so), else the default,
+    else — the default being taken by something else — a free one."""
+    if requested is not None:
+        return requested
+    if not port_in_use(DEFAULT_PORT):
+        return DEFAULT_PORT
+    port = free_port()
+    print(f"devdb: port {DEFAULT_PORT} is taken (another cluster?); starting on {port}", file=sys.stderr)
+    return port
+
+
+def start_cluster(datadir: Path | str, port: int | None = None, *, fast: bool = False) -> LocalCluster:
+    """The cluster in ``datadir``, started (on its own port if it already runs, see `start_port`)."""
+    cluster = LocalCluster(datadir, port or DEFAULT_PORT, fast=fast)
+    if not (cluster.initialised and cluster.running()):
+        cluster.port = start_port(port)
+    cluster.start()
+    return cluster
+
+
+def env_port() -> int | None:
+    text = os.environ.get("JOBQUEUE_DEV_PORT", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise SystemExit(f"devdb: JOBQUEUE_DEV_PORT must be a port number from 1 to 65535 (got {text!r})")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.devdb")
     parser.add_argument("action", choices=["start", "stop", "dsn"])
     parser.add_argument("--datadir", default=".pgdata")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("JOBQUEUE_DEV_PORT", "54329")))
+    parser.add_argument("--port", type=int, help="default: JOBQUEUE_DEV_PORT, else 54329 or a free port")
     parser.add_argument("--dbname", default="jobqueue")
     parser.add_argument("--fast", action="store_true", help="fsync off (tests only)")
     args = parser.parse_args(argv)
     if not args.dbname.replace("_", "").isalnum():
         parser.error("--dbname must be letters, digits and underscores")
-    cluster = LocalCluster(args.datadir, args.port, fast=args.fast)
+    requested = args.port or env_port()
     try:
         if args.action == "start":
-            cluster.start()
-            print(cluster.ensure_database(args.dbname))
+            print(start_cluster(args.datadir, requested, fast=args.fast).ensure_database(args.dbname))
         elif args.action == "stop":
-            cluster.stop()
+            LocalCluster(args.datadir, requested or DEFAULT_PORT).stop()
         else:
+            cluster = LocalCluster(args.datadir, requested or DEFAULT_PORT)
+            if cluster.initialised and cluster.running():
+                cluster.port = cluster.listening_port() or cluster.port
             print(cluster.dsn(args.dbname))
     except subprocess.CalledProcessError as exc:  # initdb/pg_ctl said why on stderr
         detail = (exc.stderr or b"").decode(errors="replace").strip() if isinstance(exc.stderr, bytes) else exc.stderr

@@ -1,5 +1,6 @@
-"""The README and docs/ stay true: links and anchors resolve, Python examples compile, and every
-`jobqueue …` command line shown in a shell example is one the real parser accepts."""
+"""The README and docs/ stay true: links and anchors resolve, Python examples compile as the scripts
+and apps they are (tests/acceptance/test_doc_snippets.py runs them), and every `jobqueue …` command
+line shown in a shell example is one the real parser accepts."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ import pytest
 
 from jobqueue.cli.main import build_parser
 from jobqueue.cli.worker import add_worker_options
+from tests.support import docs
+from tests.support.docs import FENCE, PAGES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -32,7 +32,7 @@ def _anchors(page: Path) -> set[str]:
 
 
 def _blocks(language: str) -> list[tuple[str, str]]:
-    return [(page.name, body) for page in PAGES for lang, body in FENCE.findall(page.read_text()) if lang == language]
+    return [(block.page, block.body) for block in docs.blocks(language)]
 
 
 def test_docs_exist_and_the_readme_links_every_page():
@@ -58,15 +58,32 @@ def test_links_and_anchors_resolve(page):
     assert not broken, f"{page.name}: broken links {broken}"
 
 
-def test_python_examples_compile():
+def test_python_examples_compile_as_what_they_are():
+    """A script or an app compiles as a plain module: a top-level ``async with`` (the README's, once)
+    is a SyntaxError for the user who runs it. Only a block marked not-run may be a fragment."""
     failures = []
-    for name, body in _blocks("python"):
+    for block in docs.blocks("python"):
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if block.kind == "not-run" else 0
         try:
-            compile(body, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            compile(block.body, block.where, "exec", flags=flags)
         except SyntaxError as exc:
-            failures.append(f"{name}: {exc}\n{body}")
+            failures.append(f"{block.where}: {exc}\n{block.body}")
     assert not failures, "\n\n".join(failures)
-    assert len(_blocks("python")) >= 5
+    assert len(docs.blocks("python")) >= 5
+
+
+def test_runnable_python_examples_read_the_dsn_and_name_their_app_file():
+    wrong = []
+    for block in docs.blocks("python"):
+        if block.kind == "not-run":
+            if not block.not_run:
+                wrong.append(f"{block.where}: not-run without a reason")
+            continue
+        if "postgresql://" in block.body:
+            wrong.append(f"{block.where}: a DSN written in; read os.environ['JOBQUEUE_DSN'] as the user would")
+        if block.kind == "app" and not block.file_name:
+            wrong.append(f"{block.where}: an app's first line names its file (# myapp.py), as a worker's --app does")
+    assert not wrong, "\n".join(wrong)
 
 
 def _command_lines() -> list[tuple[str, list[str]]]:

@@ -225,6 +225,9 @@ def test_new_job_normalises_and_serialises_for_bulk():
         ),
         (dict(job_type="x", idempotency_window=-5), "idempotency_window"),
         (dict(job_type="x", idempotency_mismatch="error"), "idempotency_mismatch"),
+        # PostgreSQL text cannot hold NUL: the database refused these as field "input"
+        (dict(job_type="send\x00email"), "job_type"),
+        (dict(job_type="x", queue="ma\x00il"), "queue"),
     ],
 )
 def test_new_job_refuses_bad_fields(kwargs, field):

@@ -862,7 +862,7 @@
   }
 
   function start() {
-    for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => show(tab.dataset.view));
+    for (const tab of document.querySelectorAll(".tab[data-view]")) tab.addEventListener("click", () => show(tab.dataset.view));
     $("#api-key").value = state.key;
     $("#key-form").addEventListener("submit", (event) => {
       event.preventDefault();

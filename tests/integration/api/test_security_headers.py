@@ -28,6 +28,7 @@ def _policy(response) -> dict[str, str]:
         ("alice", "GET", "/nowhere"),
         ("alice", "GET", "/workers"),
         (None, "GET", "/healthz"),
+        (None, "GET", "/"),
         (None, "GET", "/dashboard"),
         (None, "GET", "/dashboard/static/dashboard.js"),
         (None, "GET", "/dashboard/static/dashboard.css"),

@@ -112,6 +112,16 @@ def test_dashboard_page_and_files_are_served_from_the_package(server):
     assert httpx.get(server.url + "/dashboard/static/nothing.js").status_code == 404
 
 
+def test_the_bare_address_redirects_to_the_dashboard(server):
+    """`make run` prints the API's address; typed into a browser it showed a 404 (issue 20). Only
+    ``/`` itself: a path under it is still the API's, and an unknown one still a 404."""
+    root = httpx.get(server.url + "/")
+    assert (root.status_code, root.headers["location"]) == (302, "/dashboard")
+    assert httpx.get(server.url + "/", follow_redirects=True).text == httpx.get(server.url + "/dashboard").text
+    assert httpx.get(server.url + "/nowhere").status_code == 404
+    assert "/" not in httpx.get(server.url + "/schema/openapi.json").json()["paths"]
+
+
 def test_overview_json_has_totals_queues_and_pause_state(server, conn, admin_key):
     make_job(conn, queue="mail", priority="low")
     make_job(conn, queue="mail", job_type="send", state="dead_letter")
