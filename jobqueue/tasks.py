@@ -65,6 +65,7 @@ ENQUEUE_OPTIONS = frozenset(
         "expire_after",
         "idempotency_window",
         "idempotency_mismatch",
+        "ordering_key",
         "encrypt",
     }
 )

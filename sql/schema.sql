@@ -18,7 +18,8 @@ CREATE TYPE jobqueue.job_input AS (
 	timeout interval,
 	expires_at timestamp with time zone,
 	idempotency_window interval,
-	idempotency_mismatch text
+	idempotency_mismatch text,
+	ordering_key text
 );
 
 CREATE FUNCTION jobqueue.acting_producer(requested text) RETURNS text
@@ -81,31 +82,172 @@ END $$;
 
 COMMENT ON FUNCTION jobqueue.announce_new_jobs(queues text[], producers text[], ids uuid[]) IS 'Called by every enqueue path with the jobs it inserted (returns how many): NOTIFY jobqueue_jobs once per queue (sent at commit; PostgreSQL folds repeats within a transaction), and job.queued events while an event stream is open.';
 
+CREATE FUNCTION jobqueue.audit(action text, target text DEFAULT NULL::text, details jsonb DEFAULT '{}'::jsonb) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    claimed text := nullif(current_setting('jobqueue.actor', true), '');
+    claim jsonb;
+    who text := session_user;
+    producer text;
+    key_id uuid;
+    address text := host(inet_client_addr());
+    entry_id bigint;
+BEGIN
+    IF audit.action IS NULL OR audit.action !~ '^[a-z_]{1,32}\.[a-z_]{1,32}$' THEN
+        PERFORM jobqueue.invalid('action', format('must be <area>.<verb> in lower case (got %s)', coalesce(audit.action, 'none')));
+    END IF;
+    IF length(audit.target) > 1000 THEN
+        PERFORM jobqueue.invalid('target', 'must be at most 1000 characters');
+    END IF;
+    IF audit.details IS NULL OR jsonb_typeof(audit.details) <> 'object' OR octet_length(audit.details::text) > 16384 THEN
+        PERFORM jobqueue.invalid('details', 'must be a JSON object of at most 16 kB');
+    END IF;
+    IF claimed IS NOT NULL AND (
+        pg_has_role(session_user, 'jobqueue_api', 'USAGE')
+        OR pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'jobqueue.audit_log'::regclass), 'USAGE')
+    ) THEN
+        claim := claimed::jsonb;
+        IF jsonb_typeof(claim) IS DISTINCT FROM 'object' OR jsonb_typeof(claim->'actor') IS DISTINCT FROM 'string'
+           OR length(claim->>'actor') NOT BETWEEN 1 AND 200 OR length(claim->>'producer') > 200
+           OR length(claim->>'client') > 100 THEN
+            PERFORM jobqueue.invalid('actor', 'jobqueue.actor must be {"actor", "key_id", "producer", "client"}');
+        END IF;
+        who := claim->>'actor';
+        key_id := (claim->>'key_id')::uuid;
+        producer := claim->>'producer';
+        address := claim->>'client';
+    ELSE
+        producer := jobqueue.session_producer();
+    END IF;
+    INSERT INTO jobqueue.audit_log (at, actor, action, target, details, api_key_id, client_addr, db_role,
+                                    application_name, producer_id)
+    VALUES (clock_timestamp(), who, audit.action, audit.target, audit.details, key_id, address, session_user,
+            left(current_setting('application_name'), 64), producer)
+    RETURNING id INTO entry_id;
+    RETURN entry_id;
+END $_$;
+
+COMMENT ON FUNCTION jobqueue.audit(action text, target text, details jsonb) IS 'Record an action in jobqueue.audit_log, in the caller''s transaction, as the session''s login (or the API key the REST API acts for); returns the entry''s id.';
+
+CREATE FUNCTION jobqueue.audit_chain_entry() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    head jobqueue.audit_chain;
+    entry jobqueue.audit_log;
+BEGIN
+    IF EXISTS (SELECT FROM jobqueue.audit_log a WHERE a.id = NEW.id AND a.seq IS NOT NULL) THEN
+        RETURN NULL;  -- chained with the others of its transaction
+    END IF;
+    SELECT * INTO head FROM jobqueue.audit_chain FOR UPDATE;  -- another committer's turn ends with its commit
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'jobqueue: the audit chain''s head (jobqueue.audit_chain) is missing' USING ERRCODE = 'data_corrupted';
+    END IF;
+    FOR entry IN SELECT * FROM jobqueue.audit_log a WHERE a.seq IS NULL AND a.xact = pg_current_xact_id() ORDER BY a.id LOOP
+        entry.seq := head.last_seq + 1;
+        entry.prev_hash := head.last_hash;
+        entry.hash := jobqueue.audit_hash(entry);
+        UPDATE jobqueue.audit_log a SET seq = entry.seq, prev_hash = entry.prev_hash, hash = entry.hash WHERE a.id = entry.id;
+        head.last_seq := entry.seq;
+        head.last_hash := entry.hash;
+    END LOOP;
+    UPDATE jobqueue.audit_chain SET last_seq = head.last_seq, last_hash = head.last_hash;
+    RETURN NULL;
+END $$;
+
+CREATE TABLE jobqueue.audit_log (
+    id bigint NOT NULL,
+    seq bigint,
+    at timestamp with time zone NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    target text,
+    details jsonb NOT NULL,
+    api_key_id uuid,
+    client_addr text,
+    db_role text NOT NULL,
+    application_name text NOT NULL,
+    producer_id text,
+    prev_hash bytea,
+    hash bytea,
+    xact xid8 DEFAULT pg_current_xact_id() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.audit_log IS 'Append-only, hash-chained record of every operator and producer action (docs/security.md "Audit log"); read it through jobqueue.audit_trail.';
+
+COMMENT ON COLUMN jobqueue.audit_log.id IS 'Insert order; seq is the order of the chain (commit order).';
+
+COMMENT ON COLUMN jobqueue.audit_log.actor IS 'Who: the API key''s producer id when the REST API acted for a key, else the login role.';
+
+COMMENT ON COLUMN jobqueue.audit_log.producer_id IS 'The producer the actor is held to (a producer key or login): whose own entries these are.';
+
+CREATE FUNCTION jobqueue.audit_hash(entry jobqueue.audit_log) RETURNS bytea
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT sha256(entry.prev_hash || convert_to(jsonb_build_array(
+        entry.seq, extract(epoch FROM entry.at), entry.actor, entry.action, entry.target, entry.details,
+        entry.api_key_id, entry.client_addr, entry.db_role, entry.application_name, entry.producer_id)::text, 'UTF8'));
+$$;
+
+COMMENT ON FUNCTION jobqueue.audit_hash(entry jobqueue.audit_log) IS 'An audit entry''s hash: sha256 of the previous entry''s hash and this entry''s fields.';
+
+CREATE FUNCTION jobqueue.audit_log_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' AND NEW.seq IS NULL AND NEW.prev_hash IS NULL AND NEW.hash IS NULL
+       AND NEW.xact = pg_current_xact_id() THEN
+        RETURN NEW;  -- its place in the chain is its COMMIT's to give
+    ELSIF TG_OP = 'UPDATE' AND OLD.seq IS NULL AND NEW.seq IS NOT NULL
+       AND (OLD.id, OLD.at, OLD.actor, OLD.action, OLD.target, OLD.details, OLD.api_key_id, OLD.client_addr,
+            OLD.db_role, OLD.application_name, OLD.producer_id, OLD.xact)
+           IS NOT DISTINCT FROM
+           (NEW.id, NEW.at, NEW.actor, NEW.action, NEW.target, NEW.details, NEW.api_key_id, NEW.client_addr,
+            NEW.db_role, NEW.application_name, NEW.producer_id, NEW.xact) THEN
+        RETURN NEW;
+    ELSIF TG_OP = 'DELETE' AND current_setting('jobqueue.audit_pruning', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'jobqueue: audit_log is append-only (% refused); entries leave only by retention, jobqueue.prune_audit_log()', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+
 CREATE FUNCTION jobqueue.cancel(job_id uuid) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     held text := jobqueue.session_producer();
-    current_state text;
+    found_job record;
 BEGIN
     -- Another producer's job does not exist for a producer role.
-    SELECT j.state INTO current_state FROM jobqueue.jobs j
+    SELECT j.state, j.queue, j.job_type, j.producer_id INTO found_job FROM jobqueue.jobs j
      WHERE j.id = job_id AND (held IS NULL OR j.producer_id = held) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN 'not_found';
-    ELSIF current_state IN ('pending', 'failed') THEN
+    ELSIF found_job.state IN ('pending', 'failed', 'waiting') THEN
         UPDATE jobqueue.jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
          WHERE id = job_id;
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancelled', 'state', found_job.state, 'queue', found_job.queue, 'job_type', found_job.job_type,
+            'producer_id', found_job.producer_id));
         RETURN 'cancelled';
-    ELSIF current_state = 'processing' THEN
+    ELSIF found_job.state = 'processing' THEN
         UPDATE jobqueue.jobs SET cancel_requested = true, updated_at = now() WHERE id = job_id;
         PERFORM pg_notify('jobqueue_cancel', job_id::text);
+        PERFORM jobqueue.audit('job.cancel', job_id::text, jsonb_build_object(
+            'outcome', 'cancel_requested', 'state', found_job.state, 'queue', found_job.queue,
+            'job_type', found_job.job_type, 'producer_id', found_job.producer_id));
         RETURN 'cancel_requested';
-    ELSIF current_state = 'cancelled' THEN
+    ELSIF found_job.state = 'cancelled' THEN
         RETURN 'cancelled_already';
     ELSE
-        RETURN current_state;
+        RETURN found_job.state;
     END IF;
 END $$;
 
@@ -123,6 +265,7 @@ BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = login) THEN
         IF password IS NOT NULL THEN
             EXECUTE format('ALTER ROLE %I PASSWORD %L', login, password);
+            PERFORM jobqueue.audit('role.login', login, jsonb_build_object('created', false, 'password_set', true));
         END IF;
         RETURN false;
     END IF;
@@ -131,6 +274,7 @@ BEGIN
     ELSE
         EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', login, password);
     END IF;
+    PERFORM jobqueue.audit('role.login', login, jsonb_build_object('created', true, 'password_set', password IS NOT NULL));
     RETURN true;
 END $$;
 
@@ -234,19 +378,19 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RETURN jobqueue.enqueue_unchecked(job_type, payload, priority, run_at, queue, max_attempts, idempotency_key, delay,
                                       jobqueue.acting_producer(producer_id), traceparent, timeout, expires_at,
-                                      expire_after, idempotency_window, idempotency_mismatch);
+                                      expire_after, idempotency_window, idempotency_mismatch, ordering_key);
 END $$;
 
-COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key). A producer role''s job is its own (producer_id defaults to it; another is refused).';
+COMMENT ON FUNCTION jobqueue.enqueue(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, ordering_key text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key). A producer role''s job is its own (producer_id defaults to it; another is refused). With an ordering_key it runs after every earlier job of that producer''s key has finished.';
 
-CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue(job_type text, payload text, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -259,7 +403,7 @@ BEGIN
     END;
     RETURN jobqueue.enqueue(job_type, document, priority, run_at, queue, max_attempts,
                             idempotency_key, delay, producer_id, traceparent, timeout, expires_at,
-                            expire_after, idempotency_window, idempotency_mismatch);
+                            expire_after, idempotency_window, idempotency_mismatch, ordering_key);
 END $$;
 
 CREATE FUNCTION jobqueue.enqueue_many(jobs jsonb) RETURNS TABLE(id uuid, created boolean)
@@ -313,7 +457,8 @@ BEGIN
                    v.ord, coalesce(CASE WHEN v.problem IS NULL THEN v.id_text::uuid END, v.id), v.job_type, v.payload,
                    v.priority, jobqueue.due_at(v.run_at), v.delay, v.queue,
                    v.max_attempts, v.idempotency_key, v.producer_id, v.traceparent, v.timeout, v.expires_at,
-                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts) ORDER BY v.ord), '{}')
+                   v.expire_after, v.idempotency_window, v.idempotency_mismatch, d.max_attempts, v.ordering_key)
+                   ORDER BY v.ord), '{}')
           INTO bad, problem, keyed, inputs
           FROM (SELECT f.*, coalesce(
                            jobqueue.job_problem(f.job_type, f.priority, f.run_at, f.delay, f.queue,
@@ -322,7 +467,8 @@ BEGIN
                                                 f.producer_id, f.traceparent, f.payload),
                            jobqueue.zoneless_problem('run_at', f.run_at_text),
                            jobqueue.zoneless_problem('expires_at', f.expires_at_text),
-                           jobqueue.given_id_problem(f.id_text)) AS problem
+                           jobqueue.given_id_problem(f.id_text),
+                           jobqueue.ordering_key_problem(f.ordering_key)) AS problem
                 FROM (SELECT e.ord::integer AS ord, jobqueue.uuid_v7(e.ord) AS id, e.job->>'id' AS id_text,
                              e.job->>'job_type' AS job_type, e.job->'payload' AS payload,
                              e.job->>'priority' AS priority, e.job->>'run_at' AS run_at_text,
@@ -335,7 +481,8 @@ BEGIN
                              (e.job->>'expires_at')::timestamptz AS expires_at,
                              (e.job->>'expire_after')::interval AS expire_after,
                              (e.job->>'idempotency_window')::interval AS idempotency_window,
-                             e.job->>'idempotency_mismatch' AS idempotency_mismatch
+                             e.job->>'idempotency_mismatch' AS idempotency_mismatch,
+                             e.job->>'ordering_key' AS ordering_key
                       FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(job, ord)
                       OFFSET 0) AS f
                 OFFSET 0) AS v
@@ -358,7 +505,7 @@ BEGIN
     RETURN QUERY SELECT r.id, r.created FROM jobqueue.insert_jobs(inputs, keyed) AS r ORDER BY r.ord;
 END $$;
 
-CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS uuid
+CREATE FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb DEFAULT '{}'::jsonb, priority text DEFAULT 'normal'::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, queue text DEFAULT 'default'::text, max_attempts integer DEFAULT NULL::integer, idempotency_key text DEFAULT NULL::text, delay interval DEFAULT NULL::interval, producer_id text DEFAULT NULL::text, traceparent text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text, ordering_key text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -368,17 +515,23 @@ DECLARE
     job_id uuid;
     wanted boolean;
     gated boolean;
+    job jobqueue.job_input;
 BEGIN
     IF problem IS NOT NULL THEN
         PERFORM jobqueue.invalid(problem[1], problem[2]);
     END IF;
-    IF idempotency_key IS NOT NULL THEN  -- the gates probed in the statement, as below
+    IF idempotency_key IS NOT NULL OR ordering_key IS NOT NULL THEN  -- the gates probed in the statement, as below
+        problem := jobqueue.ordering_key_problem(ordering_key);
+        IF problem IS NOT NULL THEN
+            PERFORM jobqueue.invalid(problem[1], problem[2]);
+        END IF;
+        job := jobqueue.make_job_input(
+            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
+            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window, idempotency_mismatch);
+        job.ordering_key := enqueue_unchecked.ordering_key;
         SELECT r.id, EXISTS (SELECT FROM jobqueue.queue_gates g WHERE g.until > now())
           INTO job_id, gated
-          FROM jobqueue.insert_jobs(ARRAY[jobqueue.make_job_input(
-            NULL, job_type, payload, priority, jobqueue.due_at(run_at), delay, queue, max_attempts, idempotency_key,
-            producer_id, traceparent, timeout, expires_at, expire_after, idempotency_window,
-            idempotency_mismatch)]) AS r;
+          FROM jobqueue.insert_jobs(ARRAY[job]) AS r;
         IF gated THEN
             PERFORM jobqueue.refuse_gated_queues(ARRAY[queue], ARRAY[job_id]);
         END IF;
@@ -418,8 +571,6 @@ BEGIN
     END IF;
     RETURN job_id;
 END $$;
-
-COMMENT ON FUNCTION jobqueue.enqueue_unchecked(job_type text, payload jsonb, priority text, run_at timestamp with time zone, queue text, max_attempts integer, idempotency_key text, delay interval, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text) IS 'Enqueue one job inside the caller''s transaction; returns its id (or, within the idempotency window, the id of the job first submitted with the same key).';
 
 CREATE FUNCTION jobqueue.fire_schedule(schedule_id bigint, expected_next timestamp with time zone, expected_cron text, expected_timezone text, ticks timestamp with time zone[], next_fire timestamp with time zone, fired_by text) RETURNS TABLE(fire_at timestamp with time zone, job_id uuid)
     LANGUAGE plpgsql
@@ -495,6 +646,7 @@ BEGIN
         INSERT INTO jobqueue.producer_roles AS r (role_name, producer_id) VALUES (login, producer)
         ON CONFLICT (role_name) DO UPDATE SET producer_id = excluded.producer_id;
     END IF;
+    PERFORM jobqueue.audit('role.grant', login, jsonb_build_object('role', 'jobqueue_' || kind, 'producer', producer));
     RETURN 'jobqueue_' || kind;
 END $$;
 
@@ -519,6 +671,8 @@ DECLARE
     held jsonb := '{}';  -- ord of a job -> id of the job holding its key
     refused integer;
     rounds integer := 0;
+    ordered boolean;
+    waiting integer[] := '{}';  -- ords of the jobs that wait for an earlier job of their ordering key
 BEGIN
     IF keyed IS NOT NULL THEN
         NULL;
@@ -570,12 +724,25 @@ BEGIN
         WHERE k.producer = coalesce(i.producer_id, '') AND k.key = i.idempotency_key AND k.expires_at <= now();
     END LOOP;
 
+    -- Ordering keys: a plain expression for one job, one pass over the array for many; a job
+    -- without a key pays nothing more (waiting stays empty).
+    IF cardinality(jobs) = 1 THEN
+        ordered := (jobs[1]).ordering_key IS NOT NULL;
+    ELSE
+        ordered := EXISTS (SELECT FROM unnest(jobs) AS i WHERE i.ordering_key IS NOT NULL);
+    END IF;
+    IF ordered THEN
+        waiting := jobqueue.ordering_waiters(jobs, held);
+    END IF;
+
     WITH added AS (
         INSERT INTO jobqueue.jobs AS j (id, queue, job_type, payload, priority, run_at, max_attempts,
-                                        idempotency_key, producer_id, traceparent, timeout, expires_at)
+                                        idempotency_key, producer_id, traceparent, timeout, expires_at,
+                                        ordering_key, state)
         SELECT i.id, i.queue, i.job_type, i.payload, i.priority, i.run_at, i.max_attempts,
                i.idempotency_key, i.producer_id, i.traceparent, i.timeout,
-               coalesce(i.expires_at, i.run_at + s.job_ttl)
+               coalesce(i.expires_at, i.run_at + s.job_ttl),
+               i.ordering_key, CASE WHEN i.ord = ANY(waiting) THEN 'waiting' ELSE 'pending' END
         FROM unnest(jobs) AS i
         LEFT JOIN jobqueue.queue_settings s ON s.queue = i.queue
         WHERE i.idempotency_key IS NULL OR NOT held ? i.ord::text
@@ -757,6 +924,14 @@ END $$;
 
 COMMENT ON FUNCTION jobqueue.limit_allowances(queues text[], at timestamp with time zone) IS 'For a claim of the given queues: how many jobs of each applicable limit this transaction may claim now (0 for a limit another claimer holds), and for a rate that is spent, in how many seconds it frees up.';
 
+CREATE FUNCTION jobqueue.lock_ordering_key(producer text, ordering_key text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_catalog.pg_advisory_xact_lock(1785790465, hashtext(coalesce(producer, '') || E'\x1f' || ordering_key))
+$$;
+
+COMMENT ON FUNCTION jobqueue.lock_ordering_key(producer text, ordering_key text) IS 'The lock of one producer''s ordering key, held to the end of the transaction: an enqueue with the key and the end of its head take it, so neither misses the other (two keys may share a lock: it only makes them wait for each other).';
+
 CREATE FUNCTION jobqueue.make_job_input(ord integer, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval DEFAULT NULL::interval, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, expire_after interval DEFAULT NULL::interval, idempotency_window interval DEFAULT NULL::interval, idempotency_mismatch text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE plpgsql
     AS $$
@@ -849,6 +1024,184 @@ BEGIN
     RETURN NULL;
 END $$;
 
+CREATE FUNCTION jobqueue.ordering_key_problem(ordering_key text) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE
+        WHEN ordering_key IS NULL THEN NULL
+        WHEN btrim(ordering_key, E' \t\n\r\f\v') = '' THEN ARRAY['ordering_key', 'must not be blank when given']
+        WHEN length(ordering_key) > 255
+            THEN ARRAY['ordering_key', format('must be at most 255 characters (got %s)', length(ordering_key))]
+    END
+$$;
+
+COMMENT ON FUNCTION jobqueue.ordering_key_problem(ordering_key text) IS 'Why an ordering key is refused as {field, message} (NULL: it is fine, or none was given).';
+
+CREATE FUNCTION jobqueue.ordering_key_released() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    released_queue text;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state IN ('completed', 'dead_letter', 'cancelled') THEN
+        PERFORM jobqueue.ordering_key_revived(NEW);
+        RETURN NULL;
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = format(
+            'jobqueue: job %s has an ordering key: it ends in a READ COMMITTED transaction (this one is %s)',
+            OLD.id, current_setting('transaction_isolation'));
+    END IF;
+    PERFORM jobqueue.lock_ordering_key(OLD.producer_id, OLD.ordering_key);
+    IF EXISTS (SELECT FROM jobqueue.jobs j
+               WHERE coalesce(j.producer_id, '') = coalesce(OLD.producer_id, '') AND j.ordering_key = OLD.ordering_key
+                 AND j.state = ANY (ARRAY['pending', 'processing', 'failed']) AND j.id <> OLD.id) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE jobqueue.jobs AS j
+    SET state = 'pending', run_at = greatest(j.run_at, now()), updated_at = now()
+    WHERE j.id = (SELECT w.id FROM jobqueue.jobs w
+                  WHERE coalesce(w.producer_id, '') = coalesce(OLD.producer_id, '')
+                    AND w.ordering_key = OLD.ordering_key AND w.state = 'waiting'
+                  ORDER BY w.seq
+                  LIMIT 1)
+      AND j.state = 'waiting'
+    RETURNING j.queue INTO released_queue;
+    IF released_queue IS NOT NULL THEN
+        PERFORM pg_notify('jobqueue_jobs', released_queue);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds
+    -- (the first 12 hex digits of milliseconds * 4096), the version (7), 12 bits of the
+    -- millisecond's fraction, then the variant and 62 random bits (random(): the backend's PRNG,
+    -- seeded from a strong source when it starts; gen_random_uuid() costs 4 µs a call here).
+    SELECT (overlay(lpad(to_hex((date_part('epoch', clock_timestamp()) * 4096000)::bigint), 15, '0')
+                    PLACING '7' FROM 13 FOR 0)
+            || to_hex(32768 + floor(random() * 16384)::integer)
+            || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0'))::uuid
+$$;
+
+COMMENT ON FUNCTION jobqueue.uuid_v7() IS 'A time-ordered UUID (version 7): Unix time to a fraction of a millisecond, then random bits.';
+
+CREATE TABLE jobqueue.jobs (
+    id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
+    seq bigint NOT NULL,
+    run_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_attempts integer DEFAULT 4 NOT NULL,
+    priority smallint DEFAULT 2 NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    job_type text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    idempotency_key text,
+    producer_id text,
+    traceparent text,
+    timeout interval,
+    expires_at timestamp with time zone,
+    dead_reason text,
+    attempts integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone,
+    locked_by text,
+    state text DEFAULT 'pending'::text NOT NULL,
+    locked_until timestamp with time zone,
+    deadline_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    duration_ms double precision,
+    limited boolean DEFAULT false NOT NULL,
+    scheduled_for timestamp with time zone,
+    ordering_key text,
+    progress jsonb,
+    CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
+    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
+    CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
+    CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
+    CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
+    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text, 'waiting'::text]))),
+    CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
+
+COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
+
+COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
+
+COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
+
+COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
+
+COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
+
+COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
+
+COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
+
+COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
+
+COMMENT ON COLUMN jobqueue.jobs.scheduled_for IS 'The cron tick a schedule fired this job for (jobqueue.schedule_fires.fire_at); NULL: not fired by a schedule.';
+
+COMMENT ON COLUMN jobqueue.jobs.ordering_key IS 'Jobs of one producer with the same key run one at a time, in enqueue order; the later ones wait (state waiting) until the one before them finishes.';
+
+COMMENT ON COLUMN jobqueue.jobs.progress IS 'What the running (or last) attempt reported with job.progress(): {"done", "total", "message", "at", "attempt"}.';
+
+CREATE FUNCTION jobqueue.ordering_key_revived(revived jobqueue.jobs) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM jobqueue.lock_ordering_key(revived.producer_id, revived.ordering_key);
+    IF EXISTS (SELECT FROM jobqueue.jobs j
+               WHERE coalesce(j.producer_id, '') = coalesce(revived.producer_id, '')
+                 AND j.ordering_key = revived.ordering_key
+                 AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']) AND j.id <> revived.id) THEN
+        UPDATE jobqueue.jobs SET state = 'waiting' WHERE id = revived.id AND state IN ('pending', 'failed');
+    END IF;
+END $$;
+
+CREATE FUNCTION jobqueue.ordering_waiters(jobs jobqueue.job_input[], held jsonb) RETURNS integer[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    k record;
+    waiting integer[];
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM jobqueue.invalid('ordering_key', format(
+            'a job with an ordering key is enqueued in a READ COMMITTED transaction (this one is %s)',
+            current_setting('transaction_isolation')));
+    END IF;
+    -- Every key of the batch locked in one order (its lock id), so two enqueues never deadlock.
+    FOR k IN SELECT DISTINCT coalesce(i.producer_id, '') AS producer, i.ordering_key AS key,
+                    hashtext(coalesce(i.producer_id, '') || E'\x1f' || i.ordering_key) AS lock_id
+             FROM unnest(jobs) AS i
+             WHERE i.ordering_key IS NOT NULL AND NOT held ? i.ord::text
+             ORDER BY 3, 1, 2 LOOP
+        PERFORM jobqueue.lock_ordering_key(k.producer, k.key);
+    END LOOP;
+    -- A statement of its own after the locks: its snapshot sees every end of a head committed
+    -- before them. A job waits when its key has an unfinished job, or an earlier one in this batch.
+    SELECT coalesce(array_agg(w.ord), '{}') INTO waiting
+    FROM (SELECT i.ord, coalesce(i.producer_id, '') AS producer, i.ordering_key,
+                 row_number() OVER (PARTITION BY coalesce(i.producer_id, ''), i.ordering_key ORDER BY i.ord) AS nth
+          FROM unnest(jobs) AS i
+          WHERE i.ordering_key IS NOT NULL AND NOT held ? i.ord::text) AS w
+    WHERE w.nth > 1
+       OR EXISTS (SELECT FROM jobqueue.jobs j
+                  WHERE coalesce(j.producer_id, '') = w.producer AND j.ordering_key = w.ordering_key
+                    AND j.ordering_key IS NOT NULL
+                    AND j.state = ANY (ARRAY['waiting', 'pending', 'processing', 'failed']));
+    RETURN waiting;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.ordering_waiters(jobs jobqueue.job_input[], held jsonb) IS 'For insert_jobs: the ords of the jobs to insert (not those whose idempotency key is held) that must wait for an earlier job of their ordering key; takes the keys'' locks.';
+
 CREATE FUNCTION jobqueue.payload_problem(payload jsonb) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
@@ -877,6 +1230,42 @@ CREATE FUNCTION jobqueue.priority_name(level smallint) RETURNS text
     AS $$
     SELECT (ARRAY['critical', 'high', 'normal', 'low'])[level + 1]
 $$;
+
+CREATE FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    through bigint;
+    through_hash bytea;
+    removed integer;
+BEGIN
+    IF keep IS NULL OR keep < interval '1 day' THEN
+        PERFORM jobqueue.invalid('keep', format('audit entries are kept at least 1 day (got %s)', coalesce(keep::text, 'none')));
+    END IF;
+    IF max_rows IS NULL OR max_rows < 1 THEN
+        PERFORM jobqueue.invalid('max_rows', 'must be at least 1');
+    END IF;
+    PERFORM 1 FROM jobqueue.audit_chain FOR UPDATE;
+    SELECT p.seq, p.hash INTO through, through_hash FROM (
+        SELECT a.seq, a.hash, bool_and(a.at < now() - keep) OVER (ORDER BY a.seq) AS expired
+        FROM (SELECT l.seq, l.hash, l.at FROM jobqueue.audit_log l WHERE l.seq IS NOT NULL ORDER BY l.seq LIMIT max_rows) a
+    ) p
+    WHERE p.expired ORDER BY p.seq DESC LIMIT 1;
+    IF through IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM set_config('jobqueue.audit_pruning', 'on', true);
+    DELETE FROM jobqueue.audit_log l WHERE l.seq <= through;
+    GET DIAGNOSTICS removed = ROW_COUNT;
+    PERFORM set_config('jobqueue.audit_pruning', 'off', true);
+    UPDATE jobqueue.audit_chain SET pruned_seq = through, pruned_hash = through_hash, pruned_at = now();
+    PERFORM jobqueue.audit('audit.prune', NULL, jsonb_build_object(
+        'removed', removed, 'through_seq', through, 'keep_days', extract(epoch FROM keep) / 86400));
+    RETURN removed;
+END $$;
+
+COMMENT ON FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) IS 'Retention of the audit log: remove the oldest entries written more than keep (at least a day) ago, a prefix of the chain, at most max_rows, and record it; the maintenance leader''s pruner calls it.';
 
 CREATE FUNCTION jobqueue.record_served_names() RETURNS trigger
     LANGUAGE plpgsql
@@ -970,7 +1359,7 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) RETURNS jobqueue.job_input
+CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text DEFAULT NULL::text) RETURNS jobqueue.job_input
     LANGUAGE sql STABLE
     AS $$
     -- default_max_attempts: the job type's jobqueue.task_defaults row, looked up by the caller
@@ -981,10 +1370,10 @@ CREATE FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payloa
                coalesce(run_at, now() + delay, now()), coalesce(max_attempts, default_max_attempts, 4),
                idempotency_key, producer_id, traceparent, timeout,
                coalesce(expires_at, coalesce(run_at, now() + delay, now()) + expire_after),
-               idempotency_window, coalesce(idempotency_mismatch, 'return'))::jobqueue.job_input
+               idempotency_window, coalesce(idempotency_mismatch, 'return'), ordering_key)::jobqueue.job_input
 $$;
 
-COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
+COMMENT ON FUNCTION jobqueue.resolve_job(ord integer, id uuid, job_type text, payload jsonb, priority text, run_at timestamp with time zone, delay interval, queue text, max_attempts integer, idempotency_key text, producer_id text, traceparent text, timeout interval, expires_at timestamp with time zone, expire_after interval, idempotency_window interval, idempotency_mismatch text, default_max_attempts integer, ordering_key text) IS 'A valid job''s enqueue fields with their defaults applied (priority level, run_at, max_attempts, expiry); the queue''s job_ttl is applied by the insert.';
 
 CREATE FUNCTION jobqueue.revoke_role(kind text, login text) RETURNS text
     LANGUAGE plpgsql
@@ -1001,6 +1390,7 @@ BEGIN
     IF kind = 'producer' THEN
         DELETE FROM jobqueue.producer_roles WHERE role_name = login;
     END IF;
+    PERFORM jobqueue.audit('role.revoke', login, jsonb_build_object('role', 'jobqueue_' || kind));
     RETURN 'jobqueue_' || kind;
 END $$;
 
@@ -1132,6 +1522,9 @@ BEGIN
                    ceil(extract(epoch FROM statement_timeout) * 1000)::bigint || 'ms');
     EXECUTE format('ALTER ROLE %I IN DATABASE %I SET idle_in_transaction_session_timeout = %L', login,
                    current_database(), ceil(extract(epoch FROM idle_timeout) * 1000)::bigint || 'ms');
+    PERFORM jobqueue.audit('role.timeouts', login, jsonb_build_object(
+        'statement_timeout_ms', ceil(extract(epoch FROM statement_timeout) * 1000)::bigint,
+        'idle_in_transaction_timeout_ms', ceil(extract(epoch FROM idle_timeout) * 1000)::bigint));
 END $$;
 
 COMMENT ON FUNCTION jobqueue.set_login_timeouts(login text, statement_timeout interval, idle_timeout interval) IS 'Give a login role a statement_timeout and an idle_in_transaction_session_timeout in this database (0: none); `jobqueue roles login` calls it.';
@@ -1155,21 +1548,6 @@ CREATE FUNCTION jobqueue.unregister_event_listener(listener_id text) RETURNS voi
     DELETE FROM jobqueue.event_listeners l
      WHERE l.listener_id = unregister_event_listener.listener_id AND l.registered_by = session_user;
 $$;
-
-CREATE FUNCTION jobqueue.uuid_v7() RETURNS uuid
-    LANGUAGE sql PARALLEL SAFE
-    AS $$
-    -- RFC 9562 UUIDv7 with sub-millisecond precision (method 3): 48 bits of Unix milliseconds
-    -- (the first 12 hex digits of milliseconds * 4096), the version (7), 12 bits of the
-    -- millisecond's fraction, then the variant and 62 random bits (random(): the backend's PRNG,
-    -- seeded from a strong source when it starts; gen_random_uuid() costs 4 µs a call here).
-    SELECT (overlay(lpad(to_hex((date_part('epoch', clock_timestamp()) * 4096000)::bigint), 15, '0')
-                    PLACING '7' FROM 13 FOR 0)
-            || to_hex(32768 + floor(random() * 16384)::integer)
-            || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0'))::uuid
-$$;
-
-COMMENT ON FUNCTION jobqueue.uuid_v7() IS 'A time-ordered UUID (version 7): Unix time to a fraction of a millisecond, then random bits.';
 
 CREATE FUNCTION jobqueue.uuid_v7(n bigint) RETURNS uuid
     LANGUAGE sql PARALLEL SAFE
@@ -1243,6 +1621,45 @@ CREATE TABLE jobqueue.api_secrets (
 
 COMMENT ON TABLE jobqueue.api_secrets IS 'Keys the REST API shares across its processes: ''cursor'' seals listing cursors (AES-GCM). Rotate with UPDATE … SET secret = sha256(gen_random_uuid()::text::bytea || gen_random_uuid()::text::bytea); outstanding cursors then fail as malformed.';
 
+CREATE TABLE jobqueue.audit_chain (
+    one boolean DEFAULT true NOT NULL,
+    last_seq bigint NOT NULL,
+    last_hash bytea NOT NULL,
+    pruned_seq bigint NOT NULL,
+    pruned_hash bytea NOT NULL,
+    pruned_at timestamp with time zone,
+    CONSTRAINT audit_chain_one_row CHECK (one)
+);
+
+COMMENT ON TABLE jobqueue.audit_chain IS 'The audit chain''s head (the newest entry''s seq and hash) and anchor (the last entry retention removed).';
+
+ALTER TABLE jobqueue.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME jobqueue.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE VIEW jobqueue.audit_trail WITH (security_invoker='true') AS
+ SELECT a.seq,
+    a.at,
+    a.actor,
+    a.action,
+    a.target,
+    a.details,
+    a.api_key_id,
+    a.client_addr,
+    a.db_role,
+    a.application_name,
+    a.producer_id,
+    encode(a.hash, 'hex'::text) AS hash
+   FROM jobqueue.audit_log a
+  WHERE (a.seq IS NOT NULL);
+
+COMMENT ON VIEW jobqueue.audit_trail IS 'The audit log as operators read it (newest: ORDER BY seq DESC); a producer login sees its own entries only.';
+
 CREATE TABLE jobqueue.circuit_job_types (
     job_type text NOT NULL,
     circuit text NOT NULL,
@@ -1294,62 +1711,6 @@ CREATE TABLE jobqueue.job_errors (
 );
 
 COMMENT ON TABLE jobqueue.job_errors IS 'The error of every failed attempt, kept when the job is dead-lettered.';
-
-CREATE TABLE jobqueue.jobs (
-    id uuid DEFAULT jobqueue.uuid_v7() NOT NULL,
-    seq bigint NOT NULL,
-    run_at timestamp with time zone DEFAULT now() NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    max_attempts integer DEFAULT 4 NOT NULL,
-    priority smallint DEFAULT 2 NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    queue text DEFAULT 'default'::text NOT NULL,
-    job_type text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    idempotency_key text,
-    producer_id text,
-    traceparent text,
-    timeout interval,
-    expires_at timestamp with time zone,
-    dead_reason text,
-    attempts integer DEFAULT 0 NOT NULL,
-    started_at timestamp with time zone,
-    locked_by text,
-    state text DEFAULT 'pending'::text NOT NULL,
-    locked_until timestamp with time zone,
-    deadline_at timestamp with time zone,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    duration_ms double precision,
-    limited boolean DEFAULT false NOT NULL,
-    scheduled_for timestamp with time zone,
-    CONSTRAINT jobs_attempts_positive CHECK (((max_attempts >= 1) AND (attempts >= 0))),
-    CONSTRAINT jobs_dead_reason_known CHECK ((dead_reason = ANY (ARRAY['attempts_exhausted'::text, 'permanent_error'::text, 'expired'::text, 'shed'::text]))),
-    CONSTRAINT jobs_job_type_present CHECK ((length(job_type) > 0)),
-    CONSTRAINT jobs_priority_range CHECK (((priority >= 0) AND (priority <= 3))),
-    CONSTRAINT jobs_queue_present CHECK ((length(queue) > 0)),
-    CONSTRAINT jobs_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'dead_letter'::text, 'cancelled'::text]))),
-    CONSTRAINT jobs_timeout_positive CHECK ((timeout > '00:00:00'::interval))
-)
-WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0', fillfactor='60');
-
-COMMENT ON TABLE jobqueue.jobs IS 'Every job in every state. pending includes scheduled (run_at in the future); failed = waiting for its retry at run_at.';
-
-COMMENT ON COLUMN jobqueue.jobs.timeout IS 'Deadline of each attempt of this job (NULL: the task''s timeout, else the worker''s processing TTL).';
-
-COMMENT ON COLUMN jobqueue.jobs.expires_at IS 'A job still waiting (pending, or failed waiting for its retry) at this time is dead-lettered as expired. NULL: never.';
-
-COMMENT ON COLUMN jobqueue.jobs.dead_reason IS 'Why a dead_letter job died: attempts_exhausted, permanent_error, expired or shed (a low-priority retry dropped while its queue was above its soft limit).';
-
-COMMENT ON COLUMN jobqueue.jobs.locked_by IS 'The worker holding the job (processing), or the one that finished it.';
-
-COMMENT ON COLUMN jobqueue.jobs.deadline_at IS 'When the running attempt must be finished (set by the claim); the lease never outlives it by more than a short grace.';
-
-COMMENT ON COLUMN jobqueue.jobs.duration_ms IS 'How long the handler of the attempt that completed the job ran, in milliseconds.';
-
-COMMENT ON COLUMN jobqueue.jobs.limited IS 'Claimed under a limit of jobqueue.job_limits: while processing, it holds one of its slots.';
-
-COMMENT ON COLUMN jobqueue.jobs.scheduled_for IS 'The cron tick a schedule fired this job for (jobqueue.schedule_fires.fire_at); NULL: not fired by a schedule.';
 
 CREATE VIEW jobqueue.dead_letters AS
  SELECT j.id,
@@ -1468,6 +1829,58 @@ CREATE TABLE jobqueue.leaders (
 );
 
 COMMENT ON TABLE jobqueue.leaders IS 'Leader leases (a row with an expiry, not an advisory lock, so it works behind PgBouncer).';
+
+CREATE VIEW jobqueue.ordering_keys AS
+ SELECT NULLIF(w.producer, ''::text) AS producer_id,
+    w.ordering_key,
+    h.id AS head_id,
+    h.state AS head_state,
+    h.queue,
+    h.job_type,
+    h.attempts,
+    h.run_at,
+    w.unfinished
+   FROM (( SELECT COALESCE(j.producer_id, ''::text) AS producer,
+            j.ordering_key,
+            count(*) AS unfinished
+           FROM jobqueue.jobs j
+          WHERE ((j.ordering_key IS NOT NULL) AND (j.state = ANY (ARRAY['waiting'::text, 'pending'::text, 'processing'::text, 'failed'::text])))
+          GROUP BY COALESCE(j.producer_id, ''::text), j.ordering_key) w
+     LEFT JOIN LATERAL ( SELECT j.id,
+            j.seq,
+            j.run_at,
+            j.created_at,
+            j.max_attempts,
+            j.priority,
+            j.cancel_requested,
+            j.queue,
+            j.job_type,
+            j.payload,
+            j.idempotency_key,
+            j.producer_id,
+            j.traceparent,
+            j.timeout,
+            j.expires_at,
+            j.dead_reason,
+            j.attempts,
+            j.started_at,
+            j.locked_by,
+            j.state,
+            j.locked_until,
+            j.deadline_at,
+            j.updated_at,
+            j.finished_at,
+            j.duration_ms,
+            j.limited,
+            j.scheduled_for,
+            j.ordering_key,
+            j.progress
+           FROM jobqueue.jobs j
+          WHERE ((COALESCE(j.producer_id, ''::text) = w.producer) AND (j.ordering_key = w.ordering_key) AND (j.ordering_key IS NOT NULL) AND (j.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])))
+          ORDER BY j.seq
+         LIMIT 1) h ON (true));
+
+COMMENT ON VIEW jobqueue.ordering_keys IS 'Ordering keys with unfinished jobs: the head (the job pending, running or waiting for its retry; NULL while the next is being released) and the count of unfinished jobs. Cancel the head to unblock a key.';
 
 CREATE TABLE jobqueue.producer_roles (
     role_name text NOT NULL,
@@ -1694,6 +2107,15 @@ ALTER TABLE ONLY jobqueue.api_keys
 ALTER TABLE ONLY jobqueue.api_secrets
     ADD CONSTRAINT api_secrets_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY jobqueue.audit_chain
+    ADD CONSTRAINT audit_chain_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY jobqueue.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY jobqueue.audit_log
+    ADD CONSTRAINT audit_log_seq_key UNIQUE (seq);
+
 ALTER TABLE ONLY jobqueue.circuit_job_types
     ADD CONSTRAINT circuit_job_types_pkey PRIMARY KEY (job_type, circuit, declared_by);
 
@@ -1760,6 +2182,10 @@ ALTER TABLE ONLY jobqueue.worker_stats
 ALTER TABLE ONLY jobqueue.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
+CREATE INDEX audit_log_producer_idx ON jobqueue.audit_log USING btree (producer_id, seq) WHERE (producer_id IS NOT NULL);
+
+CREATE INDEX audit_log_unchained_idx ON jobqueue.audit_log USING btree (xact) WHERE (seq IS NULL);
+
 CREATE INDEX circuit_job_types_circuit_idx ON jobqueue.circuit_job_types USING btree (circuit);
 
 CREATE INDEX idempotency_keys_expiry_idx ON jobqueue.idempotency_keys USING btree (expires_at);
@@ -1780,6 +2206,8 @@ CREATE INDEX jobs_lease_idx ON jobqueue.jobs USING btree (locked_until) WHERE (l
 
 CREATE INDEX jobs_limited_running_idx ON jobqueue.jobs USING btree (job_type, queue) WHERE ((state = 'processing'::text) AND limited);
 
+CREATE INDEX jobs_ordering_idx ON jobqueue.jobs USING btree (COALESCE(producer_id, ''::text), ordering_key, seq) WHERE ((ordering_key IS NOT NULL) AND (state = ANY (ARRAY['waiting'::text, 'pending'::text, 'processing'::text, 'failed'::text])));
+
 CREATE INDEX jobs_retry_wait_idx ON jobqueue.jobs USING btree (queue, priority) WHERE (state = 'failed'::text);
 
 CREATE INDEX jobs_state_listing_idx ON jobqueue.jobs USING btree (state, id) WHERE ((state = ANY (ARRAY['failed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (id IS NOT NULL));
@@ -1787,6 +2215,12 @@ CREATE INDEX jobs_state_listing_idx ON jobqueue.jobs USING btree (state, id) WHE
 COMMENT ON INDEX jobqueue.jobs_state_listing_idx IS 'GET /jobs?state= and /admin/dlq for the rare states (failed, dead_letter, cancelled), newest first. Other listings walk jobs_pkey (time-ordered ids) under a per-page scan budget.';
 
 CREATE INDEX schedules_due_idx ON jobqueue.schedules USING btree (next_fire_at) WHERE (enabled AND (error IS NULL));
+
+CREATE TRIGGER audit_log_append_only BEFORE INSERT OR DELETE OR UPDATE ON jobqueue.audit_log FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_log_append_only();
+
+CREATE CONSTRAINT TRIGGER audit_log_chain AFTER INSERT ON jobqueue.audit_log DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION jobqueue.audit_chain_entry();
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON jobqueue.audit_log FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.audit_log_append_only();
 
 CREATE TRIGGER circuit_job_types_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.circuit_job_types FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_circuit_job_types();
 
@@ -1797,6 +2231,10 @@ CREATE TRIGGER circuits_notify_delete AFTER DELETE ON jobqueue.circuits FOR EACH
 CREATE TRIGGER job_limits_notify AFTER INSERT OR DELETE OR UPDATE OF concurrency, rate, period_seconds ON jobqueue.job_limits FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_job_limits();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobqueue.jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.job_events_on_update();
+
+CREATE TRIGGER jobs_ordering_deleted AFTER DELETE ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])))) EXECUTE FUNCTION jobqueue.ordering_key_released();
+
+CREATE TRIGGER jobs_ordering_released AFTER UPDATE OF state ON jobqueue.jobs FOR EACH ROW WHEN (((old.ordering_key IS NOT NULL) AND (((old.state = ANY (ARRAY['pending'::text, 'processing'::text, 'failed'::text])) AND (new.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text]))) OR ((old.state = ANY (ARRAY['completed'::text, 'dead_letter'::text, 'cancelled'::text])) AND (new.state = ANY (ARRAY['pending'::text, 'failed'::text])))))) EXECUTE FUNCTION jobqueue.ordering_key_released();
 
 CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueue.queue_settings FOR EACH STATEMENT EXECUTE FUNCTION jobqueue.notify_queue_settings();
 
@@ -1811,6 +2249,12 @@ ALTER TABLE ONLY jobqueue.circuit_job_types
 
 ALTER TABLE ONLY jobqueue.schedule_fires
     ADD CONSTRAINT schedule_fires_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES jobqueue.schedules(id) ON DELETE CASCADE;
+
+ALTER TABLE jobqueue.audit_log ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY audit_log_every_row ON jobqueue.audit_log FOR SELECT TO jobqueue_worker, jobqueue_admin, jobqueue_api, jobqueue_readonly USING (true);
+
+CREATE POLICY audit_log_own_rows ON jobqueue.audit_log FOR SELECT TO jobqueue_producer USING ((producer_id = ( SELECT jobqueue.session_producer() AS session_producer)));
 
 ALTER TABLE jobqueue.job_errors ENABLE ROW LEVEL SECURITY;
 

@@ -47,8 +47,10 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import Receive, Scope, Send
 
 from jobqueue.api import openapi_ui, paths
+from jobqueue.api.audit_page import AuditPageController
 from jobqueue.api.auth import auth_middleware
 from jobqueue.api.controllers.admin import AdminController
+from jobqueue.api.controllers.audit import AuditController
 from jobqueue.api.controllers.circuits import CircuitsController
 from jobqueue.api.controllers.events import EventsController
 from jobqueue.api.controllers.health import HealthController
@@ -79,6 +81,8 @@ ROUTE_HANDLERS: list = [
     WorkersController,
     CircuitsController,
     LimitsController,
+    AuditController,
+    AuditPageController,
 ]
 
 

@@ -21,7 +21,9 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
+from litestar.types import Receive, Scope, Send
 
+from jobqueue.client.acting import act_for, stop_acting
 from jobqueue.model.api_keys import ApiKey
 from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 
@@ -48,6 +50,17 @@ class KeyCache:
 
 
 class ApiKeyAuth(AbstractAuthenticationMiddleware):
+    """Authenticates each request, and has the client act for its key while it is handled
+    (`jobqueue.client.acting`): an action a handler takes is recorded in the audit log as the
+    key's, from the request's client address, in the action's own transaction."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = act_for(None)  # whatever authentication sets ends with the request
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            stop_acting(token)
+
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
         scheme, _, token = connection.headers.get("authorization", "").partition(" ")
         token = token.strip()
@@ -68,6 +81,8 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
                 f"{expires_at.isoformat(timespec='seconds')}: create a new one with `jobqueue apikey create`",
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token", error_description="expired"'},
             )
+        client = connection.scope.get("client")
+        act_for(principal, client[0] if client else None)
         return AuthenticationResult(user=principal, auth=principal.id)
 
 

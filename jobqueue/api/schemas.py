@@ -13,7 +13,7 @@ import msgspec
 from msgspec import Meta
 
 from jobqueue.crypto.envelopes import redact
-from jobqueue.model.jobs import JobInfo, JobSummary
+from jobqueue.model.jobs import JobInfo, JobProgress, JobSummary
 
 INT32 = 2**31 - 1
 TEN_YEARS = 10 * 366 * 24 * 3600.0
@@ -69,6 +69,15 @@ class JobSubmission(msgspec.Struct, forbid_unknown_fields=True):
             description=(
                 "return (default): a repeat of the key gets the original job even if job_type, queue or payload "
                 "differ; reject: such a repeat is 409 idempotency_mismatch"
+            )
+        ),
+    ] = None
+    ordering_key: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "jobs of this producer with the same key run one at a time, in submission order; a retrying job "
+                "holds its key until it completes, dead-letters or is cancelled; at most 255 characters"
             )
         ),
     ] = None
@@ -134,6 +143,7 @@ _OPTIONS = (
     ("expire_after_seconds", "expire_after"),
     ("idempotency_window_seconds", "idempotency_window"),
     ("idempotency_mismatch", "idempotency_mismatch"),
+    ("ordering_key", "ordering_key"),
     ("encrypt", "encrypt"),
 )
 
@@ -191,6 +201,22 @@ class AttemptErrorOut(msgspec.Struct):
     failed_at: datetime
 
 
+class ProgressOut(msgspec.Struct):
+    """What the running (or last) attempt reported: done out of total (None: unknown), a message."""
+
+    done: float
+    total: float | None
+    message: str | None
+    at: datetime
+    attempt: int
+
+    @classmethod
+    def of(cls, progress: JobProgress | None) -> "ProgressOut | None":
+        if progress is None:
+            return None
+        return cls(progress.done, progress.total, progress.message, progress.at, progress.attempt)
+
+
 class JobDetail(msgspec.Struct):
     id: uuid.UUID
     queue: str
@@ -217,6 +243,8 @@ class JobDetail(msgspec.Struct):
     timeout_seconds: float | None
     expires_at: datetime | None
     dead_reason: str | None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
+    ordering_key: str | None = None
+    progress: ProgressOut | None = None
 
     @classmethod
     def of(cls, info: JobInfo, *, tracebacks: bool = True) -> "JobDetail":
@@ -257,6 +285,8 @@ class JobDetail(msgspec.Struct):
             seconds(info.timeout),
             info.expires_at,
             info.dead_reason,
+            info.ordering_key,
+            ProgressOut.of(info.progress),
         )
 
 

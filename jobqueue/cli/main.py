@@ -7,6 +7,7 @@
     jobqueue jobs|dlq|queues|workers …        the operator's commands (jobqueue.cli.jobs, jobqueue.cli.admin)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
+    jobqueue audit list [--actor --action --target --since] [--json] | verify   the audit log (jobqueue.cli.audit)
     jobqueue schedule add|list|pause|resume|remove|run-now …   cron schedules (see jobqueue.cli.schedules)
     jobqueue demo [--count N]                 enqueue demo jobs and watch them finish
     jobqueue bench …                          the benchmark (see `jobqueue bench --help`)
@@ -71,6 +72,7 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
             delay=args.delay,
             max_attempts=args.max_attempts,
             idempotency_key=args.idempotency_key,
+            ordering_key=args.ordering_key,
         ).items()
         if v is not None
     }
@@ -145,6 +147,7 @@ def _enqueue(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delay", type=float, help="seconds from now")
     p.add_argument("--max-attempts", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument("--ordering-key", help="jobs with the same key run one at a time, in enqueue order")
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_enqueue)
 
@@ -207,6 +210,7 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
     ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),
     ("limits", "global concurrency and rate limits per job type or queue", _lazy("jobqueue.cli.admin", "add_limits")),
+    ("audit", "the audit log: list who did what, verify its hash chain", _lazy("jobqueue.cli.audit", "add_audit")),
     (
         "schedule",
         "cron schedules: add, list, pause, resume, remove, run-now",

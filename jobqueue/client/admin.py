@@ -1,5 +1,6 @@
 """The checks of every client request other than an enqueue, shared by both clients: job and key
-ids, listings, queue settings, API keys, dead-letter batches, cancels by filter, circuits and limits.
+ids, listings (of jobs and of the audit log), queue settings, API keys, dead-letter batches, cancels
+by filter, circuits and limits.
 
 Each turns its arguments into the store Call to run (or raises `ValidationError` naming the
 field), so `AsyncClient` and `Client` differ only in how they run it.
@@ -16,6 +17,7 @@ from jobqueue.client.validation import timespan
 from jobqueue.config import MetricsSettings
 from jobqueue.db import gateway as db
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.audit import ACTIONS, AREAS, AuditPage
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, QueueNotFound, ValidationError
 from jobqueue.model.jobs import BulkCancel, JobInfo, JobPage, JobState, Priority
@@ -23,6 +25,7 @@ from jobqueue.model.limits import SCOPES, Limit, LimitSpec
 from jobqueue.model.names import name_problem
 from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import audit as audit_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import job_admin
 from jobqueue.store import queues as queue_store
@@ -55,10 +58,7 @@ def list_call(
     producer_id: str | None = None,
     scheduled: bool | None = None,
 ) -> db.Call[JobPage]:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
-    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
-        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
+    _page_size(limit, scan)
     before = None
     if cursor is not None:
         try:
@@ -87,6 +87,48 @@ def list_call(
         priority=level,
         producer_id=_optional_name("producer_id", producer_id),
         scheduled=scheduled,
+    )
+
+
+def _page_size(limit: Any, scan: Any) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE} (got {limit!r})")
+    if isinstance(scan, bool) or not isinstance(scan, int) or not limit <= scan <= MAX_LIST_SCAN:
+        raise ValidationError("scan", f"must be an integer from limit to {MAX_LIST_SCAN} (got {scan!r})")
+
+
+def audit_list_call(
+    limit: int,
+    cursor: str | None,
+    *,
+    scan: int = LIST_SCAN,
+    actor: str | None = None,
+    action: str | None = None,
+    target: str | None = None,
+    since: datetime | None = None,
+    producer_id: str | None = None,
+) -> db.Call[AuditPage]:
+    """One page of the audit log, newest first, as `list_call` pages jobs (``scan``: the entries
+    a page may examine); ``action`` is an action or its area, ``since`` an aware time."""
+    _page_size(limit, scan)
+    before = None
+    if cursor is not None:
+        if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 19:
+            raise ValidationError("cursor", "must be the next_cursor of a previous page")
+        before = int(cursor)
+    if action is not None and action not in ACTIONS and action not in AREAS:
+        raise ValidationError("action", f"must be an action ({', '.join(ACTIONS)}) or an area ({', '.join(AREAS)})")
+    if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
+        raise ValidationError("since", "must be a timezone-aware time")
+    return audit_store.list_entries(
+        limit=limit,
+        scan=scan,
+        before=before,
+        actor=_optional_name("actor", actor),
+        action=action,
+        target=_optional_name("target", target),
+        since=since,
+        producer_id=_optional_name("producer_id", producer_id),
     )
 
 
@@ -201,8 +243,9 @@ def purge_batches(queue: str | None, job_type: str | None, before: datetime | No
     )
 
 
-#: The states a cancel applies to: waiting (pending, scheduled), waiting for a retry, running.
-CANCEL_STATES = ("pending", "failed", "processing")
+#: The states a cancel applies to: waiting (pending, scheduled), waiting for a retry, running, and
+#: held back behind an ordering key.
+CANCEL_STATES = ("pending", "failed", "processing", "waiting")
 MAX_CANCEL_BATCH = 10_000
 
 
@@ -247,28 +290,33 @@ class CancelRun:
             )
         self._state, self._cutoff, self._limit = state, before, batch_size
         self._after, self._skipped, self._changed = job_admin.CANCEL_START, False, False
-        self._done, self._locked_passes = False, 0
+        self._done, self._locked_passes, self._first = False, 0, True
         self.result = BulkCancel(0, 0)
 
     def next_call(self) -> db.Call[job_admin.CancelBatch] | None:
         if self._done:
             return None
         return job_admin.cancel_batch(
-            limit=self._limit, after=self._after, cutoff=self._cutoff, state=self._state, **self._filters
+            limit=self._limit,
+            after=self._after,
+            first=self._first,
+            cutoff=self._cutoff,
+            state=self._state,
+            **self._filters,
         )
 
     def take(self, batch: job_admin.CancelBatch) -> float:
         """Count one batch's work; the seconds to wait before the next one."""
-        self._cutoff = batch.cutoff  # the first batch's "now": jobs enqueued since are not chased
+        self._cutoff, self._first = batch.cutoff, False  # the first batch's "now": later jobs are not chased
         self.result = BulkCancel(
             self.result.cancelled + batch.cancelled, self.result.cancel_requested + batch.requested
         )
-        self._skipped |= batch.skipped
+        self._skipped |= batch.skipped or batch.keyed  # a key's next job may be pending behind the cursor now
         self._changed |= bool(batch.cancelled or batch.requested)
         if batch.ahead and batch.last is not None:
             self._after = batch.last
             return 0.0
-        if not (self._skipped or batch.more_running):
+        if not (self._skipped or batch.more_left):
             self._done = True
             return 0.0
         # the walk is over, and jobs were left: another pass, from the start

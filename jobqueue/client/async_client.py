@@ -24,10 +24,12 @@ from typing import Any, AsyncContextManager, Callable, Iterable, Mapping, Sequen
 
 import psycopg
 
+from jobqueue.client.acting import actor_calls
 from jobqueue.client.admin import (
     BatchCall,
     CancelRun,
     as_uuid,
+    audit_list_call,
     circuit_name,
     defaults_call,
     forced,
@@ -53,7 +55,9 @@ from jobqueue.client.waiting import Waiter, readable
 from jobqueue.config import Settings
 from jobqueue.crypto.envelopes import Sealer
 from jobqueue.db import gateway as db
+from jobqueue.db.transactions import run_steps, run_together
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.audit import AuditPage, AuditVerdict
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import LimitNotFound
 from jobqueue.model.jobs import (
@@ -73,6 +77,7 @@ from jobqueue.model.workers import RunningJob, WorkerInfo
 from jobqueue.observability import tracing
 from jobqueue.runtime.refresh_ahead import RefreshAheadCache
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import audit as audit_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
 from jobqueue.store import job_admin
@@ -138,7 +143,7 @@ class AsyncClient:
             else None
         )
         #: cron schedules: ``await client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
-        self.schedules = Schedules(lambda call: self._run(call, None))
+        self.schedules = Schedules(self._act)
         self._waiter = Waiter(
             self.settings.db, self.settings.encryption.keys, self.dsn, application_name, self.connection
         )
@@ -174,6 +179,16 @@ class AsyncClient:
             return await db.run(connection, call)
         async with db.connection(self._pool) as conn:
             return await db.run(conn, call)
+
+    async def _act(self, call: db.Call, connection: psycopg.AsyncConnection | None = None) -> Any:
+        """An operator's or producer's action (and any call its method makes): for the API key the
+        REST API acts for, if any (`jobqueue.client.acting`: its setting first, in the same
+        transaction), else as `_run`. On a caller's own connection it is the caller's to attribute."""
+        calls = None if connection is not None else actor_calls(call)
+        if calls is None:
+            return await self._run(call, connection)
+        async with db.connection(self._pool) as conn:
+            return await run_together(conn, calls)
 
     async def enqueue(
         self, job_type: str, payload: Any = None, *, connection: psycopg.AsyncConnection | None = None, **options: Any
@@ -280,7 +295,7 @@ class AsyncClient:
         connection: psycopg.AsyncConnection | None = None,
     ) -> CancelOutcome:
         """``producer_id``: act as that producer (another producer's job is ``NOT_FOUND``)."""
-        return await self._run(job_store.cancel(as_uuid(job_id), producer_id), connection)
+        return await self._act(job_store.cancel(as_uuid(job_id), producer_id), connection)
 
     async def wait(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
         """The job's result once it has completed; `JobFailed` when it was dead-lettered or
@@ -308,7 +323,7 @@ class AsyncClient:
     async def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
         """Delete a job that has not started (pending or scheduled, no attempt yet) with its
         idempotency key; (outcome, the state it was found in). A started job is kept: cancel it."""
-        return await self._run(job_admin.delete_waiting(as_uuid(job_id)), None)
+        return await self._act(job_admin.delete_waiting(as_uuid(job_id)))
 
     async def running_jobs(self, *, per_worker: int = 10) -> dict[str, tuple[int, list[RunningJob]]]:
         """Per worker id: how many jobs it runs now, and the oldest ``per_worker`` of them."""
@@ -321,7 +336,7 @@ class AsyncClient:
 
     async def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
         """A dead-lettered job back to pending now (one more attempt allowed)."""
-        return await self._run(job_admin.retry_dead(as_uuid(job_id)), None)
+        return await self._act(job_admin.retry_dead(as_uuid(job_id)))
 
     async def retry_dead_letters(
         self, *, queue: str | None = None, job_type: str | None = None, batch_size: int = 500
@@ -365,13 +380,13 @@ class AsyncClient:
             batch_size=batch_size,
         )
         while (call := run.next_call()) is not None:
-            await asyncio.sleep(run.take(await self._run(call, None)))
+            await asyncio.sleep(run.take(await self._act(call)))
         return run.result
 
     async def _batches(self, batch: BatchCall, batch_size: int) -> int:
         total, after, scanned = 0, 0, batch_size
         while scanned >= batch_size:
-            done, scanned, after = await self._run(batch(after), None)
+            done, scanned, after = await self._act(batch(after))
             total += done
         return total
 
@@ -403,7 +418,7 @@ class AsyncClient:
 
     async def _force_circuit(self, name: str, action: str) -> Circuit:
         name = circuit_name(name)
-        changed = await self._run(circuit_store.force(name, action), None)
+        changed = await self._act(circuit_store.force(name, action))
         return (await self._run(forced(name, changed), None))[0]
 
     async def limits(self) -> list[Limit]:
@@ -417,23 +432,23 @@ class AsyncClient:
         code's until `clear_limit`. Its jobs already running count against it. A part not given
         stays as the limit has it (the code's ``10/s`` survives ``concurrency=2``); None removes it."""
         spec = LimitSpec.operators(scope, name, concurrency=concurrency, rate=rate)
-        limit_written(spec, await self._run(limit_store.set_limit(spec), None))
+        limit_written(spec, await self._act(limit_store.set_limit(spec)))
         return limit_of(spec.scope, spec.name, await self._run(limit_store.list_all(), None))
 
     async def clear_limit(self, scope: str, name: str) -> None:
         """Remove a limit (LimitNotFound if there is none); a code limit returns at the next worker start."""
         scope, name = limit_key(scope, name)
-        if await self._run(limit_store.clear(scope, name), None) is None:
+        if await self._act(limit_store.clear(scope, name)) is None:
             raise LimitNotFound(scope, name)
 
     async def pause_queue(self, queue: str, *, force: bool = False) -> QueueSettings:
         """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs. A
         queue no worker ever served, no operator configured and no job is in is `QueueNotFound`
         (a misspelling, mostly) unless ``force``: pausing one before its first worker starts."""
-        return known_queue(queue, await self._run(paused_call(queue, True, force), None))
+        return known_queue(queue, await self._act(paused_call(queue, True, force)))
 
     async def resume_queue(self, queue: str) -> QueueSettings:
-        return known_queue(queue, await self._run(paused_call(queue, False, False), None))
+        return known_queue(queue, await self._act(paused_call(queue, False, False)))
 
     async def name_warnings(self, jobs: Iterable[tuple[str, str]]) -> list[str]:
         """For (queue, job type) pairs: a line per name no worker ever served and nothing declared
@@ -441,7 +456,7 @@ class AsyncClient:
         return (await self._run(queue_store.known_names(), None)).warnings(jobs)
 
     async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
-        return await self._run(limits_call(queue, soft_limit, hard_limit), None)
+        return await self._act(limits_call(queue, soft_limit, hard_limit))
 
     async def set_queue_defaults(
         self, queue: str, *, job_ttl: timedelta | float | None, idempotency_window: timedelta | float | None
@@ -449,12 +464,12 @@ class AsyncClient:
         """What enqueue applies to ``queue``'s jobs when a call gives none (seconds or timedelta):
         ``job_ttl`` expires waiting jobs that long after their run_at (None: never);
         ``idempotency_window`` holds their keys that long (None: 24 hours)."""
-        return await self._run(defaults_call(queue, job_ttl, idempotency_window), None)
+        return await self._act(defaults_call(queue, job_ttl, idempotency_window))
 
     async def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
         """Load shedding on retry for ``queue``: while on and the queue is above its soft limit, a
         retryable failure of a ``low`` job is dead-lettered (dead_reason ``shed``), not retried."""
-        return await self._run(shedding_call(queue, shed_low_retries), None)
+        return await self._act(shedding_call(queue, shed_low_retries))
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         """Every queue's settings row (paused, limits, enqueue defaults, shedding), by queue."""
@@ -474,10 +489,23 @@ class AsyncClient:
         ``job_types``: the only ones it may submit (producer keys; None: any); ``name``: what it is
         for; ``expires_in``: seconds or a timedelta after which the API refuses it (None: never)."""
         key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
-        return key, await self._run(call, None)
+        return key, await self._act(call)
 
     async def api_keys(self) -> list[ApiKey]:
         return await self._run(key_store.list_all(), None)
 
     async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
-        return await self._run(key_store.revoke(as_uuid(key_id, field="key_id")), None)
+        return await self._act(key_store.revoke(as_uuid(key_id, field="key_id")))
+
+    async def audit_log(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> AuditPage:
+        """The audit log (every operator's and producer's action), newest first; filters: actor,
+        action (``dlq.purge``, or an area: ``dlq``), target, since (an aware datetime), producer_id
+        (only that producer's own entries). Pages as `list_jobs` does (at most ``scan`` entries
+        examined per page: a short page may still have a ``next_cursor``)."""
+        return await self._run(audit_list_call(limit, cursor, **filters), None)
+
+    async def verify_audit_log(self) -> AuditVerdict:
+        """Recompute the audit log's hash chain from its anchor to its head, in one snapshot: the
+        verdict names the first entry where it breaks (edited, removed or rewritten), if any."""
+        async with db.connection(self._pool) as conn:
+            return await run_steps(conn, audit_store.verification())

@@ -19,10 +19,12 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
 import psycopg
 
+from jobqueue.client.acting import actor_calls
 from jobqueue.client.admin import (
     BatchCall,
     CancelRun,
     as_uuid,
+    audit_list_call,
     circuit_name,
     defaults_call,
     forced,
@@ -48,7 +50,9 @@ from jobqueue.client.waiting import readable
 from jobqueue.config import Settings
 from jobqueue.crypto.envelopes import Sealer
 from jobqueue.db import gateway as db
+from jobqueue.db.transactions import run_steps_sync, run_together_sync
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.audit import AuditPage, AuditVerdict
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import LimitNotFound
 from jobqueue.model.jobs import (
@@ -67,6 +71,7 @@ from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
 from jobqueue.model.workers import RunningJob, WorkerInfo
 from jobqueue.observability import tracing
 from jobqueue.store import api_keys as key_store
+from jobqueue.store import audit as audit_store
 from jobqueue.store import circuits as circuit_store
 from jobqueue.store import history as history_store
 from jobqueue.store import job_admin
@@ -101,7 +106,7 @@ class Client:
             timeout=pool_timeout,
         )
         #: cron schedules: ``client.schedules.add(name, cron, job_type, ...)`` (jobqueue.client.schedules)
-        self.schedules = Schedules(lambda call: self._run(call, None))
+        self.schedules = Schedules(self._act)
         self.tracing = tracing.from_env()  # None (no spans, no cost) unless OpenTelemetry is configured
         self.sealer = Sealer(self.settings.encryption.keys)
         self._held: tuple[str | None] | None = None  # the pool's session producer, once read
@@ -128,6 +133,14 @@ class Client:
             return db.run_sync(connection, call)
         with db.connection_sync(self._pool) as conn:
             return db.run_sync(conn, call)
+
+    def _act(self, call: db.Call, connection: psycopg.Connection | None = None) -> Any:
+        """`AsyncClient._act`: an action, for the acting API key if any (`jobqueue.client.acting`)."""
+        calls = None if connection is not None else actor_calls(call)
+        if calls is None:
+            return self._run(call, connection)
+        with db.connection_sync(self._pool) as conn:
+            return run_together_sync(conn, calls)
 
     def enqueue(
         self, job_type: str, payload: Any = None, *, connection: psycopg.Connection | None = None, **options: Any
@@ -202,7 +215,7 @@ class Client:
     def cancel(
         self, job_id: uuid.UUID | str, *, producer_id: str | None = None, connection: psycopg.Connection | None = None
     ) -> CancelOutcome:
-        return self._run(job_store.cancel(as_uuid(job_id), producer_id), connection)
+        return self._act(job_store.cancel(as_uuid(job_id), producer_id), connection)
 
     def wait(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
         """`AsyncClient.wait`, blocking (it runs one on its own event loop for the call: not from
@@ -221,10 +234,10 @@ class Client:
         return self._run(list_call(limit, cursor, **filters), None)
 
     def retry_dead(self, job_id: uuid.UUID | str) -> RetryOutcome:
-        return self._run(job_admin.retry_dead(as_uuid(job_id)), None)
+        return self._act(job_admin.retry_dead(as_uuid(job_id)))
 
     def delete_waiting(self, job_id: uuid.UUID | str) -> tuple[DeleteOutcome, JobState | None]:
-        return self._run(job_admin.delete_waiting(as_uuid(job_id)), None)
+        return self._act(job_admin.delete_waiting(as_uuid(job_id)))
 
     def running_jobs(self, *, per_worker: int = 10) -> dict[str, tuple[int, list[RunningJob]]]:
         return self._run(job_admin.running_by_worker(per_worker=per_worker), None)
@@ -268,13 +281,13 @@ class Client:
             batch_size=batch_size,
         )
         while (call := run.next_call()) is not None:
-            time.sleep(run.take(self._run(call, None)))
+            time.sleep(run.take(self._act(call)))
         return run.result
 
     def _batches(self, batch: BatchCall, batch_size: int) -> int:
         total, after, scanned = 0, 0, batch_size
         while scanned >= batch_size:
-            done, scanned, after = self._run(batch(after), None)
+            done, scanned, after = self._act(batch(after))
             total += done
         return total
 
@@ -298,7 +311,7 @@ class Client:
 
     def _force_circuit(self, name: str, action: str) -> Circuit:
         name = circuit_name(name)
-        changed = self._run(circuit_store.force(name, action), None)
+        changed = self._act(circuit_store.force(name, action))
         return self._run(forced(name, changed), None)[0]
 
     def limits(self) -> list[Limit]:
@@ -308,33 +321,33 @@ class Client:
         self, scope: str, name: str, *, concurrency: int | None | Keep = KEEP, rate: str | None | Keep = KEEP
     ) -> Limit:
         spec = LimitSpec.operators(scope, name, concurrency=concurrency, rate=rate)
-        limit_written(spec, self._run(limit_store.set_limit(spec), None))
+        limit_written(spec, self._act(limit_store.set_limit(spec)))
         return limit_of(spec.scope, spec.name, self._run(limit_store.list_all(), None))
 
     def clear_limit(self, scope: str, name: str) -> None:
         scope, name = limit_key(scope, name)
-        if self._run(limit_store.clear(scope, name), None) is None:
+        if self._act(limit_store.clear(scope, name)) is None:
             raise LimitNotFound(scope, name)
 
     def pause_queue(self, queue: str, *, force: bool = False) -> QueueSettings:
-        return known_queue(queue, self._run(paused_call(queue, True, force), None))
+        return known_queue(queue, self._act(paused_call(queue, True, force)))
 
     def resume_queue(self, queue: str) -> QueueSettings:
-        return known_queue(queue, self._run(paused_call(queue, False, False), None))
+        return known_queue(queue, self._act(paused_call(queue, False, False)))
 
     def name_warnings(self, jobs: Iterable[tuple[str, str]]) -> list[str]:
         return self._run(queue_store.known_names(), None).warnings(jobs)
 
     def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
-        return self._run(limits_call(queue, soft_limit, hard_limit), None)
+        return self._act(limits_call(queue, soft_limit, hard_limit))
 
     def set_queue_defaults(
         self, queue: str, *, job_ttl: timedelta | float | None, idempotency_window: timedelta | float | None
     ) -> QueueSettings:
-        return self._run(defaults_call(queue, job_ttl, idempotency_window), None)
+        return self._act(defaults_call(queue, job_ttl, idempotency_window))
 
     def set_queue_shedding(self, queue: str, shed_low_retries: bool) -> QueueSettings:
-        return self._run(shedding_call(queue, shed_low_retries), None)
+        return self._act(shedding_call(queue, shed_low_retries))
 
     def queue_settings(self) -> dict[str, QueueSettings]:
         return self._run(queue_store.all_settings(), None)
@@ -350,10 +363,19 @@ class Client:
         expires_in: timedelta | float | None = None,
     ) -> tuple[str, ApiKey]:
         key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
-        return key, self._run(call, None)
+        return key, self._act(call)
 
     def api_keys(self) -> list[ApiKey]:
         return self._run(key_store.list_all(), None)
 
     def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKey | None:
-        return self._run(key_store.revoke(as_uuid(key_id, field="key_id")), None)
+        return self._act(key_store.revoke(as_uuid(key_id, field="key_id")))
+
+    def audit_log(self, *, limit: int = 50, cursor: str | None = None, **filters: Any) -> AuditPage:
+        """`AsyncClient.audit_log`."""
+        return self._run(audit_list_call(limit, cursor, **filters), None)
+
+    def verify_audit_log(self) -> AuditVerdict:
+        """`AsyncClient.verify_audit_log`."""
+        with db.connection_sync(self._pool) as conn:
+            return run_steps_sync(conn, audit_store.verification())

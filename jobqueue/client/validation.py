@@ -22,6 +22,7 @@ from jobqueue.model.names import (
     BLANK,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_NAME_LENGTH,
+    MAX_ORDERING_KEY_LENGTH,
     MAX_PRODUCER_ID_LENGTH,
     name_problem,
     too_long,
@@ -47,6 +48,7 @@ _ENQUEUE_FIELDS = frozenset(
         "expire_after",
         "idempotency_window",
         "idempotency_mismatch",
+        "ordering_key",
     }
 )
 #: ``idempotency_mismatch``: a repeat whose job differs returns the original job, or is refused.
@@ -92,6 +94,8 @@ class NewJob:
     expire_after: timedelta | None = None
     idempotency_window: timedelta | None = None
     idempotency_mismatch: str | None = None
+    #: jobs of one producer with the same key run one at a time, in enqueue order
+    ordering_key: str | None = None
     id: uuid.UUID | None = None  # made by the producer when it seals fields for the job (else the database's)
 
     @classmethod
@@ -113,13 +117,15 @@ class NewJob:
         expire_after: Any = None,
         idempotency_window: Any = None,
         idempotency_mismatch: Any = None,
+        ordering_key: Any = None,
         field_prefix: str = "",
     ) -> "NewJob":
         """Validate and normalise one job. ``timeout``, ``expire_after`` and ``idempotency_window``
         are seconds or a timedelta; ``expires_at`` an aware datetime after the job's run_at (the
         database checks it against a run_at it computes); ``idempotency_mismatch`` is "return"
         (default: a repeat gets the original job) or "reject" (`IdempotencyMismatch` when the
-        repeat's job_type, queue or payload differ)."""
+        repeat's job_type, queue or payload differ); ``ordering_key`` a string of at most 255
+        characters: jobs of one producer with the same key run one at a time, in enqueue order."""
 
         def invalid(name: str, message: str) -> ValidationError:
             return ValidationError(field_prefix + name, message)
@@ -169,6 +175,13 @@ class NewJob:
                 raise invalid("idempotency_key", "must be a non-empty string when given")
             if len(idempotency_key) > MAX_IDEMPOTENCY_KEY_LENGTH:
                 raise invalid("idempotency_key", too_long(idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH) or "")
+        if ordering_key is not None and (
+            not isinstance(ordering_key, str)
+            or len(ordering_key) > MAX_ORDERING_KEY_LENGTH
+            or not ordering_key.strip(BLANK)
+        ):
+            problem = too_long(ordering_key, MAX_ORDERING_KEY_LENGTH) if isinstance(ordering_key, str) else None
+            raise invalid("ordering_key", problem or "must be a non-blank string when given")
         if producer_id is not None:
             if not isinstance(producer_id, str) or not producer_id:
                 # "" would share the idempotency scope of jobs enqueued without a producer
@@ -217,6 +230,7 @@ class NewJob:
             expire_after,
             idempotency_window,
             idempotency_mismatch,
+            ordering_key,
         )
 
     @classmethod
@@ -254,6 +268,7 @@ class NewJob:
             expire_after=self.expire_after,
             idempotency_window=self.idempotency_window,
             idempotency_mismatch=self.idempotency_mismatch,
+            ordering_key=self.ordering_key,
         )
 
     def as_json_fragment(self) -> str:
@@ -274,6 +289,8 @@ class NewJob:
             text += ',"traceparent":' + _json_string(self.traceparent)
         if self.idempotency_key is not None:
             text += ',"idempotency_key":' + _json_string(self.idempotency_key)
+        if self.ordering_key is not None:
+            text += ',"ordering_key":' + _json_string(self.ordering_key)
         if self.max_attempts is not None:
             text += f',"max_attempts":{self.max_attempts}'
         if self.run_at is not None:
@@ -300,8 +317,11 @@ def build_many(jobs: Iterable[Mapping[str, Any]], producer_id: str | None) -> li
 
 
 def many_call(built: Sequence[NewJob], *, lock_wait: float | None = None) -> db.Call[list[tuple[uuid.UUID, bool]]]:
-    """One enqueue_many statement; ``lock_wait`` bounds its lock waits when its jobs hold keys."""
-    keyed = lock_wait is not None and any(job.idempotency_key is not None for job in built)
+    """One enqueue_many statement; ``lock_wait`` bounds its lock waits when its jobs hold keys
+    (an idempotency key's row, an ordering key's lock)."""
+    keyed = lock_wait is not None and any(
+        job.idempotency_key is not None or job.ordering_key is not None for job in built
+    )
     return job_store.enqueue_many(
         "[" + ",".join(job.as_json_fragment() for job in built) + "]", lock_wait=lock_wait if keyed else None
     )

@@ -218,9 +218,15 @@ class MaintenanceSettings(Section):
     retention_completed_days: float = 30.0
     retention_cancelled_days: float = 7.0
     retention_dead_letter_days: float = 90.0
+    retention_audit_days: float = 365.0  # the audit log's entries (jobqueue.audit_log)
 
     def __post_init__(self) -> None:
         check_spans(self, "maintenance")
+        if self.retention_audit_days < 1:  # the database keeps them a day whatever it is asked
+            raise ValueError(
+                "JOBQUEUE_RETENTION_AUDIT_DAYS: audit entries are kept at least 1 day "
+                f"(got {self.retention_audit_days!r})"
+            )
         if self.reindex_factor < 1 or self.reindex_min_waste_mb < 0 or self.vacuum_min_dead < 0:
             raise ValueError(
                 "the reindex factor must be at least 1, its minimum waste and the vacuum's minimum "
@@ -249,6 +255,7 @@ class MaintenanceSettings(Section):
                     "retention_completed_days": "RETENTION_COMPLETED_DAYS",
                     "retention_cancelled_days": "RETENTION_CANCELLED_DAYS",
                     "retention_dead_letter_days": "RETENTION_DEAD_LETTER_DAYS",
+                    "retention_audit_days": "RETENTION_AUDIT_DAYS",
                 },
             )
         )

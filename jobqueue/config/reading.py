@@ -91,6 +91,7 @@ RETENTION_DAYS = {
         "retention_completed_days": "JOBQUEUE_RETENTION_COMPLETED_DAYS",
         "retention_cancelled_days": "JOBQUEUE_RETENTION_CANCELLED_DAYS",
         "retention_dead_letter_days": "JOBQUEUE_RETENTION_DEAD_LETTER_DAYS",
+        "retention_audit_days": "JOBQUEUE_RETENTION_AUDIT_DAYS",
     }
 }
 #: Settings that are numbers but not durations: finite, and their own range (checked in their section).

@@ -69,6 +69,16 @@ class Call(Generic[T]):
         return query(self.name)
 
 
+class ActionCall(Call[T]):
+    """A Call whose statement is an operator's or producer's action and records it in the audit log
+    (``jobqueue.audit()``, migration 0032) in the same statement. When the REST API acts for an API
+    key (`jobqueue.client.acting`), the clients run it after the key's setting in one transaction
+    (`jobqueue.db.transactions.run_together`), so the entry names the key; otherwise it runs as any
+    Call, and the entry names the login role."""
+
+    __slots__ = ()
+
+
 class FileCall(Call[T]):
     """A Call whose SQL is in a file of its room's own (``queries_file``, named blocks as in
     sql/queries/): for statements only one tool runs, which stay out of the dictionary every worker

@@ -65,6 +65,7 @@ ANNOUNCES = {
     "job.completed": "completed",
     "job.dead_letter": "dead_letter",
     "job.cancelled": "cancelled",
+    "job.progress": "processing",  # a running attempt reported progress (not a transition)
 }
 #: an event other than a pending job's job.queued announces a change of the last RECENT_SECONDS
 RECENT_SECONDS = 60.0
@@ -201,9 +202,12 @@ def confirms(event: str, row: EventRow) -> bool:
     moved on since: job.started and job.failed need the attempt they were about, and a failure
     followed by a run one attempt more. Only a pending job's job.queued holds however old the row
     is; every other event announces a change of the last `RECENT_SECONDS`, so an old transition
-    cannot be replayed."""
+    cannot be replayed. A job.progress holds for a running job (a progress write is no change of
+    state, so the row's updated_at says nothing of it; a forged one costs a reader a re-read)."""
     if event == "job.queued" and row.state == "pending":
         return True
+    if event == "job.progress":  # updated_at stays as the claim left it: a running job is all it needs
+        return row.state == "processing"
     if not row.recent:
         return False
     if row.state == ANNOUNCES[event] or (event == "job.failed" and row.state == "pending"):

@@ -83,6 +83,7 @@ class Maintenance:
                         "cancelled": settings.retention_cancelled_days * DAY,
                         "dead_letter": settings.retention_dead_letter_days * DAY,
                     },
+                    audit_log=settings.retention_audit_days * DAY,
                 ),
                 clock=clock,
             ),

@@ -4,10 +4,11 @@ of jobs the REST API and admin tools list."""
 from __future__ import annotations
 
 import enum
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 
 class Priority(enum.IntEnum):
@@ -44,6 +45,8 @@ class JobState(str, enum.Enum):
     FAILED = "failed"
     DEAD_LETTER = "dead_letter"
     CANCELLED = "cancelled"
+    #: held behind an earlier unfinished job of its ordering key: claimable by no worker until that one ends
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,30 @@ class AttemptError:
     traceback: str | None
     worker_id: str | None
     failed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What a running attempt last reported with `Job.progress` (kept after the job ends)."""
+
+    done: float
+    total: float | None
+    message: str | None
+    at: datetime  # when the database stored it (reports are coalesced: at most a few per second)
+    attempt: int
+
+    @classmethod
+    def of(cls, stored: dict | None) -> "JobProgress | None":
+        if not stored:
+            return None
+        total = stored.get("total")
+        return cls(
+            float(stored["done"]),  # jsonb keeps 3.0 as 3
+            None if total is None else float(total),
+            stored.get("message"),
+            datetime.fromisoformat(stored["at"]),
+            stored["attempt"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +117,8 @@ class JobInfo:
     deadline_at: datetime | None = None  # when the running attempt must be finished
     dead_reason: str | None = None  # dead_letter only: attempts_exhausted, permanent_error, expired or shed
     scheduled_for: datetime | None = None  # a cron job's tick (None: not fired by a schedule)
+    ordering_key: str | None = None  # its producer's jobs with this key run one at a time, in enqueue order
+    progress: JobProgress | None = None  # what its running (or last) attempt reported
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -122,6 +151,60 @@ class BulkCancel:
     complete: bool = True
 
 
+#: The largest progress figure taken (done, total): beyond it a float no longer counts units exactly.
+MAX_PROGRESS = 1e15
+#: The longest progress message, in characters.
+MAX_PROGRESS_MESSAGE = 1000
+
+
+def progress_problem(done: Any, total: Any, message: Any) -> tuple[str, str] | None:
+    """Why a progress report is refused, as (field, message), or None: done and total are finite
+    numbers from 0 (total: above 0) to MAX_PROGRESS, done at most total; the message a short
+    string. The database checks the same (job_progress_many)."""
+
+    def number_problem(value: Any, least: str) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number (got {type(value).__name__})"
+        if not math.isfinite(value) or value < 0 or value > MAX_PROGRESS or (least == "above 0" and value == 0):
+            return f"must be a finite number {least} and at most {MAX_PROGRESS:g} (got {value!r})"
+        return None
+
+    if problem := number_problem(done, "of at least 0"):
+        return "done", problem
+    if total is not None:
+        if problem := number_problem(total, "above 0"):
+            return "total", problem
+        if done > total:
+            return "done", f"must be at most total ({total!r}; got {done!r})"
+    if message is not None:
+        if not isinstance(message, str):
+            return "message", f"must be a string (got {type(message).__name__})"
+        if len(message) > MAX_PROGRESS_MESSAGE or "\x00" in message:
+            return "message", f"must be at most {MAX_PROGRESS_MESSAGE} characters, without NUL (got {len(message)})"
+    return None
+
+
+class AttemptServices(Protocol):
+    """What the worker running an attempt lends its handler (`Job.transaction`, `Job.progress`)."""
+
+    def transaction(self, job: "Job") -> Any: ...
+
+    def progress(self, job: "Job", done: float, total: float | None, message: str | None) -> None: ...
+
+
+class _Reported:
+    """What `Job.progress` returns: awaitable (async handlers write ``await job.progress(…)``) and
+    already done (sync handlers call it plainly), as the report is only handed to the worker."""
+
+    __slots__ = ()
+
+    def __await__(self):
+        return iter(())
+
+
+_REPORTED = _Reported()
+
+
 class Job:
     """What a handler receives: the claimed job, plus a cancel flag the worker keeps current
     (every attribute is in docs/workers.md, "The handler's Job").
@@ -131,6 +214,10 @@ class Job:
     `timeout` is this attempt's time budget in seconds (its deadline, counted from the claim): the
     worker fails the attempt as a `JobTimeout` when it runs out. `scheduled_for` is the cron tick a
     schedule fired the job for (None for any other job), the same on every attempt.
+
+    In a worker, `transaction()` opens a transaction whose writes commit with the attempt's
+    completion (exactly once), and `progress()` reports how far the attempt got
+    (jobqueue.worker.transactions, jobqueue.worker.progress).
     """
 
     __slots__ = (
@@ -149,6 +236,9 @@ class Job:
         "key",
         "producer_id",
         "scheduled_for",
+        "services",
+        "open_transaction",
+        "deadline",
     )
 
     def __init__(
@@ -184,6 +274,37 @@ class Job:
         self.scheduled_for = scheduled_for  # a cron job's tick; None for every other job
         #: (id, attempt): this attempt, as the worker tracks, heartbeats and acks it
         self.key: tuple[uuid.UUID, int] = (id, attempt)
+        self.services: AttemptServices | None = None  # set by the worker that runs the attempt
+        self.open_transaction: Any = None  # the attempt's transaction, from its block's end to its commit
+        self.deadline: float | None = None  # the attempt's, on time.monotonic (set by the worker)
+
+    def transaction(self) -> Any:
+        """``async with job.transaction() as conn:`` (sync handlers: ``with``): a psycopg
+        connection with a transaction open, from the worker's pool. What the handler writes on it
+        commits together with the attempt's completion and result, once the handler returns —
+        guarded by the attempt, so a job whose lease was lost (another attempt took over), whose
+        cancel was requested or whose deadline passed rolls back instead, and a committed job never
+        runs again. One per attempt. The worker's `jobqueue.worker.transactions` has the details."""
+        if self.services is None:
+            raise RuntimeError(
+                "job.transaction() is for a handler a jobqueue worker runs (not the test mode's perform_job or "
+                "drain: test such a handler with a worker, e.g. tests' WorkerThread)"
+            )
+        return self.services.transaction(self)
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> _Reported:
+        """Report how far this attempt got (``await job.progress(3, 10, "pages")``; sync handlers
+        without ``await``): producers see the latest in ``client.get(id).progress``, ``GET
+        /jobs/{id}``, ``job.progress`` events and the dashboard. Never waits for the database:
+        reports are coalesced and written a few times a second. A bad figure (NaN, infinite,
+        negative, above 1e15, done above total) raises `ValidationError` naming it."""
+        from jobqueue.model.errors import ValidationError
+
+        if problem := progress_problem(done, total, message):
+            raise ValidationError(*problem)
+        if self.services is not None:  # None: the test mode (jobqueue.testing), where a report goes nowhere
+            self.services.progress(self, float(done), None if total is None else float(total), message)
+        return _REPORTED
 
     @property
     def is_last_attempt(self) -> bool:

@@ -16,6 +16,8 @@ from typing import Any
 MAX_NAME_LENGTH = 255
 #: The longest idempotency key.
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+#: Ordering keys: as long as idempotency keys (jobqueue.ordering_key_problem checks the same).
+MAX_ORDERING_KEY_LENGTH = 255
 #: The longest producer id (an API key's producer has the same bound).
 MAX_PRODUCER_ID_LENGTH = 200
 #: The largest payload, in bytes as stored (jsonb, ``pg_column_size``): the database refuses a

@@ -12,7 +12,7 @@ import secrets
 import uuid
 from datetime import timedelta
 
-from jobqueue.db.gateway import Call
+from jobqueue.db.gateway import ActionCall, Call
 from jobqueue.model.api_keys import ApiKey
 
 KEY_PREFIX_LENGTH = 11  # "jq_" + 8 characters: shown in listings to recognise a key
@@ -44,7 +44,7 @@ def create(
     name: str | None = None,
     expires_in: timedelta | None = None,
 ) -> Call[ApiKey | None]:
-    return Call(
+    return ActionCall(
         "api_key_create",
         {
             "key_hash": key_hash(key),
@@ -69,7 +69,7 @@ def list_all() -> Call[list[ApiKey]]:
 
 
 def revoke(key_id: uuid.UUID) -> Call[ApiKey | None]:
-    return Call("api_key_revoke", {"id": key_id}, _first_key)
+    return ActionCall("api_key_revoke", {"id": key_id}, _first_key)
 
 
 def secret(name: str) -> Call[bytes | None]:

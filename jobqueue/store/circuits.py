@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping, Sequence
 
-from jobqueue.db.gateway import Call, no_result, scalar_or_none
+from jobqueue.db.gateway import ActionCall, Call, no_result, scalar_or_none
 from jobqueue.model.circuits import Circuit, CircuitSpec
 
 #: How a probe ended, for `probe_finished`.
@@ -98,7 +98,7 @@ def probe_finished(name: str, job_id: uuid.UUID, outcome: str, *, now: datetime 
 
 def force(name: str, action: str) -> Call[str | None]:
     """``action`` 'open' or 'close'; the circuit's name, None if there is none of that name."""
-    return Call("circuit_force", {"name": name, "action": action}, scalar_or_none)
+    return ActionCall("circuit_force", {"name": name, "action": action}, scalar_or_none)
 
 
 def _decode_circuits(rows: list[tuple]) -> list[Circuit]:

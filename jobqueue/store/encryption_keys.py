@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from jobqueue.db.gateway import Call
+from jobqueue.db.gateway import ActionCall, Call
 
 
 def record(key_ids: Iterable[str]) -> Call[set[str]]:
     """Record ``key_ids`` (a ring's); every key id ever recorded, them included."""
-    return Call("encryption_key_record", {"key_ids": list(key_ids)}, lambda rows: {row[0] for row in rows})
+    return ActionCall("encryption_key_record", {"key_ids": list(key_ids)}, lambda rows: {row[0] for row in rows})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from jobqueue.db.gateway import Call, column, scalar
+from jobqueue.db.gateway import ActionCall, Call, column, scalar
 from jobqueue.model.jobs import (
     DeleteOutcome,
     JobPage,
@@ -75,7 +75,7 @@ def list_jobs(
 
 def delete_waiting(job_id: uuid.UUID) -> Call[tuple[DeleteOutcome, JobState | None]]:
     """Delete a job that has not started; (outcome, the job's state when it was found)."""
-    return Call(
+    return ActionCall(
         "job_delete_waiting",
         {"id": job_id},
         lambda rows: (DeleteOutcome(rows[0][0]), JobState(rows[0][1]) if rows[0][1] else None),
@@ -95,14 +95,14 @@ def running_by_worker(*, per_worker: int) -> Call[dict[str, tuple[int, list[Runn
 
 
 def retry_dead(job_id: uuid.UUID) -> Call[RetryOutcome]:
-    return Call("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
+    return ActionCall("job_retry_dead", {"id": job_id}, lambda rows: RetryOutcome(rows[0][0]))
 
 
 def retry_dead_batch(
     *, after: int, limit: int, queue: str | None, job_type: str | None
 ) -> Call[tuple[int, int, int | None]]:
     """(retried, scanned, last seq scanned) of one batch."""
-    return Call(
+    return ActionCall(
         "job_retry_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
@@ -113,7 +113,7 @@ def purge_dead_batch(
     *, after: int, limit: int, queue: str | None, job_type: str | None, before: datetime | None
 ) -> Call[tuple[int, int, int | None]]:
     """(purged, scanned, last seq scanned) of one batch."""
-    return Call(
+    return ActionCall(
         "job_purge_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
@@ -130,14 +130,16 @@ class CancelBatch:
     """What one `cancel_batch` did: waiting jobs cancelled, running jobs asked to stop, the cutoff
     it used (pass it to the next batch); ``ahead``: the walk of waiting jobs goes on from ``last``;
     ``skipped``: some it walked were locked (or had just changed) and are left for another pass;
-    ``more_running``: running jobs still to ask."""
+    ``more_left``: held-back (ordering key) or running jobs still to do; ``keyed``: it cancelled an
+    ordering key's head, whose next job may have turned pending behind the cursor."""
 
     cancelled: int
     requested: int
     cutoff: datetime
     ahead: bool
     skipped: bool
-    more_running: bool
+    more_left: bool
+    keyed: bool
     last: tuple[str, int, datetime, int] | None
 
 
@@ -145,21 +147,23 @@ def cancel_batch(
     *,
     limit: int,
     after: tuple[str, int, datetime, int],
+    first: bool,
     cutoff: datetime | None,
     state: str | None,
     queue: str | None,
     job_type: str | None,
     producer_id: str | None,
 ) -> Call[CancelBatch]:
-    """One batch of a bulk cancel (job_cancel_batch), its walk of waiting jobs from ``after``."""
+    """One batch of a bulk cancel (job_cancel_batch), its walk of waiting jobs from ``after``;
+    ``first``: the run's first batch, which records the run in the audit log."""
 
     def decode(rows: list[tuple]) -> CancelBatch:
-        cancelled, requested, used, ahead, skipped, more_running, *last, _notified = rows[0]
+        cancelled, requested, used, ahead, skipped, more_left, keyed, *last, _notified, _recorded = rows[0]
         return CancelBatch(
-            cancelled, requested, used, ahead, skipped, more_running, tuple(last) if last[0] is not None else None
+            cancelled, requested, used, ahead, skipped, more_left, keyed, tuple(last) if last[0] is not None else None
         )
 
-    return Call(
+    return ActionCall(
         "job_cancel_batch",
         {
             "limit": limit,
@@ -167,6 +171,7 @@ def cancel_batch(
             "after_priority": after[1],
             "after_run_at": after[2],
             "after_seq": after[3],
+            "first": first,
             "cutoff": cutoff,
             "state": state,
             "queue": queue,

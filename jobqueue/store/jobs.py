@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from jobqueue.db.gateway import Call, column, no_result, scalar_or_none
+from jobqueue.db.gateway import ActionCall, Call, column, no_result, scalar_or_none
 from jobqueue.model.jobs import (
     AttemptError,
     CancelOutcome,
     Job,
     JobInfo,
     JobOutcome,
+    JobProgress,
     JobState,
     Priority,
 )
@@ -39,6 +40,7 @@ def enqueue(
     expire_after: timedelta | None = None,
     idempotency_window: timedelta | None = None,
     idempotency_mismatch: str | None = None,
+    ordering_key: str | None = None,
 ) -> Call[uuid.UUID]:
     return Call(
         "job_enqueue",
@@ -58,6 +60,7 @@ def enqueue(
             "expire_after": expire_after,
             "idempotency_window": idempotency_window,
             "idempotency_mismatch": idempotency_mismatch,
+            "ordering_key": ordering_key,
         },
         scalar_or_none,
     )
@@ -371,6 +374,8 @@ _INFO_FIELDS = (
     "deadline_at",
     "dead_reason",
     "scheduled_for",
+    "ordering_key",
+    "progress",
 )
 
 
@@ -380,6 +385,7 @@ def _decode_info(rows: list[tuple]) -> JobInfo | None:
     values = dict(zip(_INFO_FIELDS, rows[0]))
     values["priority"] = Priority(values["priority"])
     values["state"] = JobState(values["state"])
+    values["progress"] = JobProgress.of(values["progress"])
     values["errors"] = [
         AttemptError(
             attempt=e["attempt"],
@@ -405,9 +411,43 @@ def outcomes(ids: list[uuid.UUID]) -> Call[dict[uuid.UUID, JobOutcome]]:
 
 def cancel(job_id: uuid.UUID, producer_id: str | None = None) -> Call[CancelOutcome]:
     """Cancel; with ``producer_id``, another producer's job is ``not_found``."""
-    return Call("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
+    return ActionCall("job_cancel", {"id": job_id, "producer_id": producer_id}, lambda rows: CancelOutcome(rows[0][0]))
 
 
 def cancel_requested_among(job_ids: Sequence[uuid.UUID]) -> Call[set[uuid.UUID]]:
     """Which of these running jobs the database says were asked to stop (a NOTIFY is only a hint)."""
     return Call("job_cancel_requested_among", {"ids": list(job_ids)}, lambda rows: {r[0] for r in rows})
+
+
+def transaction_begin(timeout: float) -> Call[None]:
+    """The first statement of a handler's transaction: bounded by ``timeout`` seconds (the rest of
+    the attempt's deadline)."""
+    return Call("job_transaction_begin", {"timeout_ms": f"{max(1, int(timeout * 1000))}ms"}, no_result)
+
+
+def complete_in_transaction(
+    *, worker_id: str, attempt: Attempt, result_json: str | None, duration_ms: float
+) -> Call[tuple[bool, bool]]:
+    """The attempt's completion inside its handler's transaction: (completed, cancel_requested)."""
+    job_id, number = attempt
+    return Call(
+        "job_complete_in_transaction",
+        {"worker_id": worker_id, "id": job_id, "attempt": number, "result": result_json, "duration_ms": duration_ms},
+        lambda rows: (rows[0][0], rows[0][1]),
+    )
+
+
+def record_progress(*, worker_id: str, reports: Sequence[tuple[Attempt, float, float | None, str | None]]) -> Call[int]:
+    """The latest progress of each attempt in ``reports``: (attempt, done, total, message). How many were written."""
+    return Call(
+        "job_progress_many",
+        {
+            "worker_id": worker_id,
+            "ids": [attempt[0] for attempt, *_ in reports],
+            "attempts": [attempt[1] for attempt, *_ in reports],
+            "done": [done for _, done, _, _ in reports],
+            "totals": [total for _, _, total, _ in reports],
+            "messages": [message for *_, message in reports],
+        },
+        lambda rows: rows[0][0],
+    )

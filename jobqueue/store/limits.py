@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Mapping, Sequence
 
-from jobqueue.db.gateway import Call, scalar, scalar_or_none
+from jobqueue.db.gateway import ActionCall, Call, scalar, scalar_or_none
 from jobqueue.model.limits import Allowance, Limit, LimitSpec
 from jobqueue.store.circuits import Overruled, decode_overruled
 
@@ -59,7 +59,7 @@ def sync(declared: Sequence[LimitSpec], undeclared: Sequence[tuple[str, str]], *
 def set_limit(spec: LimitSpec) -> Call[int | None]:
     """An operator's limit (the parts in ``spec.keep`` as stored); the number of running jobs it
     now counts that were not counted before, or None when it would limit nothing (not written)."""
-    return Call(
+    return ActionCall(
         "limit_set",
         {
             "scope": spec.scope,
@@ -76,7 +76,7 @@ def set_limit(spec: LimitSpec) -> Call[int | None]:
 
 def clear(scope: str, name: str) -> Call[str | None]:
     """The limit's name, None if there was none."""
-    return Call("limit_clear", {"scope": scope, "name": name}, scalar_or_none)
+    return ActionCall("limit_clear", {"scope": scope, "name": name}, scalar_or_none)
 
 
 def list_all(*, now: datetime | None = None) -> Call[list[Limit]]:

@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 from typing import Sequence
 
-from jobqueue.db.gateway import Call
+from jobqueue.db.gateway import ActionCall, Call
 from jobqueue.model.jobs import Priority
 from jobqueue.model.queues import KnownNames, PriorityStats, QueueSettings, QueueStats, Unserved
 from jobqueue.model.quotas import Gate, WaitingCounts
@@ -69,7 +69,7 @@ def paused_among(queues: Sequence[str]) -> Call[set[str]]:
 
 def set_paused(queue: str, paused: bool, *, force: bool = False) -> Call[QueueSettings | None]:
     """None: the queue is unknown (see queue_set_paused) and nothing was written."""
-    return Call(
+    return ActionCall(
         "queue_set_paused",
         {"queue": queue, "paused": paused, "force": force},
         lambda rows: QueueSettings(*rows[0]) if rows else None,
@@ -82,13 +82,15 @@ def known_names() -> Call[KnownNames]:
 
 
 def set_limits(queue: str, *, soft_limit: int | None, hard_limit: int | None) -> Call[QueueSettings]:
-    return Call("queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit}, _one_settings)
+    return ActionCall(
+        "queue_set_limits", {"queue": queue, "soft_limit": soft_limit, "hard_limit": hard_limit}, _one_settings
+    )
 
 
 def set_enqueue_defaults(
     queue: str, *, job_ttl: timedelta | None, idempotency_window: timedelta | None
 ) -> Call[QueueSettings]:
-    return Call(
+    return ActionCall(
         "queue_set_enqueue_defaults",
         {"queue": queue, "job_ttl": job_ttl, "idempotency_window": idempotency_window},
         _one_settings,
@@ -96,7 +98,7 @@ def set_enqueue_defaults(
 
 
 def set_shedding(queue: str, shed_low_retries: bool) -> Call[QueueSettings]:
-    return Call("queue_set_shedding", {"queue": queue, "shed_low_retries": shed_low_retries}, _one_settings)
+    return ActionCall("queue_set_shedding", {"queue": queue, "shed_low_retries": shed_low_retries}, _one_settings)
 
 
 def load(queues: Sequence[str], *, per_worker: int, stale_seconds: float) -> Call[dict[str, tuple[int, int]]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import NamedTuple
 
-from jobqueue.db.gateway import Call, no_result, scalar
+from jobqueue.db.gateway import ActionCall, Call, no_result, scalar
 
 #: What each group role is for (``jobqueue_<kind>``); docs/security.md "Roles" says what each may do.
 KINDS = ("producer", "worker", "admin", "api", "readonly")
@@ -20,12 +20,12 @@ class RoleMember(NamedTuple):
 
 
 def create_login(login: str, password: str | None) -> Call[bool]:
-    return Call("role_create_login", {"login": login, "password": password}, scalar)
+    return ActionCall("role_create_login", {"login": login, "password": password}, scalar)
 
 
 def set_timeouts(login: str, *, statement_timeout: float, idle_timeout: float) -> Call[None]:
     """``login``'s statement and idle-in-transaction timeouts in this database, seconds (0: none)."""
-    return Call(
+    return ActionCall(
         "role_set_timeouts",
         {
             "login": login,
@@ -37,11 +37,11 @@ def set_timeouts(login: str, *, statement_timeout: float, idle_timeout: float) -
 
 
 def grant(kind: str, login: str, producer: str | None = None) -> Call[str]:
-    return Call("role_grant", {"kind": kind, "login": login, "producer": producer}, scalar)
+    return ActionCall("role_grant", {"kind": kind, "login": login, "producer": producer}, scalar)
 
 
 def revoke(kind: str, login: str) -> Call[str]:
-    return Call("role_revoke", {"kind": kind, "login": login}, scalar)
+    return ActionCall("role_revoke", {"kind": kind, "login": login}, scalar)
 
 
 def _members(rows: list[tuple]) -> list[RoleMember]:

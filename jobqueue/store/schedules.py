@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from jobqueue.db.gateway import Call, any_row, column, scalar, scalar_or_none
+from jobqueue.db.gateway import ActionCall, Call, any_row, column, scalar, scalar_or_none
 from jobqueue.model.errors import Conflict, ScheduleNotFound
 from jobqueue.model.schedules import Schedule, ScheduleSpec
 
@@ -59,11 +59,11 @@ def insert(spec: ScheduleSpec, *, next_fire_at: datetime | None, source: str) ->
             raise Conflict(f"a schedule named {spec.name!r} exists already")
         return Schedule(*rows[0])
 
-    return Call("schedule_insert", _spec_params(spec, next_fire_at, source), decode)
+    return ActionCall("schedule_insert", _spec_params(spec, next_fire_at, source), decode)
 
 
 def put(spec: ScheduleSpec, *, next_fire_at: datetime | None, source: str) -> Call[Schedule]:
-    return Call("schedule_put", _spec_params(spec, next_fire_at, source), _one(spec.name))
+    return ActionCall("schedule_put", _spec_params(spec, next_fire_at, source), _one(spec.name))
 
 
 def sync(specs: Sequence[ScheduleSpec], *, now: datetime) -> Call[list[str]]:
@@ -98,7 +98,7 @@ def get(name: str) -> Call[Schedule]:
 
 
 def set_enabled(name: str, enabled: bool) -> Call[Schedule]:
-    return Call("schedule_set_enabled", {"name": name, "enabled": enabled}, _one(name))
+    return ActionCall("schedule_set_enabled", {"name": name, "enabled": enabled}, _one(name))
 
 
 def delete(name: str) -> Call[None]:
@@ -106,7 +106,7 @@ def delete(name: str) -> Call[None]:
         if not rows:
             raise ScheduleNotFound(name)
 
-    return Call("schedule_delete", {"name": name}, decode)
+    return ActionCall("schedule_delete", {"name": name}, decode)
 
 
 def run_now(name: str) -> Call[uuid.UUID]:
@@ -115,7 +115,7 @@ def run_now(name: str) -> Call[uuid.UUID]:
             raise ScheduleNotFound(name)
         return rows[0][0]
 
-    return Call("schedule_run_now", {"name": name}, decode)
+    return ActionCall("schedule_run_now", {"name": name}, decode)
 
 
 def due(*, now: datetime | None, limit: int) -> Call[list[DueSchedule]]:

@@ -258,12 +258,15 @@ class AckBuffer:
 
     async def _write(self, batch: list[Outcome], lock_wait: float | None = None) -> Written:
         """``lock_wait``: seconds each statement may wait for a lock (None: the session's lock timeout)."""
-        done = [o for o in batch if o.kind == COMPLETED]
+        done = [o for o in batch if o.kind == COMPLETED and not o.written]
         snoozed = [o for o in batch if o.kind == SNOOZED]
         failed = [o for o in batch if o.kind not in (COMPLETED, SNOOZED)]
-        accepted: set[uuid.UUID] = set()
+        # Committed with the handler's own transaction (jobqueue.worker.transactions): nothing to write.
+        accepted: set[uuid.UUID] = {o.job.id for o in batch if o.written}
         busy: set[uuid.UUID] = set()
         kinds = sum(1 for part in (done, snoozed, failed) if part)
+        if not kinds:
+            return accepted, busy
         async with db.connection(self._pool) as conn, _together(conn, kinds > 1 or lock_wait is not None):
             if lock_wait is not None:
                 await db.run(conn, job_store.ack_lock_wait(lock_wait))

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import traceback
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ from jobqueue.model.retry import Backoff
 from jobqueue.runtime.middleware import Entered, Middleware
 from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.threads import HandlerThreads
+
+log = logging.getLogger("jobqueue.worker")
 
 COMPLETED, RETRY, DEAD, CANCELLED = "completed", "retry", "dead", "cancelled"
 SNOOZED = "snoozed"  # CircuitOpen: back to pending, the attempt not counted
@@ -76,6 +79,7 @@ class Outcome:
     message: str = ""
     traceback: str | None = None
     counts_failure: bool = False  # a failure the task's circuit breaker counts (its trip_on lists it)
+    written: bool = False  # in the database already: the handler's transaction committed it
 
     @property
     def size(self) -> int:
@@ -121,7 +125,9 @@ async def execute(
 ) -> Outcome:
     """Runs the attempt in the current task, which the caller has put under ``deadlines``;
     ``keys`` decrypt the payload's encrypted fields (and encrypt the result when the task asks);
-    ``middleware`` (the app's) wraps it. (`run_attempt` with one coroutine less: the hot path.)"""
+    ``middleware`` (the app's) wraps it. (`run_attempt` with one coroutine less: the hot path.) A
+    transaction the handler opened (`Job.transaction`) is settled as the handler ends, committed
+    with the completion or rolled back (`_handle`, jobqueue.worker.transactions)."""
     started = time.perf_counter()
     ran = _not_started(job, task, started)
     if ran is None:
@@ -214,8 +220,20 @@ async def _handle(
         else:
             result = await _in_thread(threads, task, job)
     except BaseException as exc:
-        return _failed(exc, job, task, started, deadlines)
+        if job.open_transaction is None:
+            return _failed(exc, job, task, started, deadlines)
+        try:
+            ran = _failed(exc, job, task, started, deadlines)
+        except BaseException:  # released (the worker stops): nothing of the attempt commits
+            await asyncio.shield(job.open_transaction.abandon())
+            raise
+        await job.open_transaction.abandon()  # a failed attempt's writes roll back
+        return ran
     outcome = _completed(job, result, started, max_result_bytes, keys if task.encrypt_result else None)
+    if job.open_transaction is not None:  # the handler's writes commit with this completion, or not at all
+        outcome = await job.open_transaction.settle(outcome)
+        if outcome.kind != COMPLETED and job.open_transaction.error is not None:
+            return Ran(outcome, error=job.open_transaction.error)
     if outcome.kind == COMPLETED:
         return Ran(outcome, result=result)
     return Ran(outcome, error=PermanentError(outcome.message))  # a result that cannot be stored
@@ -255,6 +273,11 @@ async def _wrapped(
             try:
                 await hook.exit(generator, ran.view(hide_result=task.encrypt_result))
             except BaseException as exc:
+                if ran.outcome.written:  # committed with the handler's transaction: that stands
+                    log.warning(
+                        "job %s: middleware %s failed after its transaction committed: %s", job.id, hook.name, exc
+                    )
+                    continue
                 ran = _hook_failed(hook, exc, job, task, started, deadlines)
     except BaseException:  # the worker is stopping: the attempt is released, nothing to show
         job.payload = sealed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable
 
 from jobqueue.app import JobQueue, TaskDef
@@ -24,12 +25,31 @@ from jobqueue.worker.deadlines import DeadlineWatch
 from jobqueue.worker.executor import RETRY, Outcome, attempt_timeout, execute, overdue_outcome
 from jobqueue.worker.idle_wait import IdleWait
 from jobqueue.worker.ports import OutcomeSink
+from jobqueue.worker.progress import ProgressReports
 from jobqueue.worker.spans import traced
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.status import WorkerStatus
 from jobqueue.worker.threads import HandlerThreads
+from jobqueue.worker.transactions import HandlerTransactions
 
 log = logging.getLogger("jobqueue.worker")
+
+
+class LentToHandlers:
+    """What the worker lends each handler through its `Job` (`jobqueue.model.jobs.AttemptServices`):
+    its transactions and its progress reports."""
+
+    __slots__ = ("transactions", "reports")
+
+    def __init__(self, transactions: HandlerTransactions, reports: ProgressReports) -> None:
+        self.transactions = transactions
+        self.reports = reports
+
+    def transaction(self, job: Job):
+        return self.transactions.begin(job, job.deadline)
+
+    def progress(self, job: Job, done: float, total: float | None, message: str | None) -> None:
+        self.reports.report(job.key, done, total, message)
 
 
 class JobSlots:
@@ -51,11 +71,13 @@ class JobSlots:
         keys: KeyRing | None,
         tracing: Tracing | None,
         on_starving: Callable[[], None],
+        lent: LentToHandlers,
     ) -> None:
         """``deadline_grace``: what a lease may outlive its deadline; half of it is what an async
         handler that swallowed its cancellation gets before its attempt fails as a timeout here,
         before the sweeper's would be written. ``on_starving``: stuck handlers hold the bound of
-        threads (the worker restarts its process), called once."""
+        threads (the worker restarts its process), called once. ``lent``: the handlers' transactions
+        and progress reports."""
         self.app = app
         self.attempts = attempts
         self.status = status
@@ -68,6 +90,7 @@ class JobSlots:
         self.keys = keys
         self.tracing = tracing
         self.on_starving = on_starving
+        self.lent = lent
         self.deadline_watch = DeadlineWatch(grace=deadline_grace / 2, on_overdue=self._overdue)
         self.released: set[Attempt] = set()  # given back at shutdown: nothing to ack
         self.abandoned: set[Attempt] = set()  # failed as overdue while their handler runs on
@@ -84,8 +107,12 @@ class JobSlots:
 
     def start(self, job: Job) -> None:
         handler = self.app.tasks.get(job.job_type)  # None never, as claims take only the app's types
+        timeout = attempt_timeout(job, handler)
+        job.services = self.lent
+        if timeout is not None:
+            job.deadline = time.monotonic() + timeout
         task = asyncio.create_task(self._run(job, handler))
-        self.deadline_watch.watch(task, attempt_timeout(job, handler))
+        self.deadline_watch.watch(task, timeout)
         self.attempts.running[job.key] = (job, task)
 
     async def _run(self, job: Job, task: TaskDef | None) -> None:

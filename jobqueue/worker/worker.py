@@ -87,11 +87,13 @@ from jobqueue.worker.metrics_server import MetricsServer
 from jobqueue.worker.notifications import WorkerNotifications
 from jobqueue.worker.paused import PausedQueues
 from jobqueue.worker.ports import JobSource, OutcomeSink
+from jobqueue.worker.progress import ProgressReports
 from jobqueue.worker.slot_scaler import SlotScaler
-from jobqueue.worker.slots import JobSlots
+from jobqueue.worker.slots import JobSlots, LentToHandlers
 from jobqueue.worker.stats import WorkerStats
 from jobqueue.worker.status import WorkerStatus
 from jobqueue.worker.threads import HandlerThreads
+from jobqueue.worker.transactions import HandlerTransactions
 
 ACK_DRAIN_SECONDS = 5.0
 
@@ -230,6 +232,10 @@ class Worker:
             keys=keys,
             tracing=tracing.from_env(service_name="jobqueue-worker"),
             on_starving=self.request_restart,
+            lent=LentToHandlers(
+                HandlerTransactions(database, self.worker_id, size=self.concurrency),
+                ProgressReports(self.pool, self.worker_id),
+            ),
         )
         self.started = asyncio.Event()
         self.notifications = WorkerNotifications(
@@ -298,6 +304,7 @@ class Worker:
             (self.limits.run(), "limits"),
             (self.paused.run(), "paused"),
             (self._reconcile_late_claims(), "reconcile"),
+            (self.slots.lent.reports.run(), "progress"),
         ]
         if self.scaler is not None:
             jobs.append((self.scaler.run(), "autoscale"))
@@ -330,6 +337,7 @@ class Worker:
                 task.cancel()
             self.notifications.close()
             await asyncio.gather(*background, return_exceptions=True)
+            await self.slots.lent.transactions.close()
             await self.pool.close()
 
     async def _wait_for_listen(self) -> None:

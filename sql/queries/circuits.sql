@@ -151,16 +151,25 @@ RETURNING c.state;
 
 -- name: circuit_force
 -- An operator's command: 'open' holds the circuit open (no probe) until one closes it; 'close'
--- closes it and clears its count and the hold, so it trips again on new failures.
-UPDATE jobqueue.circuits AS c
-SET state = CASE WHEN %(action)s = 'open' THEN 'open' ELSE 'closed' END,
-    forced_by_admin = %(action)s = 'open',
-    opened_at = CASE WHEN %(action)s = 'open' THEN now() END,
-    failures = CASE WHEN %(action)s = 'open' THEN c.failures ELSE 0 END,
-    window_started_at = CASE WHEN %(action)s = 'open' THEN c.window_started_at END,
-    probe_job_id = NULL, updated_at = now()
-WHERE c.name = %(name)s AND %(action)s IN ('open', 'close')
-RETURNING c.name;
+-- closes it and clears its count and the hold, so it trips again on new failures. Recorded in the
+-- audit log (circuit.open, circuit.close) with the state it was in.
+WITH prior AS (
+    SELECT c.name, c.state, c.failures FROM jobqueue.circuits c WHERE c.name = %(name)s
+), forced AS (
+    UPDATE jobqueue.circuits AS c
+    SET state = CASE WHEN %(action)s = 'open' THEN 'open' ELSE 'closed' END,
+        forced_by_admin = %(action)s = 'open',
+        opened_at = CASE WHEN %(action)s = 'open' THEN now() END,
+        failures = CASE WHEN %(action)s = 'open' THEN c.failures ELSE 0 END,
+        window_started_at = CASE WHEN %(action)s = 'open' THEN c.window_started_at END,
+        probe_job_id = NULL, updated_at = now()
+    WHERE c.name = %(name)s AND %(action)s IN ('open', 'close')
+    RETURNING c.name
+)
+SELECT f.name
+FROM forced f LEFT JOIN prior b ON b.name = f.name
+CROSS JOIN LATERAL jobqueue.audit('circuit.' || %(action)s, f.name, jsonb_build_object(
+    'was', b.state, 'failures', b.failures)) AS recorded;
 
 -- name: circuit_list
 -- Every circuit with its settings, state and job types (`GET /circuits`, the CLI, /metrics).

@@ -1,23 +1,31 @@
 -- Operator queries on jobqueue.jobs (jobqueue.store.job_admin): listing, deleting a job that never
 -- ran, what each worker runs, dead-letter retry and purge, bulk cancel, key rotation's scan and write.
+-- Those that act record what they did in the audit log (jobqueue.audit(), migration 0032), in their
+-- statement.
 
 -- name: job_delete_waiting
--- Admin delete of one job that has not started: pending (due or scheduled) with no attempt yet.
+-- Admin delete of one job that has not started: pending (due or scheduled) or waiting for its
+-- ordering key, with no attempt yet (a pending head's delete releases its key's next job).
 -- It goes as if it had never been submitted, with the idempotency key it holds (a repeat makes a
 -- new job). A job that ran an attempt, runs now or finished is kept with its history (outcome
 -- started, with its state). FOR UPDATE first: a worker's claim (SKIP LOCKED) passes over the row
--- while it is decided, and a job claimed just before is seen as processing.
+-- while it is decided, and a job claimed just before is seen as processing. A delete is recorded
+-- in the audit log (job.delete).
 WITH target AS (
     SELECT j.id, j.state, j.attempts FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), gone AS (
     DELETE FROM jobqueue.jobs j USING target t
-    WHERE j.id = t.id AND t.state = 'pending' AND t.attempts = 0
-    RETURNING j.id, j.producer_id, j.idempotency_key
+    WHERE j.id = t.id AND t.state IN ('pending', 'waiting') AND t.attempts = 0
+    RETURNING j.id, j.producer_id, j.idempotency_key, j.queue, j.job_type
 ), keys AS (
     DELETE FROM jobqueue.idempotency_keys k USING gone g
     WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
+), recorded AS (
+    SELECT jobqueue.audit('job.delete', g.id::text, jsonb_build_object(
+               'queue', g.queue, 'job_type', g.job_type, 'producer_id', g.producer_id)) AS entry
+    FROM gone g
 )
-SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 'deleted'
+SELECT CASE WHEN (SELECT count(*) FROM recorded) > 0 THEN 'deleted'
             WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
             ELSE 'started' END AS outcome,
        (SELECT state FROM target) AS state;
@@ -110,7 +118,8 @@ ORDER BY r.locked_by, r.n;
 -- is removed so the next completion can store its result, the attempt errors are kept. A job
 -- whose idempotency key another job of its producer now holds (submitted after this one's window
 -- closed, its own window still open) stays dead (outcome idempotency_key_taken). A retry does not
--- renew the job's own window: it counts from the submission.
+-- renew the job's own window: it counts from the submission. A retry is recorded in the audit
+-- log (dlq.retry).
 WITH target AS (
     SELECT j.id, j.state, j.idempotency_key, j.producer_id FROM jobqueue.jobs j WHERE j.id = %(id)s FOR UPDATE
 ), retried AS (
@@ -122,11 +131,14 @@ WITH target AS (
       AND NOT EXISTS (SELECT 1 FROM jobqueue.idempotency_keys k
                       WHERE k.producer = coalesce(t.producer_id, '') AND k.key = t.idempotency_key
                         AND k.job_id <> t.id AND k.expires_at > now())
-    RETURNING j.id, j.queue
+    RETURNING j.id, j.queue, j.job_type, j.producer_id
 ), cleared AS (
     DELETE FROM jobqueue.job_results r USING retried x WHERE r.job_id = x.id
 ), woken AS (
-    SELECT pg_notify('jobqueue_jobs', queue) FROM retried
+    SELECT pg_notify('jobqueue_jobs', r.queue),
+           jobqueue.audit('dlq.retry', r.id::text, jsonb_build_object(
+               'queue', r.queue, 'job_type', r.job_type, 'producer_id', r.producer_id)) AS entry
+    FROM retried r
 )
 SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
             WHEN NOT EXISTS (SELECT 1 FROM target) THEN 'not_found'
@@ -136,8 +148,18 @@ SELECT CASE WHEN (SELECT count(*) FROM woken) > 0 THEN 'retried'
 -- name: job_retry_dead_batch
 -- Bulk retry, one batch: the next %(limit)s dead jobs after seq %(after)s matching the filters,
 -- as job_retry_dead does one. Jobs whose idempotency key another job holds stay dead; the caller
--- pages on with the returned last seq.
-WITH batch AS (
+-- pages on with the returned last seq. The first batch (after 0) records the whole retry in the
+-- audit log (dlq.retry_all, with the filters and how many dead jobs matched them as it began), in
+-- its own transaction: no batch changes a job before that entry is committed.
+WITH recorded AS (
+    SELECT jobqueue.audit('dlq.retry_all', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text,
+               'matching', (SELECT count(*) FROM jobqueue.jobs j
+                            WHERE j.state = 'dead_letter'
+                              AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+                              AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)))) AS entry
+    WHERE %(after)s::bigint = 0
+), batch AS (
     SELECT j.id, j.seq, j.idempotency_key, j.producer_id FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
@@ -163,13 +185,24 @@ WITH batch AS (
     SELECT pg_notify('jobqueue_jobs', q.queue) FROM (SELECT DISTINCT queue FROM retried) AS q
 )
 SELECT (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM batch) AS scanned,
-       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM woken) AS notified;
+       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM woken) AS notified,
+       (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_purge_dead_batch
 -- Purge, one batch: deletes the next %(limit)s dead jobs after seq %(after)s matching the
 -- filters (died before %(before)s when given), with their results, attempt errors and the
--- idempotency keys they hold (a purged job's key is free: a repeat makes a new job).
-WITH batch AS (
+-- idempotency keys they hold (a purged job's key is free: a repeat makes a new job). The first
+-- batch records the purge in the audit log (dlq.purge), as job_retry_dead_batch does its retry.
+WITH recorded AS (
+    SELECT jobqueue.audit('dlq.purge', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text, 'before', %(before)s::timestamptz,
+               'matching', (SELECT count(*) FROM jobqueue.jobs j
+                            WHERE j.state = 'dead_letter'
+                              AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+                              AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+                              AND (%(before)s::timestamptz IS NULL OR j.finished_at < %(before)s::timestamptz)))) AS entry
+    WHERE %(after)s::bigint = 0
+), batch AS (
     SELECT j.id, j.seq FROM jobqueue.jobs j
     WHERE j.state = 'dead_letter' AND j.seq > %(after)s::bigint
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
@@ -189,26 +222,38 @@ WITH batch AS (
     WHERE k.producer = coalesce(g.producer_id, '') AND k.key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
-       (SELECT max(seq) FROM batch) AS last_seq;
+       (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_cancel_batch
 -- Bulk cancel, one batch. Waiting jobs (pending, scheduled, or failed and waiting for a retry)
 -- matching the filters are walked in jobs_claim_idx order from the key after_queue, … (the last
 -- batch's last key; '', -1, -infinity, -1 at the start), %(limit)s at a time, and become
--- cancelled; at most %(limit)s running ones get a cancel request (as jobqueue.cancel does one: the
--- flag, and a jobqueue_cancel NOTIFY for the worker) — they leave that set once asked, so it
--- needs no cursor (a walk of jobs_lease_idx: only held jobs are in it). Only jobs created before
+-- cancelled; so do at most %(limit)s jobs held back behind their ordering key (state waiting:
+-- only keyed jobs are, walked through jobs_ordering_idx), and at most %(limit)s running ones get a
+-- cancel request (as jobqueue.cancel does one: the flag, and a jobqueue_cancel NOTIFY for the
+-- worker). Held-back and running jobs leave their set once done, so they need no cursor (running
+-- ones are walked through jobs_lease_idx: only held jobs are in it). Only jobs created before
 -- %(cutoff)s, capped at now: jobs enqueued while the cancel runs are not chased.
--- Each statement locks at most 2 x %(limit)s rows, SKIP LOCKED: a job a claim, an ack or an
+-- Each statement locks at most 3 x %(limit)s rows, SKIP LOCKED: a job a claim, an ack or an
 -- operator's transaction holds this instant is skipped, never waited for (so this never deadlocks
 -- with them), and reported (skipped), for the caller's next pass. Bounded by the live jobs, never
 -- by the table: each scan walks a partial index in its own order, from a cursor, so no plan reads
 -- finished jobs (a first version, without, ended on a sequential scan: 0.7 s on 1.1M rows), and
 -- no batch walks again the index entries earlier batches left behind.
--- Returns: cancelled, requested, cutoff, ahead (the walk has more), skipped, more_running, and the
--- last key walked.
-WITH candidates AS (
-    SELECT j.id, j.queue, j.priority, j.run_at, j.seq FROM jobqueue.jobs j
+-- A head of an ordering key cancelled here releases its key's next job (the 0035 trigger, at the
+-- end of the statement: after the held-back jobs this batch cancels): "keyed" tells the caller
+-- that a job it matched may have turned pending behind its cursor, for another pass.
+-- The first batch (%(first)s) records the whole cancel in the audit log (job.cancel_all, with its
+-- filters; not how many matched: counting them would read every live job in one statement).
+-- Returns: cancelled, requested, cutoff, ahead (the walk has more), skipped, more_left (held-back
+-- or running jobs still to do), keyed, and the last key walked.
+WITH recorded AS (
+    SELECT jobqueue.audit('job.cancel_all', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text, 'state', %(state)s::text,
+               'before', %(cutoff)s::timestamptz, 'producer_id', %(producer_id)s::text)) AS entry
+    WHERE %(first)s::boolean
+), candidates AS (
+    SELECT j.id, j.queue, j.priority, j.run_at, j.seq, j.ordering_key FROM jobqueue.jobs j
     WHERE j.state IN ('pending', 'failed')
       AND (j.queue, j.priority, j.run_at, j.seq)
           > (%(after_queue)s::text, %(after_priority)s::smallint, %(after_run_at)s::timestamptz, %(after_seq)s::bigint)
@@ -224,6 +269,16 @@ WITH candidates AS (
     WHERE j.id IN (SELECT c.id FROM candidates c) AND j.state IN ('pending', 'failed')
       AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
     FOR UPDATE OF j SKIP LOCKED
+), held AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.ordering_key IS NOT NULL AND j.state = 'waiting'
+      AND coalesce(%(state)s::text, 'waiting') = 'waiting'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
 ), running AS (
     SELECT j.id FROM jobqueue.jobs j
     WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
@@ -237,7 +292,7 @@ WITH candidates AS (
     FOR UPDATE SKIP LOCKED
 ), cancelled AS (
     UPDATE jobqueue.jobs j SET state = 'cancelled', finished_at = now(), updated_at = now()
-    FROM waiting w WHERE j.id = w.id
+    FROM (SELECT id FROM waiting UNION ALL SELECT id FROM held) w WHERE j.id = w.id
     RETURNING j.id
 ), requested AS (
     UPDATE jobqueue.jobs j SET cancel_requested = true, updated_at = now()
@@ -245,7 +300,7 @@ WITH candidates AS (
     RETURNING j.id
 ), told AS (
     SELECT pg_notify('jobqueue_cancel', r.id::text) FROM requested r
-), running_left AS (
+), left_over AS (
     SELECT 1 FROM jobqueue.jobs j
     WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
       AND coalesce(%(state)s::text, 'processing') = 'processing'
@@ -254,7 +309,15 @@ WITH candidates AS (
       AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
       AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
       AND j.id NOT IN (SELECT id FROM running)
-    ORDER BY j.locked_until
+    UNION ALL
+    SELECT 1 FROM jobqueue.jobs j
+    WHERE j.ordering_key IS NOT NULL AND j.state = 'waiting'
+      AND coalesce(%(state)s::text, 'waiting') = 'waiting'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+      AND j.id NOT IN (SELECT id FROM held)
     LIMIT 1
 ), last AS (
     SELECT c.queue, c.priority, c.run_at, c.seq FROM candidates c
@@ -265,9 +328,10 @@ SELECT (SELECT count(*) FROM cancelled) AS cancelled, (SELECT count(*) FROM requ
        least(coalesce(%(cutoff)s::timestamptz, now()), now()) AS cutoff,
        (SELECT count(*) FROM candidates) = %(limit)s AS ahead,
        (SELECT count(*) FROM waiting) < (SELECT count(*) FROM candidates) AS skipped,
-       EXISTS (SELECT FROM running_left) AS more_running,
+       EXISTS (SELECT FROM left_over) AS more_left,
+       EXISTS (SELECT FROM candidates c WHERE c.ordering_key IS NOT NULL AND c.id IN (SELECT id FROM waiting)) AS keyed,
        (SELECT queue FROM last), (SELECT priority FROM last), (SELECT run_at FROM last), (SELECT seq FROM last),
-       (SELECT count(*) FROM told) AS notified;
+       (SELECT count(*) FROM told) AS notified, (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them

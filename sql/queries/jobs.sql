@@ -9,7 +9,7 @@ SELECT jobqueue.enqueue(
     producer_id => %(producer_id)s, traceparent => %(traceparent)s, timeout => %(timeout)s::interval,
     expires_at => %(expires_at)s::timestamptz, expire_after => %(expire_after)s::interval,
     idempotency_window => %(idempotency_window)s::interval,
-    idempotency_mismatch => %(idempotency_mismatch)s::text) AS id;
+    idempotency_mismatch => %(idempotency_mismatch)s::text, ordering_key => %(ordering_key)s::text) AS id;
 
 -- name: job_enqueue_many
 SELECT id, created FROM jobqueue.enqueue_many(%(jobs)s::jsonb);
@@ -684,7 +684,7 @@ SELECT j.id, j.queue, j.job_type, j.priority, j.state, j.attempts, j.max_attempt
                    'traceback', e.traceback, 'worker_id', e.worker_id, 'failed_at', e.failed_at)
                ORDER BY e.attempt), '[]'::jsonb)
         FROM jobqueue.job_errors e WHERE e.job_id = j.id) AS errors,
-       j.timeout, j.expires_at, j.deadline_at, j.dead_reason, j.scheduled_for
+       j.timeout, j.expires_at, j.deadline_at, j.dead_reason, j.scheduled_for, j.ordering_key, j.progress
 FROM jobqueue.jobs j
 LEFT JOIN jobqueue.job_results r ON r.job_id = j.id
 WHERE j.id = %(id)s AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text);
@@ -710,3 +710,70 @@ SELECT coalesce((SELECT jobqueue.cancel(j.id) FROM jobqueue.jobs j
 -- cancel requested. Anyone may send that notification, so the flag is taken from the row only.
 SELECT j.id FROM jobqueue.jobs j
 WHERE j.id = ANY(%(ids)s::uuid[]) AND j.cancel_requested AND j.state = 'processing';
+
+-- name: job_transaction_begin
+-- The first statement of a handler's transaction (job.transaction(), jobqueue.worker.transactions):
+-- its statements and its idle time are bounded by what is left of the attempt's deadline
+-- (%(timeout_ms)s), settings local to the transaction (behind PgBouncer too).
+SELECT set_config('statement_timeout', %(timeout_ms)s, true),
+       set_config('idle_in_transaction_session_timeout', %(timeout_ms)s, true);
+
+-- name: job_complete_in_transaction
+-- The completion of an attempt whose handler wrote in job.transaction(): run in that transaction
+-- just before its commit, so the handler's writes, the job's completion and its result commit
+-- together or not at all. Guarded as job_complete_many (the attempt this worker holds, or one the
+-- sweeper put back that nobody took since), and also refused once a cancel was requested or, for
+-- a running attempt, past its deadline (clock_timestamp(): now() is the transaction's start). It
+-- waits for the job's row lock, as a commit has nothing else to do. completed false: the caller
+-- rolls back; cancel_requested says why when it is the reason.
+WITH done AS (
+    UPDATE jobqueue.jobs AS j
+    SET state = 'completed', finished_at = clock_timestamp(), updated_at = clock_timestamp(),
+        locked_by = %(worker_id)s, locked_until = NULL, deadline_at = NULL, duration_ms = %(duration_ms)s
+    WHERE j.id = %(id)s AND j.attempts = %(attempt)s AND NOT j.cancel_requested
+      AND ((j.state = 'processing' AND j.locked_by = %(worker_id)s AND j.deadline_at > clock_timestamp())
+           OR (j.state = 'pending' AND j.locked_by IS NULL))
+    RETURNING j.id
+), stored AS (
+    INSERT INTO jobqueue.job_results (job_id, outcome, result, duration_ms, worker_id)
+    SELECT d.id, 'completed', %(result)s::jsonb, %(duration_ms)s, %(worker_id)s FROM done d
+    WHERE %(result)s::text IS NOT NULL
+    ON CONFLICT (job_id) DO NOTHING
+)
+SELECT EXISTS (SELECT FROM done) AS completed,
+       coalesce((SELECT j.cancel_requested FROM jobqueue.jobs j WHERE j.id = %(id)s), false) AS cancel_requested;
+
+-- name: job_progress_many
+-- The latest progress of each running attempt (id, attempt) that reported some, coalesced by the
+-- worker (jobqueue.worker.progress: a few writes per second at most), on the job's row for the
+-- attempt this worker holds — or has just finished (completed, dead-lettered or cancelled: it
+-- keeps who finished it), so a short job's last report is not lost to its ack — with the server's
+-- time, and a job.progress event while an event stream is open. The figures are checked again (a forged call writes no NaN, infinity, negative
+-- or huge number, nor a long message: such a report is dropped). A row another transaction holds
+-- locked is passed over (SKIP LOCKED: an ack or a cancel never waits for a report), and the next
+-- report writes it. updated_at is left alone: progress is not a change of state.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::integer[], %(done)s::float8[], %(totals)s::float8[],
+                         %(messages)s::text[]) AS p(id, attempt, done, total, message)
+    WHERE p.done >= 0 AND p.done <= 1e15
+      AND (p.total IS NULL OR (p.total > 0 AND p.total <= 1e15 AND p.done <= p.total))
+      AND (p.message IS NULL OR length(p.message) <= 1000)
+), mine AS (
+    SELECT j.id
+    FROM input p JOIN jobqueue.jobs j ON j.id = p.id
+    WHERE j.id = ANY(%(ids)s::uuid[]) AND j.attempts = p.attempt
+      AND j.state IN ('processing', 'completed', 'dead_letter', 'cancelled') AND j.locked_by = %(worker_id)s
+    FOR NO KEY UPDATE OF j SKIP LOCKED
+), written AS (
+    UPDATE jobqueue.jobs AS j
+    SET progress = jsonb_build_object('done', p.done, 'total', p.total, 'message', p.message, 'at', now(),
+                                      'attempt', p.attempt)
+    FROM input p
+    WHERE j.id = ANY(ARRAY(SELECT id FROM mine)) AND j.id = p.id
+    RETURNING j.id, j.queue, j.producer_id
+)
+SELECT (SELECT count(*) FROM written) AS written,
+       (SELECT count(*) FROM (SELECT jobqueue.emit_job_events(array_agg('job.progress'::text), array_agg(w.queue),
+                                                              array_agg(w.producer_id), array_agg(w.id))
+                              FROM written w
+                              HAVING count(*) > 0 AND jobqueue.job_events_wanted()) AS e) AS announced;

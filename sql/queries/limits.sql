@@ -73,7 +73,9 @@ SELECT 'limit' AS what, o.scope || ' ' || o.name, o.declared_by FROM overruled o
 -- its scope already running are marked limited, so they count against it from now on. A part
 -- whose %(keep_concurrency)s / %(keep_rate)s is true stays as the stored limit (the code's or an
 -- operator's) has it: setting a concurrency keeps the rate. Nothing is written (set 0) when the
--- result would limit nothing (the only part there was removed: that is a clear).
+-- result would limit nothing (the only part there was removed: that is a clear). Setting and
+-- clearing a limit are recorded in the audit log (limit.set, limit.clear; target scope:name), a
+-- set with the limit it leaves (the kept part too).
 WITH stored AS (
     SELECT l.concurrency, l.rate, l.period_seconds FROM jobqueue.job_limits l
     WHERE l.scope = %(scope)s AND l.name = %(name)s
@@ -90,19 +92,30 @@ WITH stored AS (
     ON CONFLICT (scope, name) DO UPDATE
     SET concurrency = excluded.concurrency, rate = excluded.rate, period_seconds = excluded.period_seconds,
         set_by = 'admin', updated_at = now()
-    RETURNING l.scope, l.name
+    RETURNING l.scope, l.name, l.concurrency, l.rate, l.period_seconds
 ), marked AS (
     UPDATE jobqueue.jobs j SET limited = true
     WHERE j.state = 'processing' AND NOT j.limited AND j.locked_until IS NOT NULL
       AND CASE %(scope)s WHEN 'job_type' THEN j.job_type ELSE j.queue END = %(name)s
       AND EXISTS (SELECT FROM upserted)
     RETURNING j.id
+), recorded AS (
+    SELECT jobqueue.audit('limit.set', u.scope || ':' || u.name, jsonb_build_object(
+               'concurrency', u.concurrency, 'rate', u.rate, 'period_seconds', u.period_seconds)) AS entry
+    FROM upserted u
 )
-SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked;
+SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked,
+       (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: limit_clear
 -- Remove a limit, whoever set it (a code limit comes back at the next worker start that declares it).
-DELETE FROM jobqueue.job_limits WHERE scope = %(scope)s AND name = %(name)s RETURNING name;
+WITH gone AS (
+    DELETE FROM jobqueue.job_limits WHERE scope = %(scope)s AND name = %(name)s
+    RETURNING scope, name, set_by, concurrency, rate, period_seconds
+)
+SELECT g.name
+FROM gone g CROSS JOIN LATERAL jobqueue.audit('limit.clear', g.scope || ':' || g.name, jsonb_build_object(
+    'set_by', g.set_by, 'concurrency', g.concurrency, 'rate', g.rate, 'period_seconds', g.period_seconds)) AS recorded;
 
 -- name: limit_list
 -- Every limit with what it holds now: running (processing jobs claimed under it) and the starts of

@@ -76,17 +76,26 @@ SELECT queue FROM jobqueue.queue_settings WHERE paused AND queue = ANY(%(queues)
 -- row), one a worker ever served (served_names), or one holding jobs (waiting ones through
 -- jobs_claim_idx, finished ones through jobs_finished_idx; a running job's queue has been served).
 -- An unknown name (a misspelling, mostly) writes nothing and returns no row, unless %(force)s:
--- pausing a queue before its first worker starts is deliberate.
-INSERT INTO jobqueue.queue_settings AS s (queue, paused)
-SELECT %(queue)s::text, %(paused)s::boolean
-WHERE %(force)s::boolean OR %(queue)s::text = 'default'
-   OR EXISTS (SELECT FROM jobqueue.queue_settings k WHERE k.queue = %(queue)s::text)
-   OR EXISTS (SELECT FROM jobqueue.served_names n WHERE n.kind = 'queue' AND n.name = %(queue)s::text)
-   OR EXISTS (SELECT FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') AND j.queue = %(queue)s::text)
-   OR EXISTS (SELECT FROM jobqueue.jobs j
-              WHERE j.state IN ('completed', 'cancelled', 'dead_letter') AND j.queue = %(queue)s::text)
-ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+-- pausing a queue before its first worker starts is deliberate (recorded with forced true).
+-- Each change of a queue's settings below is recorded in the audit log (queue.pause, queue.resume,
+-- queue.limits, queue.defaults, queue.shedding), with the values set.
+WITH changed AS (
+    INSERT INTO jobqueue.queue_settings AS s (queue, paused)
+    SELECT %(queue)s::text, %(paused)s::boolean
+    WHERE %(force)s::boolean OR %(queue)s::text = 'default'
+       OR EXISTS (SELECT FROM jobqueue.queue_settings k WHERE k.queue = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.served_names n WHERE n.kind = 'queue' AND n.name = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') AND j.queue = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.jobs j
+                  WHERE j.state IN ('completed', 'cancelled', 'dead_letter') AND j.queue = %(queue)s::text)
+    ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
+    RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries
+)
+SELECT c.queue, c.paused, c.soft_limit, c.hard_limit, c.job_ttl, c.idempotency_window, c.shed_low_retries
+FROM changed c CROSS JOIN LATERAL jobqueue.audit(CASE WHEN c.paused THEN 'queue.pause' ELSE 'queue.resume' END,
+                                                 c.queue, CASE WHEN %(force)s::boolean
+                                                               THEN '{"forced": true}'::jsonb
+                                                               ELSE '{}'::jsonb END) AS recorded;
 
 -- name: queue_known_names
 -- What an enqueue may name without a warning: the queues and job types a worker ever served
@@ -100,26 +109,42 @@ SELECT ARRAY(SELECT n.name FROM jobqueue.served_names n WHERE n.kind = 'queue'
 
 -- name: queue_set_limits
 -- NULL limits fall back to the API's defaults (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT).
-INSERT INTO jobqueue.queue_settings AS s (queue, soft_limit, hard_limit)
-VALUES (%(queue)s, %(soft_limit)s::integer, %(hard_limit)s::integer)
-ON CONFLICT (queue) DO UPDATE SET soft_limit = excluded.soft_limit, hard_limit = excluded.hard_limit, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+WITH changed AS (
+    INSERT INTO jobqueue.queue_settings AS s (queue, soft_limit, hard_limit)
+    VALUES (%(queue)s, %(soft_limit)s::integer, %(hard_limit)s::integer)
+    ON CONFLICT (queue) DO UPDATE SET soft_limit = excluded.soft_limit, hard_limit = excluded.hard_limit, updated_at = now()
+    RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries
+)
+SELECT c.queue, c.paused, c.soft_limit, c.hard_limit, c.job_ttl, c.idempotency_window, c.shed_low_retries
+FROM changed c CROSS JOIN LATERAL jobqueue.audit('queue.limits', c.queue, jsonb_build_object(
+    'soft_limit', c.soft_limit, 'hard_limit', c.hard_limit)) AS recorded;
 
 -- name: queue_set_enqueue_defaults
 -- What enqueue applies to this queue's jobs when the call gives none: job_ttl (expiry counted from
 -- run_at; NULL: none) and idempotency_window (NULL: 24 hours). Jobs already enqueued keep theirs.
-INSERT INTO jobqueue.queue_settings AS s (queue, job_ttl, idempotency_window)
-VALUES (%(queue)s, %(job_ttl)s::interval, %(idempotency_window)s::interval)
-ON CONFLICT (queue) DO UPDATE SET job_ttl = excluded.job_ttl, idempotency_window = excluded.idempotency_window,
-                                  updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+WITH changed AS (
+    INSERT INTO jobqueue.queue_settings AS s (queue, job_ttl, idempotency_window)
+    VALUES (%(queue)s, %(job_ttl)s::interval, %(idempotency_window)s::interval)
+    ON CONFLICT (queue) DO UPDATE SET job_ttl = excluded.job_ttl, idempotency_window = excluded.idempotency_window,
+                                      updated_at = now()
+    RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries
+)
+SELECT c.queue, c.paused, c.soft_limit, c.hard_limit, c.job_ttl, c.idempotency_window, c.shed_low_retries
+FROM changed c CROSS JOIN LATERAL jobqueue.audit('queue.defaults', c.queue, jsonb_build_object(
+    'job_ttl_seconds', extract(epoch FROM c.job_ttl),
+    'idempotency_window_seconds', extract(epoch FROM c.idempotency_window))) AS recorded;
 
 -- name: queue_set_shedding
 -- Load shedding on retry (see job_fail_many): while on and the queue's runnable depth is above
 -- its soft limit, a retryable failure of a low-priority job is dead-lettered (reason shed).
-INSERT INTO jobqueue.queue_settings AS s (queue, shed_low_retries) VALUES (%(queue)s, %(shed_low_retries)s)
-ON CONFLICT (queue) DO UPDATE SET shed_low_retries = excluded.shed_low_retries, updated_at = now()
-RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries;
+WITH changed AS (
+    INSERT INTO jobqueue.queue_settings AS s (queue, shed_low_retries) VALUES (%(queue)s, %(shed_low_retries)s)
+    ON CONFLICT (queue) DO UPDATE SET shed_low_retries = excluded.shed_low_retries, updated_at = now()
+    RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries
+)
+SELECT c.queue, c.paused, c.soft_limit, c.hard_limit, c.job_ttl, c.idempotency_window, c.shed_low_retries
+FROM changed c CROSS JOIN LATERAL jobqueue.audit('queue.shedding', c.queue, jsonb_build_object(
+    'shed_low_retries', c.shed_low_retries)) AS recorded;
 
 -- name: queue_load
 -- The autoscaler's signals for the given queues: live workers serving each (running or stopping,

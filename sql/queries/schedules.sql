@@ -2,22 +2,31 @@
 -- Writes go through the table's trigger, which validates them and NOTIFYs the scheduler.
 
 -- name: schedule_insert
--- A new schedule; no row when the name is taken.
-INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
-                                     enabled, misfire_policy, misfire_limit, next_fire_at, source)
-VALUES (%(name)s, %(cron)s, %(timezone)s, %(job_type)s, %(payload)s::jsonb, %(priority)s, %(queue)s,
-        %(max_attempts)s::integer, %(enabled)s, %(misfire_policy)s, %(misfire_limit)s,
-        %(next_fire_at)s::timestamptz, %(source)s)
-ON CONFLICT (name) DO NOTHING
-RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.enabled,
-          s.misfire_policy, s.misfire_limit, s.next_fire_at, s.last_fire_at, s.error, s.source, s.created_at,
-          s.updated_at;
+-- A new schedule; no row when the name is taken. An operator's changes of schedules (this and the
+-- writes below; not the workers' own, schedule_sync and the scheduler's fires) are recorded in the
+-- audit log: schedule.add, schedule.change, schedule.pause, schedule.resume, schedule.remove,
+-- schedule.run — the definition without its payload.
+WITH added AS (
+    INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
+                                         enabled, misfire_policy, misfire_limit, next_fire_at, source)
+    VALUES (%(name)s, %(cron)s, %(timezone)s, %(job_type)s, %(payload)s::jsonb, %(priority)s, %(queue)s,
+            %(max_attempts)s::integer, %(enabled)s, %(misfire_policy)s, %(misfire_limit)s,
+            %(next_fire_at)s::timestamptz, %(source)s)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING s.*
+)
+SELECT a.id, a.name, a.cron, a.timezone, a.job_type, a.payload, a.priority, a.queue, a.max_attempts, a.enabled,
+          a.misfire_policy, a.misfire_limit, a.next_fire_at, a.last_fire_at, a.error, a.source, a.created_at,
+          a.updated_at
+FROM added a CROSS JOIN LATERAL jobqueue.audit('schedule.add', a.name, jsonb_build_object(
+    'cron', a.cron, 'timezone', a.timezone, 'job_type', a.job_type, 'queue', a.queue, 'priority', a.priority,
+    'max_attempts', a.max_attempts, 'enabled', a.enabled, 'misfire_policy', a.misfire_policy, 'source', a.source)) AS recorded;
 
 -- name: schedule_put
 -- Create or redefine a schedule by name. `enabled` is only set on creation (pause/resume own it
 -- afterwards); next_fire_at only when the expression or zone changed. A row that already holds
--- this definition is not written at all, and is returned as it is (both branches are whole table
--- rows, so the column list is written once, at the end).
+-- this definition is not written at all (nor recorded), and is returned as it is (both branches
+-- are whole table rows, so the column list is written once, at the end). xmax = 0: inserted.
 WITH put AS (
     INSERT INTO jobqueue.schedules AS s (name, cron, timezone, job_type, payload, priority, queue, max_attempts,
                                          enabled, misfire_policy, misfire_limit, next_fire_at, source)
@@ -35,11 +44,14 @@ WITH put AS (
           IS DISTINCT FROM
           (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.job_type, EXCLUDED.payload, EXCLUDED.priority, EXCLUDED.queue,
            EXCLUDED.max_attempts, EXCLUDED.misfire_policy, EXCLUDED.misfire_limit, EXCLUDED.source)
-    RETURNING s.*
+    RETURNING s.*, jobqueue.audit(CASE WHEN s.xmax = 0 THEN 'schedule.add' ELSE 'schedule.change' END, s.name,
+                                  jsonb_build_object(
+    'cron', s.cron, 'timezone', s.timezone, 'job_type', s.job_type, 'queue', s.queue, 'priority', s.priority,
+    'max_attempts', s.max_attempts, 'enabled', s.enabled, 'misfire_policy', s.misfire_policy, 'source', s.source)) AS recorded
 ), schedule AS (
     SELECT * FROM put
     UNION ALL
-    SELECT * FROM jobqueue.schedules WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM put)
+    SELECT *, NULL::bigint FROM jobqueue.schedules WHERE name = %(name)s AND NOT EXISTS (SELECT 1 FROM put)
 )
 SELECT id, name, cron, timezone, job_type, payload, priority, queue, max_attempts, enabled, misfire_policy,
        misfire_limit, next_fire_at, last_fire_at, error, source, created_at, updated_at
@@ -91,22 +103,35 @@ WHERE name = %(name)s;
 -- name: schedule_set_enabled
 -- Pause or resume. On resume the trigger clears next_fire_at, so the scheduler plans from now:
 -- ticks missed while paused are not fired.
-UPDATE jobqueue.schedules AS s
-SET enabled = %(enabled)s
-WHERE s.name = %(name)s
-RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.enabled,
-          s.misfire_policy, s.misfire_limit, s.next_fire_at, s.last_fire_at, s.error, s.source, s.created_at,
-          s.updated_at;
+WITH changed AS (
+    UPDATE jobqueue.schedules AS s
+    SET enabled = %(enabled)s
+    WHERE s.name = %(name)s
+    RETURNING s.id, s.name, s.cron, s.timezone, s.job_type, s.payload, s.priority, s.queue, s.max_attempts, s.enabled,
+              s.misfire_policy, s.misfire_limit, s.next_fire_at, s.last_fire_at, s.error, s.source, s.created_at,
+              s.updated_at
+)
+SELECT c.*
+FROM changed c CROSS JOIN LATERAL jobqueue.audit(CASE WHEN c.enabled THEN 'schedule.resume' ELSE 'schedule.pause' END,
+                                                 c.name, '{}'::jsonb) AS recorded;
 
 -- name: schedule_delete
-DELETE FROM jobqueue.schedules WHERE name = %(name)s RETURNING name;
+WITH gone AS (
+    DELETE FROM jobqueue.schedules WHERE name = %(name)s RETURNING *
+)
+SELECT g.name FROM gone g CROSS JOIN LATERAL jobqueue.audit('schedule.remove', g.name, jsonb_build_object(
+    'cron', g.cron, 'timezone', g.timezone, 'job_type', g.job_type, 'queue', g.queue, 'priority', g.priority,
+    'max_attempts', g.max_attempts, 'enabled', g.enabled, 'misfire_policy', g.misfire_policy, 'source', g.source)) AS recorded;
 
 -- name: schedule_run_now
 -- One extra job from the schedule's definition, now, outside its ticks (no fire row).
-SELECT jobqueue.enqueue(s.job_type, s.payload, s.priority, queue => s.queue, max_attempts => s.max_attempts,
-                        producer_id => 'schedule:' || s.name) AS id
-FROM jobqueue.schedules s
-WHERE s.name = %(name)s;
+SELECT r.id
+FROM (SELECT s.name,
+             jobqueue.enqueue(s.job_type, s.payload, s.priority, queue => s.queue, max_attempts => s.max_attempts,
+                              producer_id => 'schedule:' || s.name) AS id
+      FROM jobqueue.schedules s
+      WHERE s.name = %(name)s) AS r
+CROSS JOIN LATERAL jobqueue.audit('schedule.run', r.name, jsonb_build_object('job_id', r.id)) AS recorded;
 
 -- name: schedule_due
 -- What the scheduler must look at now: due schedules, and new or redefined ones (next_fire_at

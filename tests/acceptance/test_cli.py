@@ -38,6 +38,21 @@ def test_enqueue_get_cancel(dsn):
     assert (again.returncode, again.stdout.strip()) == (1, "cancelled_already")
 
 
+def test_ordering_keys_from_the_command_line_and_how_an_operator_unblocks_a_key(dsn, conn):
+    head, nxt = (
+        uuid.UUID(jobqueue("enqueue", "echo", "--ordering-key", "k", dsn=dsn).stdout.strip()) for _ in range(2)
+    )
+    shown = json.loads(jobqueue("get", str(nxt), dsn=dsn).stdout)
+    assert (shown["state"], shown["ordering_key"], shown["progress"]) == ("waiting", "k", None)
+    listed = jobqueue("jobs", "list", "--state", "waiting", dsn=dsn)
+    assert listed.returncode == 0 and str(nxt) in listed.stdout, listed.stderr
+    assert jobqueue("cancel", str(head), dsn=dsn).stdout.strip() == "cancelled"  # the head goes: the key moves on
+    assert json.loads(jobqueue("get", str(nxt), dsn=dsn).stdout)["state"] == "pending"
+    too_long = jobqueue("enqueue", "echo", "--ordering-key", "x" * 300, dsn=dsn)
+    assert too_long.returncode == 2 and "ordering_key" in too_long.stderr
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 2
+
+
 def test_bad_input_is_a_clear_error_and_writes_nothing(dsn, conn):
     bad_json = jobqueue("enqueue", "echo", "--payload", "{nope", dsn=dsn)
     assert bad_json.returncode == 2 and "payload" in bad_json.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -17,9 +18,10 @@ from pathlib import Path
 from playwright.sync_api import expect, sync_playwright
 
 from jobqueue.client import Client
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_page, watch
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_page, dashboard, watch
 from tests.support.factories import job_row, make_job
 from tests.support.waiting import wait_until
+from tests.support.workers import spawn_worker, terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -436,3 +438,26 @@ def test_the_dashboard_pauses_queues_whatever_their_names(dashboard_stack, conn)
         assert page.locator("#banner").is_hidden() or "Could not" not in page.inner_text("#banner")
     assert conn.execute("SELECT count(*) FROM jobqueue.queue_settings WHERE paused").fetchone()[0] == 0
     assert not problems, problems
+
+
+def test_the_job_view_shows_a_running_jobs_progress_and_follows_it(dashboard_stack, dsn):
+    """A job reporting progress on a real worker: its detail has the ordering key and a progress
+    bar, which moves while the panel stays open (re-read every 2 s)."""
+    url, admin_key, client = dashboard_stack
+    reporter = spawn_worker(dsn, "tests.support.ledger_app:queue", "--queues", "reports")
+    try:
+        job_id = client.enqueue("report", {"steps": 40, "pause": 1.0}, queue="reports", ordering_key="customer-42")
+        wait_until(lambda: (p := client.get(job_id).progress) is not None and p.done >= 1, timeout=20)
+        with dashboard(url, admin_key) as page:
+            page.click("button.tab[data-view='jobs']")
+            page.fill("#f-id", str(job_id))
+            page.click("#find-job")
+            detail = page.locator("#jobs-detail")
+            expect(detail).to_contain_text("report · processing", timeout=10_000)
+            expect(detail).to_contain_text("customer-42")
+            expect(detail.locator("progress.job-progress")).to_be_visible()
+            first = detail.locator("h2:has-text('Progress') + progress + p").inner_text()
+            expect(detail).not_to_contain_text(first, timeout=10_000)  # the figure moved on
+            page.screenshot(path=str(ARTIFACTS / "dashboard-job-progress.png"), full_page=True)
+    finally:
+        terminate(reporter, signal.SIGKILL)  # its job would run for 40 s

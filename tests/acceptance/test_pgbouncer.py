@@ -225,3 +225,41 @@ def test_with_a_direct_dsn_listen_bypasses_pgbouncer_wakes_workers_and_streams_e
         ("job.completed", str(job_id)),
     ]
     assert took < 10  # a NOTIFY woke the idle worker: its poll interval is 60 s
+
+
+def test_transactions_ordering_keys_and_progress_through_pgbouncer(bouncer, dsn, conn):
+    """job.transaction() is one server connection for its whole transaction, its deadline settings
+    are local to it, and the ordering keys' locks are transaction locks: all of it works in
+    PgBouncer's transaction mode."""
+    from tests.support import ledger_app
+
+    give_role_the_waits(conn, bouncer)
+    conn.execute(ledger_app.SCHEMA + ledger_app.ORDERED_SCHEMA)
+    through = bouncer.dsn_for(dsn)
+    fast = {"JOBQUEUE_POLL_INTERVAL": "0.2", "LEDGER_DSN": dsn, **ENV}
+    worker = spawn_worker(through, "tests.support.ledger_app:queue", "--concurrency", "8", env=fast)
+    try:
+        with Client(settings=Settings.from_env(dict(fast, JOBQUEUE_DSN=through))) as client:
+            ids = client.enqueue_many(
+                [{"job_type": "credit", "payload": {"amount": 2}} for _ in range(40)]
+                + [{"job_type": "credit_sync"} for _ in range(10)]
+                + [
+                    {"job_type": "ordered", "ordering_key": f"k{n % 2}", "payload": {"key": f"k{n % 2}", "n": n // 2}}
+                    for n in range(20)
+                ]
+            )
+            reported = client.enqueue("report", {"steps": 3})
+            ids.append(reported)
+            wait_until(lambda: completed(conn, ids) == len(ids), timeout=60, message=f"{len(ids)} jobs completed")
+            assert client.get(reported).progress.done == 3
+    finally:
+        output = terminate(worker)
+    assert conn.execute("SELECT count(*), count(DISTINCT job_id) FROM public.ledger").fetchone() == (50, 50)
+    for key in ("k0", "k1"):
+        order = [
+            r[0]
+            for r in conn.execute("SELECT n FROM public.ordered_runs WHERE ordering_key = %s ORDER BY started", (key,))
+        ]
+        assert order == list(range(10))
+    assert not any(error in output for error in PREPARED_STATEMENT_ERRORS), output
+    assert "Traceback" not in output, output

@@ -239,6 +239,11 @@ def _row(state: str, attempts: int, *, recent: bool = True) -> EventRow:
         ("job.failed", "processing", 2, True, True),  # the retry has started
         ("job.failed", "completed", 2, True, True),
         ("job.failed", "dead_letter", 1, True, True),
+        # progress: a running job's, however long ago it started (a progress write keeps updated_at)
+        ("job.progress", "processing", 1, False, True),
+        ("job.progress", "pending", 0, True, False),  # forged: nothing runs
+        ("job.progress", "completed", 1, True, False),  # finished: its state says more now
+        ("job.queued", "waiting", 0, True, True),  # enqueued behind its ordering key
     ],
 )
 def test_confirms_what_the_row_bears_out(event, state, attempts, recent, expected):

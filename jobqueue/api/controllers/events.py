@@ -1,7 +1,8 @@
 """``GET /events``: Server-Sent Events of job transitions as they happen (LISTEN/NOTIFY, no polling).
 
-Event names: job.queued, job.started, job.completed, job.failed, job.dead_letter, job.cancelled;
-data: ``{"event", "job_id", "queue", "at"}``. Filters: ``queue`` and ``job_id``; a producer key
+Event names: job.queued, job.started, job.completed, job.failed, job.dead_letter, job.cancelled,
+and job.progress (a running job reported progress: ``GET /jobs/{id}`` has it); data: ``{"event",
+"job_id", "queue", "at"}``. Filters: ``queue`` and ``job_id``; a producer key
 only receives its own jobs' events. A comment line every 15 s keeps proxies from closing an idle
 stream. ``stream.reconnected`` means the API lost its LISTEN connection for a moment (events in
 between may be missing: re-read the jobs you care about); ``stream.overflow`` ends a stream whose

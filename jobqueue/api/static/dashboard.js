@@ -538,11 +538,11 @@
   // never started (the second click confirms), retry once dead.
   function jobActions(job, kind) {
     const buttons = [];
-    if (["pending", "failed", "processing"].includes(job.state)) {
+    if (["pending", "failed", "processing", "waiting"].includes(job.state)) {
       buttons.push(el("button", { className: "cancel", "data-id": job.id,
                                   onclick: (event) => { event.stopPropagation(); cancelJob(kind, job.id); } }, "Cancel"));
     }
-    if (job.state === "pending" && job.attempts === 0) {
+    if (["pending", "waiting"].includes(job.state) && job.attempts === 0) {
       const button = el("button", { className: "admin danger delete", "data-id": job.id }, "Delete");
       button.addEventListener("click", (event) => { event.stopPropagation(); confirmThen(button, "Delete", () => deleteJob(kind, job.id)); });
       buttons.push(button);
@@ -645,6 +645,29 @@
     return [el("h2", {}, "Result"), el("p", { className: "muted" }, `None yet: the job is ${job.state}.`)];
   }
 
+  // What the running (or last) attempt reported with job.progress(): a bar when the total is known.
+  function progressSection(job) {
+    const p = job.progress;
+    if (!p) return [];
+    const share = p.total ? Math.min(100, (100 * p.done) / p.total) : null;
+    const figures = p.total ? `${p.done} of ${p.total} (${share.toFixed(0)} %)` : `${p.done}`;
+    return [el("h2", {}, "Progress"),
+      share === null ? null : el("progress", { className: "job-progress", max: "100", value: String(share) }),
+      el("p", {}, `${figures}${p.message ? ` — ${p.message}` : ""}`),
+      el("p", { className: "muted" }, `attempt ${p.attempt}, reported ${fmtTime(p.at)}`)];
+  }
+
+  // A running job's detail is read again every 2 s while it stays on screen: its progress moves.
+  let progressTimer = null;
+  function followProgress(kind, job) {
+    clearTimeout(progressTimer);
+    if (job.state !== "processing" || !job.progress) return;
+    progressTimer = setTimeout(() => {
+      const panel = $(`#${kind}-detail`);
+      if (!panel.hidden && panel.dataset.id === job.id) showJob(kind, job.id);
+    }, 2000);
+  }
+
   async function showJob(kind, id) {
     const panel = $(`#${kind}-detail`);
     for (const row of document.querySelectorAll(`#${kind} tbody tr`)) row.classList.toggle("selected", row.dataset.id === id);
@@ -663,10 +686,12 @@
           el("dt", {}, "finished"), el("dd", {}, fmtTime(job.finished_at)),
           el("dt", {}, "duration"), el("dd", {}, fmtMs(job.duration_ms)),
           el("dt", {}, "producer"), el("dd", {}, job.producer_id || "—"),
-          el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—")),
+          el("dt", {}, "idempotency key"), el("dd", {}, job.idempotency_key || "—"),
+          el("dt", {}, "ordering key"), el("dd", {}, job.ordering_key || "—")),
         ...(["pending", "failed"].includes(job.state) ? [unservedNote(job.queue, job.job_type, job.run_at, "p")] : [])
           .filter(Boolean),  // replaceChildren would write a null as the text "null"
         el("div", { className: "actions" }, jobActions(job, kind)),
+        ...progressSection(job),
         el("h2", {}, "Payload"), pre(job.payload),
         ...outcomeSection(job),
         el("h2", {}, `Attempts with errors (${errors.length})`),
@@ -676,6 +701,7 @@
           e.traceback ? pre(e.traceback) : null)));
       panel.dataset.id = job.id;
       panel.hidden = false;
+      followProgress(kind, job);
       // Narrow windows put the panel under the list (see the CSS): bring it into view there.
       if (getComputedStyle(panel.parentElement).flexDirection === "column") panel.scrollIntoView({ block: "nearest" });
     } catch (error) {
@@ -836,7 +862,7 @@
   }
 
   function start() {
-    for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => show(tab.dataset.view));
+    for (const tab of document.querySelectorAll(".tab[data-view]")) tab.addEventListener("click", () => show(tab.dataset.view));
     $("#api-key").value = state.key;
     $("#key-form").addEventListener("submit", (event) => {
       event.preventDefault();
