@@ -19,10 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobqueue.cli.output import command, format_table, say, to_json, when
+from jobqueue.cli.output import aware_time, command, format_table, say, to_json, when
 from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import JobState, RetryOutcome
 
@@ -118,7 +117,7 @@ def _cancel(client: Client, args: argparse.Namespace) -> int:
         outcome = client.cancel(args.job_id)
         say(args, outcome.value, {"id": args.job_id, "outcome": outcome.value})
         return 0 if outcome.changed else 1
-    before = _aware_time("before", filters["before"]) if filters["before"] is not None else None
+    before = aware_time("before", filters["before"]) if filters["before"] is not None else None
     done = client.cancel_jobs(
         queue=filters["queue"],
         job_type=filters["job_type"],
@@ -154,22 +153,10 @@ def _retry_all(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _aware_time(field: str, text: str) -> datetime:
-    try:
-        found = datetime.fromisoformat(text)
-    except ValueError:
-        found = None
-    if found is None or found.tzinfo is None:
-        raise ValidationError(
-            field, f"must be an ISO-8601 time with a UTC offset, e.g. 2026-12-01T09:00:00+00:00 (got {text!r})"
-        )
-    return found
-
-
 def _purge(client: Client, args: argparse.Namespace) -> int:
     if not args.yes:
         raise ValidationError("yes", "purging deletes dead jobs with their results and errors: add --yes")
-    before = _aware_time("before", args.before) if args.before else None
+    before = aware_time("before", args.before) if args.before else None
     purged = client.purge_dead_letters(queue=args.queue, job_type=args.job_type, before=before)
     say(args, f"purged {purged} dead-letter jobs", {"purged": purged})
     return 0

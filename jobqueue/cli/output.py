@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from jobqueue.cli.common import settings_from_args
+from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import Priority
 
 if TYPE_CHECKING:
@@ -51,6 +52,19 @@ def _jsonable(value: Any) -> Any:
 
 def when(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value else None
+
+
+def aware_time(field: str, text: str) -> datetime:
+    """An option's time, with its UTC offset (a naive one would be read in whichever zone runs it)."""
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        found = None
+    if found is None or found.tzinfo is None:
+        raise ValidationError(
+            field, f"must be an ISO-8601 time with a UTC offset, e.g. 2026-12-01T09:00:00+00:00 (got {text!r})"
+        )
+    return found
 
 
 def say(args: argparse.Namespace, line: str, data: dict[str, Any]) -> None:

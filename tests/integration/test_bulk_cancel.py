@@ -89,6 +89,7 @@ def test_a_running_job_is_told_by_notify(dsn, conn):
         ({"queue": ""}, "queue"),  # an empty filter once matched nothing (or everything)
         ({"state": "completed"}, "state"),
         ({"state": "dead_letter"}, "state"),
+        ({"state": "cancelled"}, "state"),
         ({"before": datetime(2030, 1, 1)}, "before"),  # naive
         ({"queue": "q", "batch_size": 0}, "batch_size"),
         ({"queue": "q", "batch_size": True}, "batch_size"),
@@ -115,7 +116,7 @@ def test_all_jobs_cancels_every_live_job(dsn, conn):
 
 def batch(conn, *, limit: int, after=job_admin.CANCEL_START, cutoff=None, queue="q") -> job_admin.CancelBatch:
     call = job_admin.cancel_batch(
-        limit=limit, after=after, cutoff=cutoff, state=None, queue=queue, job_type=None, producer_id=None
+        limit=limit, after=after, first=False, cutoff=cutoff, state=None, queue=queue, job_type=None, producer_id=None
     )
     return db.run_sync(conn, call)
 
@@ -128,7 +129,7 @@ def test_each_statement_does_a_bounded_batch_and_jobs_enqueued_later_are_not_cha
     late = make_job(conn, queue="q")  # enqueued while the cancel runs
     conn.execute("UPDATE jobqueue.jobs SET created_at = %s WHERE id = %s", (first.cutoff + timedelta(seconds=1), late))
     rest = batch(conn, limit=100, after=first.last, cutoff=first.cutoff)
-    assert (rest.cancelled, rest.ahead, rest.skipped, rest.more_running, rest.cutoff) == (
+    assert (rest.cancelled, rest.ahead, rest.skipped, rest.more_left, rest.cutoff) == (
         3,
         False,
         False,
@@ -163,6 +164,7 @@ def test_its_plans_read_the_partial_indexes_not_the_table(conn):
         after_priority=-1,
         after_run_at=job_admin.CANCEL_START[2],
         after_seq=-1,
+        first=False,
         cutoff=None,
         state=None,
         queue=None,
@@ -209,3 +211,36 @@ def test_the_async_client_does_the_same(dsn, conn):
 
     assert asyncio.run(cancel()) == BulkCancel(3, 0)
     assert set(states(conn, ids).values()) == {"cancelled"}
+
+
+def keyed(conn, key: str, n: int, queue: str = "q") -> list:
+    return [
+        conn.execute(
+            "SELECT jobqueue.enqueue('t', queue => %s, ordering_key => %s, producer_id => 'alice')", (queue, key)
+        ).fetchone()[0]
+        for _ in range(n)
+    ]
+
+
+def test_jobs_held_back_behind_an_ordering_key_are_cancelled_too(dsn, conn):
+    """A key's later jobs wait (state waiting) for its head: a cancel by filter that took only
+    pending jobs cancelled the head, the key released the next, and the rest ran."""
+    order = keyed(conn, "customer-7", 5)
+    other = keyed(conn, "customer-8", 2, queue="other")
+    assert [states(conn, order)[j] for j in order] == ["pending"] + ["waiting"] * 4
+    with Client(dsn, pool_size=1) as client:
+        assert client.cancel_jobs(queue="q", batch_size=2) == BulkCancel(5, 0)
+        assert set(states(conn, order).values()) == {"cancelled"}
+        assert [states(conn, other)[j] for j in other] == ["pending", "waiting"]  # another queue: left
+        assert client.cancel_jobs(queue="other", state="waiting") == BulkCancel(1, 0)
+    assert [states(conn, other)[j] for j in other] == ["pending", "cancelled"]
+
+
+def test_a_cancel_by_filter_is_one_audit_entry_with_its_filters(dsn, conn):
+    for _ in range(5):
+        make_job(conn, queue="q")
+    with Client(dsn, pool_size=1) as client:
+        assert client.cancel_jobs(queue="q", job_type="noop", batch_size=2).cancelled == 5
+    entries = conn.execute("SELECT action, details FROM jobqueue.audit_log WHERE action = 'job.cancel_all'").fetchall()
+    assert len(entries) == 1  # not one per batch (3 here), nor one per job
+    assert (entries[0][1]["queue"], entries[0][1]["job_type"]) == ("q", "noop")
