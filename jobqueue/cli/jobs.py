@@ -166,7 +166,9 @@ def _cancel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", nargs="?", help="one job; or, instead, filters:")
     parser.add_argument("--queue")
     parser.add_argument("--job-type")
-    parser.add_argument("--state", help="pending, failed (waiting for a retry) or processing; default: all three")
+    parser.add_argument(
+        "--state", help="pending, failed (waiting for a retry), processing or waiting (ordering key); default: all"
+    )
     parser.add_argument("--before", help="only jobs created before this aware ISO-8601 time")
     parser.add_argument("--producer", help="only this producer's jobs")
     parser.add_argument("--all", action="store_true", help="no filter: cancel every live job")

@@ -367,8 +367,8 @@ class AsyncClient:
         batch_size: int = 500,
     ) -> BulkCancel:
         """Cancel every job matching the filters (created before ``before``; ``state``: pending,
-        failed or processing, None: all three), in batches of one short transaction each: waiting
-        jobs become cancelled, running ones get a cancel request. No filter at all is refused
+        failed, processing or waiting, None: all four), in batches of one short transaction each:
+        waiting jobs become cancelled, running ones get a cancel request. No filter at all is refused
         unless ``all_jobs=True``. Jobs enqueued after it started are left alone."""
         run = CancelRun(
             queue=queue,

@@ -125,7 +125,8 @@ class AdminController(Controller):
         queue: FromQuery[str | None] = None,
         job_type: FromQuery[str | None] = None,
         job_state: Annotated[
-            str | None, QueryParameter(name="state", description="pending, failed or processing (default: all three)")
+            str | None,
+            QueryParameter(name="state", description="pending, failed, processing or waiting (default: all four)"),
         ] = None,
         before: Annotated[datetime | None, QueryParameter(description="only jobs created before this time")] = None,
         producer_id: FromQuery[str | None] = None,
