@@ -19,8 +19,8 @@ HOSTILE = '<img src=x onerror="window.owned=1">'
 def test_the_audit_page_lists_what_the_dashboard_did(dashboard_stack, conn):
     url, admin_key, client = dashboard_stack
     for n in range(60):
-        client.pause_queue(f"bulk-{n}")  # more than a page
-    client.pause_queue(HOSTILE)
+        client.pause_queue(f"bulk-{n}", force=True)  # more than a page
+    client.pause_queue(HOSTILE, force=True)
     with dashboard(url, admin_key) as page:
         row = page.locator("#queues tr[data-queue='default']")
         expect(row).to_have_count(1, timeout=15_000)

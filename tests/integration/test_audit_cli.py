@@ -20,7 +20,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_list_filters_and_pages(dsn, capsys):
     with Client(dsn, pool_size=1) as client:
         for name in ("a", "b", "c"):
-            client.pause_queue(name)
+            client.pause_queue(name, force=True)
         client.set_queue_shedding("a", True)
     status, out, _ = run(capsys, "audit", "list", "--dsn", dsn)
     assert status == 0 and out.splitlines()[0].split() == ["SEQ", "AT", "ACTOR", "ACTION", "TARGET", "FROM", "DETAILS"]

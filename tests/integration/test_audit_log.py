@@ -181,7 +181,7 @@ def test_many_actions_at_once_all_commit_each_with_its_own_place(dsn, conn):
         try:
             with Client(dsn, pool_size=1) as client:
                 for k in range(10):
-                    client.pause_queue(f"q{n}-{k}")
+                    client.pause_queue(f"q{n}-{k}", force=True)
         except BaseException as exc:  # noqa: BLE001 (reported below)
             errors.append(exc)
 
@@ -217,7 +217,7 @@ def test_an_action_rolled_back_leaves_no_entry_and_no_gap(dsn, conn):
             with connection.transaction():
                 connection.execute("SELECT jobqueue.audit('queue.pause', 'undone')")
                 connection.execute("SELECT 1/0")
-        client.pause_queue("kept")
+        client.pause_queue("kept", force=True)
         assert [(e["seq"], e["target"]) for e in entries_after(conn, 0)] == [(1, "kept")]
         assert client.verify_audit_log().intact
 
@@ -334,7 +334,7 @@ def test_retention_removes_the_oldest_entries_as_a_prefix_and_the_rest_still_ver
         assert (verdict.intact, verdict.first_seq, verdict.checked) == (True, 4, 6)
         assert prune(worker, audit_log=30 * DAY) == 0  # "recent" is 10 days old: the prefix stops there
         assert prune(worker, audit_log=5 * DAY) == 2  # "recent" and the late one
-        client.pause_queue("after")  # the chain goes on from the anchor
+        client.pause_queue("after", force=True)  # the chain goes on from the anchor
         verdict = client.verify_audit_log()
         assert (verdict.intact, verdict.first_seq) == (True, 6)
 
@@ -386,12 +386,14 @@ def test_a_client_acts_for_a_key_only_inside_acting_and_only_in_its_own_thread(d
         before = last_seq(conn)
         seen_elsewhere: list[int] = []
         with acting(key, "192.0.2.7"):
-            client.pause_queue("for-the-key")
-            other = threading.Thread(target=lambda: seen_elsewhere.append(client.pause_queue("elsewhere") and 1))
+            client.pause_queue("for-the-key", force=True)
+            other = threading.Thread(
+                target=lambda: seen_elsewhere.append(client.pause_queue("elsewhere", force=True) and 1)
+            )
             other.start()
             other.join()
             client.queue_stats()  # not an action: no transaction of its own, nothing recorded
-        client.pause_queue("after")
+        client.pause_queue("after", force=True)
     entries = {e["target"]: e for e in entries_after(conn, before)}
     assert set(entries) == {"for-the-key", "elsewhere", "after"}
     assert (entries["for-the-key"]["api_key_id"], entries["for-the-key"]["client_addr"]) == (key.id, "192.0.2.7")

@@ -40,9 +40,9 @@ def test_an_admin_reads_every_entry_and_a_producer_key_its_own(http, conn, dsn):
     for job in mine:
         assert alice.post(f"/jobs/{job}/cancel").status_code == 200
     assert bob.post(f"/jobs/{theirs}/cancel").status_code == 200
-    assert admin.post("/queues/reports/pause").status_code == 200
+    assert admin.post("/queues/reports/pause", params={"force": "true"}).status_code == 200
     with Client(dsn, pool_size=1) as client:
-        client.pause_queue("from-python")
+        client.pause_queue("from-python", force=True)
 
     seen = listed(alice, limit=1)  # one per page: three pages, each cursor sealed for alice
     assert [e["target"] for e in seen] == [str(job) for job in reversed(mine)]
@@ -64,7 +64,7 @@ def test_an_admin_reads_every_entry_and_a_producer_key_its_own(http, conn, dsn):
 def test_filters_and_what_they_refuse(http, conn):
     admin = http("admin")
     for name in ("a", "b"):
-        assert admin.post(f"/queues/{name}/pause").status_code == 200
+        assert admin.post(f"/queues/{name}/pause", params={"force": "true"}).status_code == 200
         assert admin.put(f"/queues/{name}/limits", json={"soft_limit": 5}).status_code == 200
     assert [e["action"] for e in listed(admin, action="queue", target="a")] == ["queue.limits", "queue.pause"]
     assert [e["target"] for e in listed(admin, action="queue.pause")] == ["b", "a"]
@@ -105,9 +105,9 @@ def test_behind_pgbouncer_the_keys_claim_ends_with_its_transaction(pg_server, ds
         try:
             with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {keys['admin']}"}) as admin:
                 before = last_seq(conn)
-                assert admin.post("/queues/via-bouncer/pause").status_code == 200
+                assert admin.post("/queues/via-bouncer/pause", params={"force": "true"}).status_code == 200
                 with Client(settings=settings, pool_size=1) as client:  # the same server connection next
-                    client.pause_queue("after-it")
+                    client.pause_queue("after-it", force=True)
         finally:
             server.stop()
     finally:
