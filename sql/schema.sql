@@ -1989,17 +1989,29 @@ ALTER TABLE jobqueue.schedules ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     CACHE 1
 );
 
+CREATE TABLE jobqueue.task_declarations (
+    job_type text NOT NULL,
+    app text NOT NULL,
+    encrypted_fields text[] DEFAULT '{}'::text[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.task_declarations IS 'Each app''s @queue.task(encrypted=...) per job type; task_defaults.encrypted_fields is their union.';
+
 CREATE TABLE jobqueue.task_defaults (
     job_type text NOT NULL,
     max_attempts integer NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     encrypted_fields text[] DEFAULT '{}'::text[] NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT task_defaults_max_attempts_check CHECK ((max_attempts >= 1))
 );
 
 COMMENT ON TABLE jobqueue.task_defaults IS 'Per job type defaults declared by @queue.task, synced at worker start, applied by every enqueue path.';
 
 COMMENT ON COLUMN jobqueue.task_defaults.encrypted_fields IS 'Dotted payload fields producers must encrypt for this job type (@queue.task(encrypted=...)); see README "Payload encryption".';
+
+COMMENT ON COLUMN jobqueue.task_defaults.declared_by IS 'The app (JobQueue name) whose max_attempts this is; '''' before migration 0036.';
 
 CREATE TABLE jobqueue.throughput_history (
     minute timestamp with time zone NOT NULL,
@@ -2137,6 +2149,9 @@ ALTER TABLE ONLY jobqueue.schedules
 
 ALTER TABLE ONLY jobqueue.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY jobqueue.task_declarations
+    ADD CONSTRAINT task_declarations_pkey PRIMARY KEY (job_type, app);
 
 ALTER TABLE ONLY jobqueue.task_defaults
     ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (job_type);
