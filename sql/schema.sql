@@ -1267,6 +1267,18 @@ END $$;
 
 COMMENT ON FUNCTION jobqueue.prune_audit_log(keep interval, max_rows integer) IS 'Retention of the audit log: remove the oldest entries written more than keep (at least a day) ago, a prefix of the chain, at most max_rows, and record it; the maintenance leader''s pruner calls it.';
 
+CREATE FUNCTION jobqueue.record_served_names() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO jobqueue.served_names (kind, name)
+    SELECT 'queue', q FROM unnest(NEW.queues) AS q
+    UNION
+    SELECT 'job_type', t FROM unnest(NEW.job_types) AS t
+    ON CONFLICT (kind, name) DO NOTHING;
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION jobqueue.refuse_gated_queues(queues text[], inserted uuid[] DEFAULT '{}'::uuid[]) RETURNS void
     LANGUAGE plpgsql STABLE
     AS $$
@@ -1579,9 +1591,13 @@ CREATE TABLE jobqueue.api_keys (
     revoked_at timestamp with time zone,
     queues text[],
     job_types text[],
+    name text,
+    expires_at timestamp with time zone,
     CONSTRAINT api_keys_admin_unrestricted CHECK (((role = 'producer'::text) OR ((queues IS NULL) AND (job_types IS NULL)))),
     CONSTRAINT api_keys_allow_lists_not_empty CHECK (((COALESCE(cardinality(queues), 1) > 0) AND (COALESCE(cardinality(job_types), 1) > 0))),
+    CONSTRAINT api_keys_expiry_after_creation CHECK (((expires_at IS NULL) OR (expires_at > created_at))),
     CONSTRAINT api_keys_hash_sha256 CHECK ((length(key_hash) = 32)),
+    CONSTRAINT api_keys_name_length CHECK (((name IS NULL) OR ((length(name) >= 1) AND (length(name) <= 100)))),
     CONSTRAINT api_keys_producer_present CHECK (((length(producer_id) >= 1) AND (length(producer_id) <= 200))),
     CONSTRAINT api_keys_role_known CHECK ((role = ANY (ARRAY['producer'::text, 'admin'::text])))
 );
@@ -1591,6 +1607,10 @@ COMMENT ON TABLE jobqueue.api_keys IS 'REST API keys: SHA-256 of the key, the pr
 COMMENT ON COLUMN jobqueue.api_keys.queues IS 'The queues this producer key may submit to (NULL: any).';
 
 COMMENT ON COLUMN jobqueue.api_keys.job_types IS 'The job types this producer key may submit (NULL: any).';
+
+COMMENT ON COLUMN jobqueue.api_keys.name IS 'What the key is for, as its creator named it (jobqueue apikey create --name); NULL: unnamed.';
+
+COMMENT ON COLUMN jobqueue.api_keys.expires_at IS 'The API refuses the key from this time on (NULL: never expires).';
 
 CREATE TABLE jobqueue.api_secrets (
     name text NOT NULL,
@@ -1989,6 +2009,15 @@ ALTER TABLE jobqueue.schedules ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY 
     CACHE 1
 );
 
+CREATE TABLE jobqueue.served_names (
+    kind text NOT NULL,
+    name text NOT NULL,
+    first_served_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT served_names_kind_known CHECK ((kind = ANY (ARRAY['queue'::text, 'job_type'::text])))
+);
+
+COMMENT ON TABLE jobqueue.served_names IS 'Every queue and job type a worker ever registered to serve (jobqueue.workers.queues, job_types), kept after the worker is forgotten: a name never recorded here (nor declared) is flagged as a likely misspelling.';
+
 CREATE TABLE jobqueue.task_declarations (
     job_type text NOT NULL,
     app text NOT NULL,
@@ -2150,6 +2179,9 @@ ALTER TABLE ONLY jobqueue.schedules
 ALTER TABLE ONLY jobqueue.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY jobqueue.served_names
+    ADD CONSTRAINT served_names_pkey PRIMARY KEY (kind, name);
+
 ALTER TABLE ONLY jobqueue.task_declarations
     ADD CONSTRAINT task_declarations_pkey PRIMARY KEY (job_type, app);
 
@@ -2224,6 +2256,8 @@ CREATE TRIGGER queue_settings_notify AFTER INSERT OR DELETE OR UPDATE ON jobqueu
 CREATE TRIGGER schedules_payload_bound BEFORE INSERT OR UPDATE OF payload ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_payload_bound();
 
 CREATE TRIGGER schedules_validate BEFORE INSERT OR UPDATE ON jobqueue.schedules FOR EACH ROW EXECUTE FUNCTION jobqueue.schedules_before_write();
+
+CREATE TRIGGER workers_record_served_names AFTER INSERT OR UPDATE OF queues, job_types ON jobqueue.workers FOR EACH ROW EXECUTE FUNCTION jobqueue.record_served_names();
 
 ALTER TABLE ONLY jobqueue.circuit_job_types
     ADD CONSTRAINT circuit_job_types_circuit_fkey FOREIGN KEY (circuit) REFERENCES jobqueue.circuits(name) ON DELETE CASCADE;

@@ -6,11 +6,14 @@ Keys are long random tokens stored only as their SHA-256 (a slow password hash b
 (default 2 s), so a revoked key stops working within that time and a busy producer costs no extra
 query per request — nor a wait: a key in use is reloaded in the background before it expires, and
 concurrent requests share one lookup; unknown keys are never cached (a flood of bad tokens cannot
-grow memory).
+grow memory). A key past its ``expires_at`` is refused (401 naming the expiry) on every request,
+cached or not: the expiry is checked against this host's clock each time, so a key cached a second
+before it expired does not live on for the cache's lifetime.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from litestar import Request
@@ -70,6 +73,14 @@ class ApiKeyAuth(AbstractAuthenticationMiddleware):
         principal = await services.keys.principal(token)
         if principal is None:
             raise NotAuthorizedException("unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+        expires_at = principal.expires_at
+        if expires_at is not None and expires_at <= datetime.now(timezone.utc):  # per request, cached or not
+            named = f" ({principal.name})" if principal.name else ""
+            raise NotAuthorizedException(
+                f"API key {principal.key_prefix}…{named} expired at "
+                f"{expires_at.isoformat(timespec='seconds')}: create a new one with `jobqueue apikey create`",
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token", error_description="expired"'},
+            )
         client = connection.scope.get("client")
         act_for(principal, client[0] if client else None)
         return AuthenticationResult(user=principal, auth=principal.id)

@@ -11,7 +11,7 @@
 - the database role lacking a privilege → 403 ``permission_denied`` (an operator must GRANT it);
 - backpressure → 429 (rate limited above the soft limit) or 503 (hard limit, shedding, too many
   queues), with ``Retry-After`` — the API's own, or the database's gate (`QueueFull`); a body over
-  ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413.
+  ``JOBQUEUE_API_MAX_BODY_BYTES`` → 413 naming that setting and its value.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from jobqueue.model.errors import (
     NotMigrated,
     PermissionDenied,
     QueueFull,
+    QueueNotFound,
     ScheduleNotFound,
     ValidationError,
 )
@@ -147,7 +148,7 @@ def _request_invalid(_request: Request, exc: RequestInvalid) -> Response:
     return error_response(422, message, field=field)
 
 
-def _not_found(_request: Request, exc: JobNotFound | ScheduleNotFound | CircuitNotFound | LimitNotFound) -> Response:
+def _not_found(_request: Request, exc: LookupError) -> Response:
     return error_response(404, str(exc))
 
 
@@ -198,6 +199,14 @@ def _overloaded(_request: Request, exc: Overloaded) -> Response:
 def _http(request: Request, exc: HTTPException) -> Response:
     if exc.status_code == 404 and exc.detail == "Not Found":  # no route matched: say what was wrong
         return error_response(404, _no_route(request.url.path), error="not_found")
+    if exc.status_code == 413:  # Litestar's own words name no limit: say which, and what to do
+        limit = request.app.state["services"].settings.api.max_body_bytes
+        return error_response(
+            413,
+            f"the request body is over the limit of {limit} bytes (JOBQUEUE_API_MAX_BODY_BYTES); nothing was "
+            "written: send a smaller payload, or split a batch",
+            headers=exc.headers,
+        )
     return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
 
 
@@ -240,6 +249,7 @@ EXCEPTION_HANDLERS: dict = {
     ScheduleNotFound: _not_found,
     CircuitNotFound: _not_found,
     LimitNotFound: _not_found,
+    QueueNotFound: _not_found,
     Conflict: _conflict,
     IdempotencyMismatch: _mismatch,
     DatabaseUnavailable: _unavailable,

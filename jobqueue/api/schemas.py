@@ -4,6 +4,7 @@ database rows never leave the client, and nothing here carries more than the API
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Any
@@ -147,6 +148,17 @@ _OPTIONS = (
 )
 
 
+#: The enqueue's name of each option whose REST name differs (``delay`` is sent as ``delay_seconds``).
+_SENT_AS = {name: option for option, name in _OPTIONS if name != option}
+_ENQUEUE_NAMES = re.compile(r"\b(" + "|".join(map(re.escape, _SENT_AS)) + r")\b")
+
+
+def as_sent(text: str) -> str:
+    """A field path or message with the enqueue's option names put back as the request named them:
+    ``jobs[2].delay`` → ``jobs[2].delay_seconds`` (before, a 422 named a field the caller never sent)."""
+    return _ENQUEUE_NAMES.sub(lambda found: _SENT_AS[found.group(1)], text)
+
+
 class BatchSubmission(msgspec.Struct, forbid_unknown_fields=True):
     jobs: list[JobSubmission]
 
@@ -169,11 +181,15 @@ class SubmittedJob(msgspec.Struct):
     links: JobLinks
     #: a repeat (created false) of a completed job: its result
     result: Any = None
+    #: a queue or job type no worker ever served and nothing declared (a misspelling?); left out when none
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SubmittedBatch(msgspec.Struct):
     jobs: list[SubmittedJob]
     created: int
+    #: as a single submission's, for every job of the batch; left out when none
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptErrorOut(msgspec.Struct):
@@ -339,6 +355,14 @@ class RetryResult(msgspec.Struct):
 
 class Count(msgspec.Struct):
     count: int
+
+
+class BulkCancelResult(msgspec.Struct):
+    """``complete`` false: some matching jobs stayed locked by other transactions and were left."""
+
+    cancelled: int
+    cancel_requested: int
+    complete: bool
 
 
 class Health(msgspec.Struct, omit_defaults=True):

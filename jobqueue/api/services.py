@@ -7,7 +7,8 @@
   reconnects by itself when the database returns;
 - ``store``: the statements only the API runs, on the client's pool (`jobqueue.api.store_access`);
 - ``keys``: the API-key cache; ``cursors``: seals listing cursors (`jobqueue.api.cursors`);
-  ``backpressure``: queue depths, limits and token buckets;
+  ``backpressure``: queue depths, limits and token buckets; ``name_warnings``: what a submission
+  naming an unknown queue or job type is told (`jobqueue.api.name_warnings`);
 - ``events``: the LISTEN connection feeding the SSE streams (open only while a stream is; none
   with ``JOBQUEUE_LISTEN=0``, and on ``JOBQUEUE_DIRECT_DSN`` when given);
 - ``head_revision``: the schema revision this code expects (``/readyz`` compares it).
@@ -25,6 +26,7 @@ from litestar.di import NamedDependency
 from jobqueue.api.auth import KeyCache
 from jobqueue.api.backpressure import Backpressure, StreamQuota
 from jobqueue.api.cursors import Cursors
+from jobqueue.api.name_warnings import NameWarnings
 from jobqueue.api.reads import ReadRouter
 from jobqueue.api.store_access import ApiStore
 from jobqueue.client import AsyncClient
@@ -70,6 +72,7 @@ class Services:
         self.keys = KeyCache(self.store.api_key, api.key_cache_seconds)
         self.cursors = Cursors(self.store.api_secret)
         self.backpressure = Backpressure.of(self.store, settings)
+        self.name_warnings = NameWarnings(self.store)
         listen = db.Session.of(settings.db, db.API_NAME, direct=True).conninfo() if settings.db.listen else None
         self.events = EventHub(
             StoreRegistrar(self.client.connection), listen, connect_timeout=api.db_timeout + api.connect_timeout

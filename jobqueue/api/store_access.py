@@ -5,7 +5,8 @@ share its size, timeouts and login.
 - ``api_key`` / ``api_secret``: authentication (`jobqueue.api.auth.KeyCache`) and the key that seals
   listing cursors (`jobqueue.api.cursors`);
 - ``submitted_total`` / ``waiting_counts``: what the depth refresher of `jobqueue.api.backpressure`
-  reads; ``schema_revision``: what ``/readyz`` compares.
+  reads; ``known_names``: what a submission's warnings compare with (`jobqueue.api.name_warnings`);
+  ``schema_revision``: what ``/readyz`` compares.
 
 The event streams' registrar is `jobqueue.events.hub.StoreRegistrar` (client waits use it too), and
 ``/metrics`` collects on a connection of whichever client `jobqueue.api.reads` chose.
@@ -18,6 +19,7 @@ from typing import TypeVar
 from jobqueue.client import AsyncClient
 from jobqueue.db import gateway as db
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.queues import KnownNames
 from jobqueue.model.quotas import WaitingCounts
 from jobqueue.store import api_keys as key_store
 from jobqueue.store import meta as meta_store
@@ -52,6 +54,10 @@ class ApiStore:
         """Waiting jobs per queue (pending, scheduled or waiting for a retry), each count capped at
         ``cap`` (bounded cost), and the queues live workers serve."""
         return await self.run(queue_store.waiting_counts(cap=cap, stale_seconds=stale_seconds))
+
+    async def known_names(self) -> KnownNames:
+        """The queues and job types a submission may name without a warning (`jobqueue.api.name_warnings`)."""
+        return await self.run(queue_store.known_names())
 
     async def schema_revision(self) -> str | None:
         return await self.run(meta_store.schema_revision())

@@ -63,7 +63,7 @@ class JobqueueQueue:
 
     async def pause(self) -> None:
         async with self.client() as client:
-            await client.pause_queue(self.bench.queue)
+            await client.pause_queue(self.bench.queue, force=True)  # its first worker starts later, on purpose
 
     # --- producing ----------------------------------------------------------------------------
 

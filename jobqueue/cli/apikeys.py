@@ -1,17 +1,24 @@
-"""`jobqueue apikey create --producer NAME [--admin | --queues a,b --job-types x,y] | list | revoke ID`.
+"""`jobqueue apikey create --producer NAME [--admin | --queues a,b --job-types x,y] [--name N] [--expires 30d]
+| list [--json] | revoke ID`.
 
 ``create`` prints the new key alone on stdout (the only time it is ever shown: the database keeps
-its SHA-256), so ``KEY=$(jobqueue apikey create --producer billing)`` works in scripts.
+its SHA-256), so ``KEY=$(jobqueue apikey create --producer billing)`` works in scripts. ``--expires``
+takes 30d, 12h, 90m, 45s or 2w (at most 3650 days); the API refuses the key from then on.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from datetime import datetime, timezone
 
 from jobqueue.cli.oneshot import open_client
+from jobqueue.cli.output import format_table, to_json, when
 from jobqueue.config import Settings
 from jobqueue.model.api_keys import ApiKey
+from jobqueue.model.durations import parse_span
+from jobqueue.model.errors import ValidationError
 
 
 def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,8 +28,11 @@ def add_apikey_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--admin", action="store_true", help="may use the admin endpoints and see every job")
     p.add_argument("--queues", type=_names, help="comma-separated: the only queues the key may submit to")
     p.add_argument("--job-types", type=_names, help="comma-separated: the only job types the key may submit")
+    p.add_argument("--name", help="what the key is for (shown in `apikey list`), e.g. ci")
+    p.add_argument("--expires", help="the API refuses the key after this long: 30d, 12h, 90m (default: never)")
     p.add_argument("--dsn")
     p = actions.add_parser("list", help="list keys (never the keys themselves)")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     p.add_argument("--dsn")
     p = actions.add_parser("revoke", help="revoke a key by its id (from `apikey list`)")
     p.add_argument("key_id")
@@ -33,24 +43,29 @@ def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
     with open_client(settings, pool_size=1) as client:
         if args.apikey_action == "create":
             key, info = client.create_api_key(
-                args.producer, role="admin" if args.admin else "producer", queues=args.queues, job_types=args.job_types
+                args.producer,
+                role="admin" if args.admin else "producer",
+                queues=args.queues,
+                job_types=args.job_types,
+                name=args.name,
+                expires_in=None if args.expires is None else _span(args.expires),
             )
             print(key)
+            expiry = f", expires {info.expires_at.isoformat(timespec='seconds')}" if info.expires_at else ""
+            named = f" {info.name!r}" if info.name else ""
             print(
-                f"created {info.role} key {info.id} for producer {info.producer_id!r}{_limits(info)}; "
+                f"created {info.role} key{named} {info.id} for producer {info.producer_id!r}{_limits(info)}{expiry}; "
                 "it is shown only this once",
                 file=sys.stderr,
             )
             return 0
         if args.apikey_action == "list":
-            print(f"{'id':36}  {'role':8}  {'prefix':11}  {'created':25}  {'revoked':25}  producer")
-            for listed in client.api_keys():
-                revoked = listed.revoked_at.isoformat(timespec="seconds") if listed.revoked_at else "-"
-                print(
-                    f"{listed.id!s:36}  {listed.role:8}  {listed.key_prefix:11}  "
-                    f"{listed.created_at.isoformat(timespec='seconds'):25}  {revoked:25}  "
-                    f"{listed.producer_id}{_limits(listed)}"
-                )
+            keys = client.api_keys()
+            if args.json:
+                print(to_json([dataclasses.asdict(k) for k in keys]))
+            else:
+                now = datetime.now(timezone.utc)
+                print(format_table(COLUMNS, [_row(k, now) for k in keys]))
             return 0
         gone = client.revoke_api_key(args.key_id)
         if gone is None:
@@ -58,6 +73,31 @@ def run_apikey(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         print(f"revoked key {gone.id} of producer {gone.producer_id!r}")
         return 0
+
+
+COLUMNS = ("id", "name", "role", "prefix", "created", "expires", "state", "producer")
+
+
+def _row(key: ApiKey, now: datetime) -> dict[str, object]:
+    state = "revoked" if key.revoked_at else "expired" if key.expired(now) else "live"
+    return dict(
+        id=key.id,
+        name=key.name,
+        role=key.role,
+        prefix=key.key_prefix,
+        created=when(key.created_at),
+        expires=when(key.expires_at) or "never",
+        state=state,
+        producer=f"{key.producer_id}{_limits(key)}",
+    )
+
+
+def _span(text: str) -> float:
+    """``--expires``, refused as one ``error: expires: …`` line (exit 2), nothing created."""
+    try:
+        return parse_span(text)
+    except ValueError as exc:
+        raise ValidationError("expires", str(exc)) from None
 
 
 def _names(text: str) -> list[str]:

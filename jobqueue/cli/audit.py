@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 import json
 
-from jobqueue.cli.admin import _aware_time, _command, _json, format_table
+from jobqueue.cli.output import aware_time, command, format_table, to_json
 from jobqueue.client import Client
 from jobqueue.model.audit import ACTIONS, AREAS, AuditEntry
 
@@ -44,11 +44,11 @@ def _list(client: Client, args: argparse.Namespace) -> int:
         actor=args.actor,
         action=args.action,
         target=args.target,
-        since=_aware_time("since", args.since) if args.since else None,
+        since=aware_time("since", args.since) if args.since else None,
         producer_id=args.producer,
     )
     if args.json:
-        print(_json({"entries": [dataclasses.asdict(e) for e in page.entries], "next_cursor": page.next_cursor}))
+        print(to_json({"entries": [dataclasses.asdict(e) for e in page.entries], "next_cursor": page.next_cursor}))
         return 0
     print(format_table(ENTRY_COLUMNS, [_row(e) for e in page.entries]))
     if page.next_cursor:
@@ -59,7 +59,7 @@ def _list(client: Client, args: argparse.Namespace) -> int:
 def _verify(client: Client, args: argparse.Namespace) -> int:
     verdict = client.verify_audit_log()
     if args.json:
-        print(_json(dict(dataclasses.asdict(verdict), intact=verdict.intact)))
+        print(to_json(dict(dataclasses.asdict(verdict), intact=verdict.intact)))
     elif verdict.intact:
         print(
             f"audit log intact: {verdict.checked} entries checked (seq {verdict.first_seq} to {verdict.last_seq}), "
@@ -81,8 +81,6 @@ def add_audit(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--producer", help="only this producer's own entries")
     p.add_argument("--limit", type=int, default=50, help="entries per page (1-500, default 50)")
     p.add_argument("--cursor", help="the next_cursor of the previous page")
-    p.add_argument("--json", action="store_true")
-    _command(p, _list)
+    command(p, _list)
     p = commands.add_parser("verify", help="recompute the hash chain; exit 1 naming the first broken entry")
-    p.add_argument("--json", action="store_true")
-    _command(p, _verify)
+    command(p, _verify)

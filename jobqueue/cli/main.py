@@ -3,8 +3,8 @@
     jobqueue migrate [--revision head]        upgrade the database schema
     jobqueue downgrade REVISION               downgrade (``base`` removes jobqueue entirely)
     jobqueue enqueue TYPE [--payload JSON] …  enqueue one job, print its id
-    jobqueue get ID | cancel ID               inspect or cancel a job
-    jobqueue jobs|dlq|queues|workers …        the operator's commands (see jobqueue.cli.admin)
+    jobqueue get ID | cancel ID|--queue Q …   inspect or cancel jobs (the same as jobs get|cancel)
+    jobqueue jobs|dlq|queues|workers …        the operator's commands (jobqueue.cli.jobs, jobqueue.cli.admin)
     jobqueue worker …                         same as jobqueue-worker
     jobqueue maintenance                      run only the leader-only services (sweeper, …)
     jobqueue audit list [--actor --action --target --since] [--json] | verify   the audit log (jobqueue.cli.audit)
@@ -27,7 +27,6 @@ when that command is the one on the command line. `jobqueue --help` loads none o
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import sys
@@ -37,10 +36,6 @@ from jobqueue.cli.common import dispatch, run_command, settings_from_args
 
 #: Adds one command's arguments (and its ``func``) to the parser `jobqueue <command>` parses.
 Declare = Callable[[argparse.ArgumentParser], None]
-
-
-def _print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, default=str))
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -82,25 +77,12 @@ def _cmd_enqueue(args: argparse.Namespace) -> int:
         if v is not None
     }
     with open_client(settings_from_args(args)) as client:
-        print(client.enqueue(args.job_type, payload, **options))
+        job_id = client.enqueue(args.job_type, payload, **options)
+        print(job_id)
+        job = client.get(job_id)  # the queue it went to, whatever supplied it
+        for line in client.name_warnings([(job.queue, job.job_type)]):  # accepted all the same
+            print(f"warning: {line}", file=sys.stderr)
     return 0
-
-
-def _cmd_get(args: argparse.Namespace) -> int:
-    from jobqueue.cli.oneshot import open_client
-
-    with open_client(settings_from_args(args)) as client:
-        _print_json(dataclasses.asdict(client.get(args.job_id)))
-    return 0
-
-
-def _cmd_cancel(args: argparse.Namespace) -> int:
-    from jobqueue.cli.oneshot import open_client
-
-    with open_client(settings_from_args(args)) as client:
-        outcome = client.cancel(args.job_id)
-    print(outcome.value)
-    return 0 if outcome.changed else 1
 
 
 def _cmd_maintenance(args: argparse.Namespace) -> int:
@@ -170,15 +152,6 @@ def _enqueue(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_enqueue)
 
 
-def _by_id(func: Callable[[argparse.Namespace], int]) -> Declare:
-    def declare(p: argparse.ArgumentParser) -> None:
-        p.add_argument("job_id")
-        p.add_argument("--dsn")
-        p.set_defaults(func=func)
-
-    return declare
-
-
 def _maintenance(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dsn")
     p.set_defaults(func=_cmd_maintenance)
@@ -227,12 +200,12 @@ COMMANDS: tuple[tuple[str, str, Declare], ...] = (
     ("migrate", "upgrade the schema", _migrate),
     ("downgrade", "downgrade the schema (base = remove jobqueue)", _downgrade),
     ("enqueue", "enqueue one job and print its id", _enqueue),
-    ("get", "show a job", _by_id(_cmd_get)),
-    ("cancel", "cancel a job", _by_id(_cmd_cancel)),
+    ("get", "show a job (the same as jobs get)", _lazy("jobqueue.cli.jobs", "add_get")),
+    ("cancel", "cancel a job, or jobs by filter (the same as jobs cancel)", _lazy("jobqueue.cli.jobs", "add_cancel")),
     ("worker", "run workers (same as jobqueue-worker)", _lazy("jobqueue.cli.worker", "add_worker_command")),
     ("maintenance", "run only the leader-only maintenance services", _maintenance),
-    ("jobs", "list, show, cancel or retry jobs", _lazy("jobqueue.cli.admin", "add_jobs")),
-    ("dlq", "the dead-letter queue", _lazy("jobqueue.cli.admin", "add_dlq")),
+    ("jobs", "list, show, cancel or retry jobs", _lazy("jobqueue.cli.jobs", "add_jobs")),
+    ("dlq", "the dead-letter queue", _lazy("jobqueue.cli.jobs", "add_dlq")),
     ("queues", "queue figures, pause/resume, limits, shedding", _lazy("jobqueue.cli.admin", "add_queues")),
     ("workers", "the worker registry", _lazy("jobqueue.cli.admin", "add_workers")),
     ("circuits", "circuit breakers: state, hold open, close", _lazy("jobqueue.cli.admin", "add_circuits")),

@@ -18,8 +18,8 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from jobqueue.cli.admin import format_table as table
 from jobqueue.cli.common import settings_from_args
+from jobqueue.cli.output import format_table as table
 from jobqueue.model.errors import ValidationError
 from jobqueue.model.jobs import Priority
 from jobqueue.model.schedules import DEFAULT_MISFIRE_LIMIT, DEFAULT_MISFIRE_POLICY, MISFIRE_POLICIES, Schedule

@@ -1,6 +1,6 @@
 """The checks of every client request other than an enqueue, shared by both clients: job and key
-ids, listings (of jobs and of the audit log), queue settings, API keys, dead-letter batches,
-circuits and limits.
+ids, listings (of jobs and of the audit log), queue settings, API keys, dead-letter batches, cancels
+by filter, circuits and limits.
 
 Each turns its arguments into the store Call to run (or raises `ValidationError` naming the
 field), so `AsyncClient` and `Client` differ only in how they run it.
@@ -8,6 +8,7 @@ field), so `AsyncClient` and `Client` differ only in how they run it.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterable
@@ -18,9 +19,9 @@ from jobqueue.db import gateway as db
 from jobqueue.model.api_keys import ApiKey
 from jobqueue.model.audit import ACTIONS, AREAS, AuditPage
 from jobqueue.model.circuits import Circuit
-from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, ValidationError
-from jobqueue.model.jobs import JobInfo, JobPage, JobState, Priority
-from jobqueue.model.limits import SCOPES, Limit
+from jobqueue.model.errors import CircuitNotFound, JobNotFound, LimitNotFound, QueueNotFound, ValidationError
+from jobqueue.model.jobs import BulkCancel, JobInfo, JobPage, JobState, Priority
+from jobqueue.model.limits import SCOPES, Limit, LimitSpec
 from jobqueue.model.names import name_problem
 from jobqueue.model.queues import QueueSettings, Unserved
 from jobqueue.store import api_keys as key_store
@@ -138,6 +139,19 @@ def queue_name(queue: Any) -> str:
     return queue
 
 
+def paused_call(queue: str, paused: bool, force: Any) -> db.Call[QueueSettings | None]:
+    if not isinstance(force, bool):
+        raise ValidationError("force", f"must be true or false (got {force!r})")
+    return queue_store.set_paused(queue_name(queue), paused, force=force)
+
+
+def known_queue(queue: str, settings: QueueSettings | None) -> QueueSettings:
+    """After `paused_call`: the queue's settings, or `QueueNotFound` when nothing was written."""
+    if settings is None:
+        raise QueueNotFound(queue)
+    return settings
+
+
 def limits_call(queue: str, soft_limit: int | None, hard_limit: int | None) -> db.Call[QueueSettings]:
     for field, value in (("soft_limit", soft_limit), ("hard_limit", hard_limit)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
@@ -165,8 +179,17 @@ def shedding_call(queue: str, shed_low_retries: Any) -> db.Call[QueueSettings]:
     return queue_store.set_shedding(queue_name(queue), shed_low_retries)
 
 
+#: The longest name a key may carry: a label for listings, not a description.
+MAX_KEY_NAME = 100
+
+
 def new_key_call(
-    producer_id: Any, role: str, queues: Iterable[str] | None = None, job_types: Iterable[str] | None = None
+    producer_id: Any,
+    role: str,
+    queues: Iterable[str] | None = None,
+    job_types: Iterable[str] | None = None,
+    name: Any = None,
+    expires_in: Any = None,
 ) -> tuple[str, db.Call[ApiKey | None]]:
     if not isinstance(producer_id, str) or not producer_id.strip() or len(producer_id) > 200:
         raise ValidationError("producer_id", "must be a non-empty string of at most 200 characters")
@@ -178,8 +201,13 @@ def new_key_call(
             "queues" if allowed["queues"] is not None else "job_types",
             "admin keys administer every queue: allow-lists are for producer keys",
         )
+    if name is not None and (
+        not isinstance(name, str) or not name.strip() or len(name) > MAX_KEY_NAME or not name.isprintable()
+    ):
+        raise ValidationError("name", f"must be a printable string of 1 to {MAX_KEY_NAME} characters (got {name!r})")
+    lifetime = timespan(expires_in, ValidationError, "expires_in")
     key = key_store.new_key()
-    return key, key_store.create(key=key, producer_id=producer_id, role=role, **allowed)
+    return key, key_store.create(key=key, producer_id=producer_id, role=role, name=name, expires_in=lifetime, **allowed)
 
 
 def _allow_list(field: str, names: Iterable[str] | None) -> list[str] | None:
@@ -215,6 +243,95 @@ def purge_batches(queue: str | None, job_type: str | None, before: datetime | No
     )
 
 
+#: The states a cancel applies to: waiting (pending, scheduled), waiting for a retry, running, and
+#: held back behind an ordering key.
+CANCEL_STATES = ("pending", "failed", "processing", "waiting")
+MAX_CANCEL_BATCH = 10_000
+
+
+class CancelRun:
+    """A cancel by filter, batch after batch (`job_admin.cancel_batch`): each client runs
+    `next_call()` until it is None, waiting `take(result)` seconds between batches. A pass walks the
+    waiting jobs once, in index order; jobs it found locked (a claim, an ack, an operator's open
+    transaction) are looked for again by another pass from the start. A pass that changes nothing
+    while matching jobs stay locked is retried `LOCKED_RETRIES` times, `LOCKED_PAUSE` seconds
+    apart, then the run ends incomplete instead of waiting on them."""
+
+    LOCKED_RETRIES = 20
+    LOCKED_PAUSE = 0.05
+
+    def __init__(
+        self,
+        *,
+        queue: Any,
+        job_type: Any,
+        state: Any,
+        before: datetime | None,
+        producer_id: Any,
+        all_jobs: bool,
+        batch_size: int,
+    ) -> None:
+        self._filters = dict(
+            queue=_optional_name("queue", queue),
+            job_type=_optional_name("job_type", job_type),
+            producer_id=_optional_name("producer_id", producer_id),
+        )
+        if state is not None and state not in CANCEL_STATES:
+            raise ValidationError(
+                "state", f"must be one of {', '.join(CANCEL_STATES)}: only those can be cancelled (got {state!r})"
+            )
+        if before is not None and (not isinstance(before, datetime) or before.tzinfo is None):
+            raise ValidationError("before", "must be a timezone-aware time")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_CANCEL_BATCH:
+            raise ValidationError("batch_size", f"must be an integer from 1 to {MAX_CANCEL_BATCH} (got {batch_size!r})")
+        if all_jobs is not True and state is None and before is None and not any(self._filters.values()):
+            raise ValidationError(
+                "all", "name at least one filter (queue, job_type, state, before, producer_id), or ask for all jobs"
+            )
+        self._state, self._cutoff, self._limit = state, before, batch_size
+        self._after, self._skipped, self._changed = job_admin.CANCEL_START, False, False
+        self._done, self._locked_passes, self._first = False, 0, True
+        self.result = BulkCancel(0, 0)
+
+    def next_call(self) -> db.Call[job_admin.CancelBatch] | None:
+        if self._done:
+            return None
+        return job_admin.cancel_batch(
+            limit=self._limit,
+            after=self._after,
+            first=self._first,
+            cutoff=self._cutoff,
+            state=self._state,
+            **self._filters,
+        )
+
+    def take(self, batch: job_admin.CancelBatch) -> float:
+        """Count one batch's work; the seconds to wait before the next one."""
+        self._cutoff, self._first = batch.cutoff, False  # the first batch's "now": later jobs are not chased
+        self.result = BulkCancel(
+            self.result.cancelled + batch.cancelled, self.result.cancel_requested + batch.requested
+        )
+        self._skipped |= batch.skipped or batch.keyed  # a key's next job may be pending behind the cursor now
+        self._changed |= bool(batch.cancelled or batch.requested)
+        if batch.ahead and batch.last is not None:
+            self._after = batch.last
+            return 0.0
+        if not (self._skipped or batch.more_left):
+            self._done = True
+            return 0.0
+        # the walk is over, and jobs were left: another pass, from the start
+        self._after, self._skipped = job_admin.CANCEL_START, False
+        changed, self._changed = self._changed, False
+        if changed:
+            self._locked_passes = 0
+            return 0.0
+        self._locked_passes += 1
+        if self._locked_passes > self.LOCKED_RETRIES:
+            self._done = True
+            self.result = dataclasses.replace(self.result, complete=False)
+        return self.LOCKED_PAUSE
+
+
 def found(job_id: uuid.UUID, info: JobInfo | None) -> JobInfo:
     if info is None:
         raise JobNotFound(job_id)
@@ -245,6 +362,13 @@ def limit_of(scope: str, name: str, limits: list[Limit]) -> Limit:
     if not matching:  # cleared by someone else in between
         raise LimitNotFound(scope, name)
     return matching[0]
+
+
+def limit_written(spec: LimitSpec, marked: int | None) -> None:
+    """After `limit_store.set_limit`: None means the set would have limited nothing (not written)."""
+    if marked is None:
+        removed = "rate" if spec.rate is None and "rate" not in spec.keep else "concurrency"
+        raise ValidationError(removed, "removing it leaves this limit nothing to limit: clear the limit instead")
 
 
 def as_uuid(value: Any, field: str = "job_id") -> uuid.UUID:

@@ -27,19 +27,22 @@ import psycopg
 from jobqueue.client.acting import actor_calls
 from jobqueue.client.admin import (
     BatchCall,
+    CancelRun,
     as_uuid,
     audit_list_call,
     circuit_name,
     defaults_call,
     forced,
     found,
+    known_queue,
     limit_key,
     limit_of,
+    limit_written,
     limits_call,
     list_call,
     new_key_call,
+    paused_call,
     purge_batches,
-    queue_name,
     retry_batches,
     shedding_call,
     unserved_call,
@@ -58,6 +61,7 @@ from jobqueue.model.audit import AuditPage, AuditVerdict
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import LimitNotFound
 from jobqueue.model.jobs import (
+    BulkCancel,
     CancelOutcome,
     DeleteOutcome,
     JobInfo,
@@ -67,7 +71,7 @@ from jobqueue.model.jobs import (
     RetryOutcome,
     ThroughputMinute,
 )
-from jobqueue.model.limits import Limit, LimitSpec
+from jobqueue.model.limits import KEEP, Keep, Limit, LimitSpec
 from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
 from jobqueue.model.workers import RunningJob, WorkerInfo
 from jobqueue.observability import tracing
@@ -351,6 +355,34 @@ class AsyncClient:
         """Delete dead jobs matching the filters (died before ``before``), in batches; returns how many."""
         return await self._batches(purge_batches(queue, job_type, before, batch_size), batch_size)
 
+    async def cancel_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        state: str | None = None,
+        before: datetime | None = None,
+        producer_id: str | None = None,
+        all_jobs: bool = False,
+        batch_size: int = 500,
+    ) -> BulkCancel:
+        """Cancel every job matching the filters (created before ``before``; ``state``: pending,
+        failed, processing or waiting, None: all four), in batches of one short transaction each:
+        waiting jobs become cancelled, running ones get a cancel request. No filter at all is refused
+        unless ``all_jobs=True``. Jobs enqueued after it started are left alone."""
+        run = CancelRun(
+            queue=queue,
+            job_type=job_type,
+            state=state,
+            before=before,
+            producer_id=producer_id,
+            all_jobs=all_jobs,
+            batch_size=batch_size,
+        )
+        while (call := run.next_call()) is not None:
+            await asyncio.sleep(run.take(await self._act(call)))
+        return run.result
+
     async def _batches(self, batch: BatchCall, batch_size: int) -> int:
         total, after, scanned = 0, 0, batch_size
         while scanned >= batch_size:
@@ -394,12 +426,13 @@ class AsyncClient:
         return await self._run(limit_store.list_all(), None)
 
     async def set_limit(
-        self, scope: str, name: str, *, concurrency: int | None = None, rate: str | None = None
+        self, scope: str, name: str, *, concurrency: int | None | Keep = KEEP, rate: str | None | Keep = KEEP
     ) -> Limit:
-        """Set (or replace) a limit on a job type (``scope="job_type"``) or queue (``"queue"``); it
-        wins over the code's until `clear_limit`. Its jobs already running count against it."""
-        spec = LimitSpec.build(scope, name, concurrency=concurrency, rate=rate)
-        await self._act(limit_store.set_limit(spec))
+        """Set a limit on a job type (``scope="job_type"``) or queue (``"queue"``); it wins over the
+        code's until `clear_limit`. Its jobs already running count against it. A part not given
+        stays as the limit has it (the code's ``10/s`` survives ``concurrency=2``); None removes it."""
+        spec = LimitSpec.operators(scope, name, concurrency=concurrency, rate=rate)
+        limit_written(spec, await self._act(limit_store.set_limit(spec)))
         return limit_of(spec.scope, spec.name, await self._run(limit_store.list_all(), None))
 
     async def clear_limit(self, scope: str, name: str) -> None:
@@ -408,12 +441,19 @@ class AsyncClient:
         if await self._act(limit_store.clear(scope, name)) is None:
             raise LimitNotFound(scope, name)
 
-    async def pause_queue(self, queue: str) -> QueueSettings:
-        """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs."""
-        return await self._act(queue_store.set_paused(queue_name(queue), True))
+    async def pause_queue(self, queue: str, *, force: bool = False) -> QueueSettings:
+        """Workers stop claiming from ``queue`` (within milliseconds); it keeps accepting jobs. A
+        queue no worker ever served, no operator configured and no job is in is `QueueNotFound`
+        (a misspelling, mostly) unless ``force``: pausing one before its first worker starts."""
+        return known_queue(queue, await self._act(paused_call(queue, True, force)))
 
     async def resume_queue(self, queue: str) -> QueueSettings:
-        return await self._act(queue_store.set_paused(queue_name(queue), False))
+        return known_queue(queue, await self._act(paused_call(queue, False, False)))
+
+    async def name_warnings(self, jobs: Iterable[tuple[str, str]]) -> list[str]:
+        """For (queue, job type) pairs: a line per name no worker ever served and nothing declared
+        (a misspelling?), as the CLI and the REST API warn after an enqueue that names one."""
+        return (await self._run(queue_store.known_names(), None)).warnings(jobs)
 
     async def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return await self._act(limits_call(queue, soft_limit, hard_limit))
@@ -442,10 +482,13 @@ class AsyncClient:
         role: str = "producer",
         queues: Iterable[str] | None = None,
         job_types: Iterable[str] | None = None,
+        name: str | None = None,
+        expires_in: timedelta | float | None = None,
     ) -> tuple[str, ApiKey]:
         """A new key (returned once, stored only hashed) acting as ``producer_id``; ``queues`` /
-        ``job_types``: the only ones it may submit (producer keys; None: any)."""
-        key, call = new_key_call(producer_id, role, queues, job_types)
+        ``job_types``: the only ones it may submit (producer keys; None: any); ``name``: what it is
+        for; ``expires_in``: seconds or a timedelta after which the API refuses it (None: never)."""
+        key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
         return key, await self._act(call)
 
     async def api_keys(self) -> list[ApiKey]:

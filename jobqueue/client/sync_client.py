@@ -12,6 +12,7 @@ constructor lacks the async client's ``connect_timeout``, ``submit_lanes`` and `
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
@@ -21,19 +22,22 @@ import psycopg
 from jobqueue.client.acting import actor_calls
 from jobqueue.client.admin import (
     BatchCall,
+    CancelRun,
     as_uuid,
     audit_list_call,
     circuit_name,
     defaults_call,
     forced,
     found,
+    known_queue,
     limit_key,
     limit_of,
+    limit_written,
     limits_call,
     list_call,
     new_key_call,
+    paused_call,
     purge_batches,
-    queue_name,
     retry_batches,
     shedding_call,
     unserved_call,
@@ -52,6 +56,7 @@ from jobqueue.model.audit import AuditPage, AuditVerdict
 from jobqueue.model.circuits import Circuit
 from jobqueue.model.errors import LimitNotFound
 from jobqueue.model.jobs import (
+    BulkCancel,
     CancelOutcome,
     DeleteOutcome,
     JobInfo,
@@ -61,7 +66,7 @@ from jobqueue.model.jobs import (
     RetryOutcome,
     ThroughputMinute,
 )
-from jobqueue.model.limits import Limit, LimitSpec
+from jobqueue.model.limits import KEEP, Keep, Limit, LimitSpec
 from jobqueue.model.queues import QueueSettings, QueueStats, Unserved
 from jobqueue.model.workers import RunningJob, WorkerInfo
 from jobqueue.observability import tracing
@@ -255,6 +260,30 @@ class Client:
     ) -> int:
         return self._batches(purge_batches(queue, job_type, before, batch_size), batch_size)
 
+    def cancel_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        state: str | None = None,
+        before: datetime | None = None,
+        producer_id: str | None = None,
+        all_jobs: bool = False,
+        batch_size: int = 500,
+    ) -> BulkCancel:
+        run = CancelRun(
+            queue=queue,
+            job_type=job_type,
+            state=state,
+            before=before,
+            producer_id=producer_id,
+            all_jobs=all_jobs,
+            batch_size=batch_size,
+        )
+        while (call := run.next_call()) is not None:
+            time.sleep(run.take(self._act(call)))
+        return run.result
+
     def _batches(self, batch: BatchCall, batch_size: int) -> int:
         total, after, scanned = 0, 0, batch_size
         while scanned >= batch_size:
@@ -288,9 +317,11 @@ class Client:
     def limits(self) -> list[Limit]:
         return self._run(limit_store.list_all(), None)
 
-    def set_limit(self, scope: str, name: str, *, concurrency: int | None = None, rate: str | None = None) -> Limit:
-        spec = LimitSpec.build(scope, name, concurrency=concurrency, rate=rate)
-        self._act(limit_store.set_limit(spec))
+    def set_limit(
+        self, scope: str, name: str, *, concurrency: int | None | Keep = KEEP, rate: str | None | Keep = KEEP
+    ) -> Limit:
+        spec = LimitSpec.operators(scope, name, concurrency=concurrency, rate=rate)
+        limit_written(spec, self._act(limit_store.set_limit(spec)))
         return limit_of(spec.scope, spec.name, self._run(limit_store.list_all(), None))
 
     def clear_limit(self, scope: str, name: str) -> None:
@@ -298,11 +329,14 @@ class Client:
         if self._act(limit_store.clear(scope, name)) is None:
             raise LimitNotFound(scope, name)
 
-    def pause_queue(self, queue: str) -> QueueSettings:
-        return self._act(queue_store.set_paused(queue_name(queue), True))
+    def pause_queue(self, queue: str, *, force: bool = False) -> QueueSettings:
+        return known_queue(queue, self._act(paused_call(queue, True, force)))
 
     def resume_queue(self, queue: str) -> QueueSettings:
-        return self._act(queue_store.set_paused(queue_name(queue), False))
+        return known_queue(queue, self._act(paused_call(queue, False, False)))
+
+    def name_warnings(self, jobs: Iterable[tuple[str, str]]) -> list[str]:
+        return self._run(queue_store.known_names(), None).warnings(jobs)
 
     def set_queue_limits(self, queue: str, *, soft_limit: int | None, hard_limit: int | None) -> QueueSettings:
         return self._act(limits_call(queue, soft_limit, hard_limit))
@@ -325,8 +359,10 @@ class Client:
         role: str = "producer",
         queues: Iterable[str] | None = None,
         job_types: Iterable[str] | None = None,
+        name: str | None = None,
+        expires_in: timedelta | float | None = None,
     ) -> tuple[str, ApiKey]:
-        key, call = new_key_call(producer_id, role, queues, job_types)
+        key, call = new_key_call(producer_id, role, queues, job_types, name, expires_in)
         return key, self._act(call)
 
     def api_keys(self) -> list[ApiKey]:

@@ -19,10 +19,15 @@ class ApiKey:
     revoked_at: datetime | None
     queues: list[str] | None = None  # the queues it may submit to (None: any)
     job_types: list[str] | None = None  # the job types it may submit (None: any)
+    name: str | None = None  # what it is for, as its creator named it
+    expires_at: datetime | None = None  # refused from then on (None: never expires)
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
     def refuses(self, queue: str, job_type: str) -> str | None:
         """The field its allow-lists refuse for a job (``queue`` or ``job_type``), or None."""

@@ -21,6 +21,7 @@ from jobqueue.model.api_keys import ApiKey
 #: (``dlq``: every dead-letter action).
 ACTIONS = (
     "job.cancel",
+    "job.cancel_all",
     "job.delete",
     "dlq.retry",
     "dlq.retry_all",

@@ -14,6 +14,7 @@ Python's datetime cannot hold: every later read of that row fails (the bug 0022 
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -44,3 +45,20 @@ def duration_problem(value: Any, *, zero: bool = False, longest: float = LONGEST
         low = "0 to" if zero else "more than 0 and at most"
         return f"must be {low} {_describe(longest)} (got {seconds:g} s)"
     return None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_span(text: str, *, longest: float = LONGEST_SECONDS) -> float:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"`` or plain seconds → seconds, by the
+    rule above: ``inf``, ``-1d`` and ``99999999d`` raise ValueError, one line saying what is wanted."""
+    match = _SPAN.match(text) if isinstance(text, str) else None
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"] if match else None
+    problem = "must be a duration" if seconds is None else duration_problem(seconds, longest=longest)
+    if seconds is None or problem is not None:
+        raise ValueError(
+            f"must be a duration like 30d, 12h, 90m or 45s, more than 0 and at most {_describe(longest)} (got {text!r})"
+        )
+    return seconds

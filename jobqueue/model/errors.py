@@ -45,6 +45,18 @@ class CircuitNotFound(JobQueueError, LookupError):
         super().__init__(f"no circuit breaker named {name!r} (workers create them at start from queue.circuit(...))")
 
 
+class QueueNotFound(JobQueueError, LookupError):
+    """A pause or resume named a queue no worker ever served, no operator configured and no job is in."""
+
+    def __init__(self, name: object) -> None:
+        self.name = name
+        super().__init__(
+            f"no queue named {name!r} is known: no worker ever served it, no operator configured it and no "
+            "job is in it (a misspelling?); to pause a queue before its first worker starts, force it "
+            "(jobqueue queues pause --force, POST /queues/NAME/pause?force=true, pause_queue(force=True))"
+        )
+
+
 class DatabaseUnavailable(JobQueueError):
     """The database could not be reached, or the connection was lost before the operation's
     outcome came back. What a caller can rely on: when no statement was sent (no connection within

@@ -140,6 +140,17 @@ class CancelOutcome(str, enum.Enum):
         return self in (CancelOutcome.CANCELLED, CancelOutcome.CANCEL_REQUESTED)
 
 
+@dataclass(frozen=True, slots=True)
+class BulkCancel:
+    """What a cancel by filter did: waiting jobs cancelled, running jobs asked to stop (as a single
+    cancel of a running job does). ``complete`` False: some matching jobs stayed locked by other
+    transactions throughout and were left as they are (run it again)."""
+
+    cancelled: int
+    cancel_requested: int
+    complete: bool = True
+
+
 #: The largest progress figure taken (done, total): beyond it a float no longer counts units exactly.
 MAX_PROGRESS = 1e15
 #: The longest progress message, in characters.

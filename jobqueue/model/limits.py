@@ -18,6 +18,7 @@ queue keeps flowing.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,18 +59,48 @@ def format_rate(rate: int | None, period: float | None) -> str | None:
     return f"{rate}/{unit}" if unit else f"{rate}/{period:g}s"
 
 
+class Keep(enum.Enum):
+    """`KEEP`: the default of an operator's `set_limit` parts — leave that part as the limit has it."""
+
+    KEEP = "keep"
+
+
+#: An operator setting one part of a limit (``set_limit(..., concurrency=2)``) keeps the other as
+#: it is — before, the code's ``10/s`` silently vanished; None removes a part.
+KEEP = Keep.KEEP
+PARTS = ("concurrency", "rate")
+
+
 @dataclass(frozen=True, slots=True)
 class LimitSpec:
-    """A limit's definition, checked: build it with `LimitSpec.build`."""
+    """A limit's definition, checked: build it with `LimitSpec.build`. ``keep``: the parts (of
+    `PARTS`) an operator's set leaves as the stored limit has them."""
 
     scope: str
     name: str
     concurrency: int | None = None
     rate: int | None = None
     period: float | None = None
+    keep: frozenset[str] = frozenset()
 
     @classmethod
-    def build(cls, scope: Any, name: Any, *, concurrency: Any = None, rate: Any = None) -> "LimitSpec":
+    def operators(cls, scope: Any, name: Any, *, concurrency: Any, rate: Any) -> "LimitSpec":
+        """An operator's set: a part given as `KEEP` stays as stored, None removes it."""
+        keep = frozenset(part for part, value in zip(PARTS, (concurrency, rate)) if value is KEEP)
+        if keep == frozenset(PARTS):
+            raise ValidationError("concurrency", "give a concurrency, a rate, or both")
+        return cls.build(
+            scope,
+            name,
+            concurrency=None if concurrency is KEEP else concurrency,
+            rate=None if rate is KEEP else rate,
+            keep=keep,
+        )
+
+    @classmethod
+    def build(
+        cls, scope: Any, name: Any, *, concurrency: Any = None, rate: Any = None, keep: frozenset[str] = frozenset()
+    ) -> "LimitSpec":
         if scope not in SCOPES:
             raise ValidationError("scope", f"must be one of {', '.join(SCOPES)} (got {scope!r})")
         problem = name_problem(name)  # a job type or queue name: the enqueue's rule, or it could never match
@@ -80,9 +111,9 @@ class LimitSpec:
         ):
             raise ValidationError("concurrency", f"must be an integer from 1 to {_INT32} (got {concurrency!r})")
         starts, period = parse_rate(rate) if rate is not None else (None, None)
-        if concurrency is None and starts is None:
+        if concurrency is None and starts is None and not keep:
             raise ValidationError("concurrency", "give a concurrency, a rate, or both")
-        return cls(scope=scope, name=name, concurrency=concurrency, rate=starts, period=period)
+        return cls(scope=scope, name=name, concurrency=concurrency, rate=starts, period=period, keep=keep)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
-"""Queues as admins configure and operators watch them: settings, counts per priority, unserved jobs."""
+"""Queues as admins configure and operators watch them: settings, counts per priority, unserved jobs,
+and the names this database knows (a misspelled queue or job type on enqueue is flagged)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Iterable
 
 from jobqueue.model.jobs import Priority
 
@@ -52,3 +54,29 @@ class Unserved:
     queue: str
     job_type: str
     runnable: int  # counted up to the cap per priority level
+
+
+@dataclass(frozen=True, slots=True)
+class KnownNames:
+    """The queues and job types this database knows (a worker served them, a task declared them, an
+    operator configured them): an enqueue naming anything else is likely a misspelling."""
+
+    queues: frozenset[str]
+    job_types: frozenset[str]
+
+    def warnings(self, jobs: Iterable[tuple[str, str]]) -> list[str]:
+        """One line per unknown name among (queue, job type) pairs, each named once, in order.
+        The jobs are accepted all the same: a producer may deploy before its workers."""
+        found: dict[str, None] = {}
+        for queue, job_type in jobs:
+            if job_type not in self.job_types:
+                found[
+                    f"job type {job_type!r} was never served by a worker nor declared by a task (a misspelling?); "
+                    "the job was accepted and waits for a worker that runs it"
+                ] = None
+            if queue not in self.queues:
+                found[
+                    f"queue {queue!r} was never served by a worker nor configured by an operator (a misspelling?); "
+                    "the job was accepted and waits for a worker of that queue"
+                ] = None
+        return list(found)

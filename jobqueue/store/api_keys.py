@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from datetime import timedelta
 
 from jobqueue.db.gateway import ActionCall, Call
 from jobqueue.model.api_keys import ApiKey
@@ -34,7 +35,14 @@ def _first_key(rows: list[tuple]) -> ApiKey | None:
 
 
 def create(
-    *, key: str, producer_id: str, role: str, queues: list[str] | None = None, job_types: list[str] | None = None
+    *,
+    key: str,
+    producer_id: str,
+    role: str,
+    queues: list[str] | None = None,
+    job_types: list[str] | None = None,
+    name: str | None = None,
+    expires_in: timedelta | None = None,
 ) -> Call[ApiKey | None]:
     return ActionCall(
         "api_key_create",
@@ -45,6 +53,8 @@ def create(
             "role": role,
             "queues": queues,
             "job_types": job_types,
+            "name": name,
+            "expires_in": expires_in,
         },
         _first_key,
     )

@@ -1,13 +1,14 @@
 """Calls an operator's tools make on jobqueue.jobs (sql/queries/job_admin.sql): listing, deleting a job
-that never ran, what each worker runs, dead-letter retry and purge, and key rotation's scan and write.
-The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`; the test mode's two calls
-(`jobqueue.testing`: the queues to drain, scheduled jobs brought forward) are here too."""
+that never ran, what each worker runs, dead-letter retry and purge, bulk cancel, and key rotation's
+scan and write. The hot path (enqueue, claim, acks, leases) is `jobqueue.store.jobs`; the test
+mode's two calls (`jobqueue.testing`: the queues to drain, scheduled jobs brought forward) are here
+too."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from jobqueue.db.gateway import ActionCall, Call, column, scalar
@@ -116,6 +117,68 @@ def purge_dead_batch(
         "job_purge_dead_batch",
         {"after": after, "limit": limit, "queue": queue, "job_type": job_type, "before": before},
         lambda rows: (rows[0][0], rows[0][1], rows[0][2]),
+    )
+
+
+#: Where a bulk cancel's walk of the waiting jobs starts: before every key of jobs_claim_idx (no
+#: queue is named '' and no priority is below 0).
+CANCEL_START = ("", -1, datetime.min.replace(tzinfo=timezone.utc), -1)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelBatch:
+    """What one `cancel_batch` did: waiting jobs cancelled, running jobs asked to stop, the cutoff
+    it used (pass it to the next batch); ``ahead``: the walk of waiting jobs goes on from ``last``;
+    ``skipped``: some it walked were locked (or had just changed) and are left for another pass;
+    ``more_left``: held-back (ordering key) or running jobs still to do; ``keyed``: it cancelled an
+    ordering key's head, whose next job may have turned pending behind the cursor."""
+
+    cancelled: int
+    requested: int
+    cutoff: datetime
+    ahead: bool
+    skipped: bool
+    more_left: bool
+    keyed: bool
+    last: tuple[str, int, datetime, int] | None
+
+
+def cancel_batch(
+    *,
+    limit: int,
+    after: tuple[str, int, datetime, int],
+    first: bool,
+    cutoff: datetime | None,
+    state: str | None,
+    queue: str | None,
+    job_type: str | None,
+    producer_id: str | None,
+) -> Call[CancelBatch]:
+    """One batch of a bulk cancel (job_cancel_batch), its walk of waiting jobs from ``after``;
+    ``first``: the run's first batch, which records the run in the audit log."""
+
+    def decode(rows: list[tuple]) -> CancelBatch:
+        cancelled, requested, used, ahead, skipped, more_left, keyed, *last, _notified, _recorded = rows[0]
+        return CancelBatch(
+            cancelled, requested, used, ahead, skipped, more_left, keyed, tuple(last) if last[0] is not None else None
+        )
+
+    return ActionCall(
+        "job_cancel_batch",
+        {
+            "limit": limit,
+            "after_queue": after[0],
+            "after_priority": after[1],
+            "after_run_at": after[2],
+            "after_seq": after[3],
+            "first": first,
+            "cutoff": cutoff,
+            "state": state,
+            "queue": queue,
+            "job_type": job_type,
+            "producer_id": producer_id,
+        },
+        decode,
     )
 
 

@@ -56,8 +56,9 @@ def sync(declared: Sequence[LimitSpec], undeclared: Sequence[tuple[str, str]], *
     )
 
 
-def set_limit(spec: LimitSpec) -> Call[int]:
-    """An operator's limit; the number of running jobs it now counts that were not counted before."""
+def set_limit(spec: LimitSpec) -> Call[int | None]:
+    """An operator's limit (the parts in ``spec.keep`` as stored); the number of running jobs it
+    now counts that were not counted before, or None when it would limit nothing (not written)."""
     return ActionCall(
         "limit_set",
         {
@@ -66,8 +67,10 @@ def set_limit(spec: LimitSpec) -> Call[int]:
             "concurrency": spec.concurrency,
             "rate": spec.rate,
             "period": spec.period,
+            "keep_concurrency": "concurrency" in spec.keep,
+            "keep_rate": "rate" in spec.keep,
         },
-        lambda rows: rows[0][1],
+        lambda rows: rows[0][1] if rows[0][0] else None,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from jobqueue.db.gateway import ActionCall, Call
 from jobqueue.model.jobs import Priority
-from jobqueue.model.queues import PriorityStats, QueueSettings, QueueStats, Unserved
+from jobqueue.model.queues import KnownNames, PriorityStats, QueueSettings, QueueStats, Unserved
 from jobqueue.model.quotas import Gate, WaitingCounts
 
 
@@ -67,8 +67,18 @@ def paused_among(queues: Sequence[str]) -> Call[set[str]]:
     return Call("queue_paused_among", {"queues": list(queues)}, lambda rows: {r[0] for r in rows})
 
 
-def set_paused(queue: str, paused: bool) -> Call[QueueSettings]:
-    return ActionCall("queue_set_paused", {"queue": queue, "paused": paused}, _one_settings)
+def set_paused(queue: str, paused: bool, *, force: bool = False) -> Call[QueueSettings | None]:
+    """None: the queue is unknown (see queue_set_paused) and nothing was written."""
+    return ActionCall(
+        "queue_set_paused",
+        {"queue": queue, "paused": paused, "force": force},
+        lambda rows: QueueSettings(*rows[0]) if rows else None,
+    )
+
+
+def known_names() -> Call[KnownNames]:
+    """The queues and job types an enqueue may name without a warning (queue_known_names)."""
+    return Call("queue_known_names", {}, lambda rows: KnownNames(frozenset(rows[0][0]), frozenset(rows[0][1])))
 
 
 def set_limits(queue: str, *, soft_limit: int | None, hard_limit: int | None) -> Call[QueueSettings]:

@@ -1,7 +1,7 @@
 """A cron job knows the tick it fired for: jobs.scheduled_for, set by fire_schedule.
 
 Revision ID: 0034_scheduled_for
-Revises: 0030_listener_cap_lock
+Revises: 0031_operator_guards
 """
 
 from alembic import op
@@ -9,7 +9,7 @@ from alembic import op
 from jobqueue.db.queries import run_migration_script
 
 revision = "0034_scheduled_for"
-down_revision = "0030_listener_cap_lock"  # at merge: the newest revision before it (0031-0033 are other branches')
+down_revision = "0031_operator_guards"  # at merge: the newest revision before it (0032-0033 are other branches')
 branch_labels = None
 depends_on = None
 

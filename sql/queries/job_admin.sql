@@ -1,6 +1,7 @@
 -- Operator queries on jobqueue.jobs (jobqueue.store.job_admin): listing, deleting a job that never
--- ran, what each worker runs, dead-letter retry and purge, key rotation's scan and write. Those that
--- act record what they did in the audit log (jobqueue.audit(), migration 0032), in their statement.
+-- ran, what each worker runs, dead-letter retry and purge, bulk cancel, key rotation's scan and write.
+-- Those that act record what they did in the audit log (jobqueue.audit(), migration 0032), in their
+-- statement.
 
 -- name: job_delete_waiting
 -- Admin delete of one job that has not started: pending (due or scheduled) or waiting for its
@@ -222,6 +223,115 @@ WITH recorded AS (
 )
 SELECT (SELECT count(*) FROM gone) AS purged, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(seq) FROM batch) AS last_seq, (SELECT count(*) FROM recorded) AS recorded;
+
+-- name: job_cancel_batch
+-- Bulk cancel, one batch. Waiting jobs (pending, scheduled, or failed and waiting for a retry)
+-- matching the filters are walked in jobs_claim_idx order from the key after_queue, … (the last
+-- batch's last key; '', -1, -infinity, -1 at the start), %(limit)s at a time, and become
+-- cancelled; so do at most %(limit)s jobs held back behind their ordering key (state waiting:
+-- only keyed jobs are, walked through jobs_ordering_idx), and at most %(limit)s running ones get a
+-- cancel request (as jobqueue.cancel does one: the flag, and a jobqueue_cancel NOTIFY for the
+-- worker). Held-back and running jobs leave their set once done, so they need no cursor (running
+-- ones are walked through jobs_lease_idx: only held jobs are in it). Only jobs created before
+-- %(cutoff)s, capped at now: jobs enqueued while the cancel runs are not chased.
+-- Each statement locks at most 3 x %(limit)s rows, SKIP LOCKED: a job a claim, an ack or an
+-- operator's transaction holds this instant is skipped, never waited for (so this never deadlocks
+-- with them), and reported (skipped), for the caller's next pass. Bounded by the live jobs, never
+-- by the table: each scan walks a partial index in its own order, from a cursor, so no plan reads
+-- finished jobs (a first version, without, ended on a sequential scan: 0.7 s on 1.1M rows), and
+-- no batch walks again the index entries earlier batches left behind.
+-- A head of an ordering key cancelled here releases its key's next job (the 0035 trigger, at the
+-- end of the statement: after the held-back jobs this batch cancels): "keyed" tells the caller
+-- that a job it matched may have turned pending behind its cursor, for another pass.
+-- The first batch (%(first)s) records the whole cancel in the audit log (job.cancel_all, with its
+-- filters; not how many matched: counting them would read every live job in one statement).
+-- Returns: cancelled, requested, cutoff, ahead (the walk has more), skipped, more_left (held-back
+-- or running jobs still to do), keyed, and the last key walked.
+WITH recorded AS (
+    SELECT jobqueue.audit('job.cancel_all', NULL, jsonb_build_object(
+               'queue', %(queue)s::text, 'job_type', %(job_type)s::text, 'state', %(state)s::text,
+               'before', %(cutoff)s::timestamptz, 'producer_id', %(producer_id)s::text)) AS entry
+    WHERE %(first)s::boolean
+), candidates AS (
+    SELECT j.id, j.queue, j.priority, j.run_at, j.seq, j.ordering_key FROM jobqueue.jobs j
+    WHERE j.state IN ('pending', 'failed')
+      AND (j.queue, j.priority, j.run_at, j.seq)
+          > (%(after_queue)s::text, %(after_priority)s::smallint, %(after_run_at)s::timestamptz, %(after_seq)s::bigint)
+      AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    ORDER BY j.queue, j.priority, j.run_at, j.seq
+    LIMIT %(limit)s
+), waiting AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.id IN (SELECT c.id FROM candidates c) AND j.state IN ('pending', 'failed')
+      AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
+    FOR UPDATE OF j SKIP LOCKED
+), held AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.ordering_key IS NOT NULL AND j.state = 'waiting'
+      AND coalesce(%(state)s::text, 'waiting') = 'waiting'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), running AS (
+    SELECT j.id FROM jobqueue.jobs j
+    WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
+      AND coalesce(%(state)s::text, 'processing') = 'processing'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+    ORDER BY j.locked_until
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), cancelled AS (
+    UPDATE jobqueue.jobs j SET state = 'cancelled', finished_at = now(), updated_at = now()
+    FROM (SELECT id FROM waiting UNION ALL SELECT id FROM held) w WHERE j.id = w.id
+    RETURNING j.id
+), requested AS (
+    UPDATE jobqueue.jobs j SET cancel_requested = true, updated_at = now()
+    FROM running r WHERE j.id = r.id
+    RETURNING j.id
+), told AS (
+    SELECT pg_notify('jobqueue_cancel', r.id::text) FROM requested r
+), left_over AS (
+    SELECT 1 FROM jobqueue.jobs j
+    WHERE j.locked_until IS NOT NULL AND j.state = 'processing' AND NOT j.cancel_requested
+      AND coalesce(%(state)s::text, 'processing') = 'processing'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+      AND j.id NOT IN (SELECT id FROM running)
+    UNION ALL
+    SELECT 1 FROM jobqueue.jobs j
+    WHERE j.ordering_key IS NOT NULL AND j.state = 'waiting'
+      AND coalesce(%(state)s::text, 'waiting') = 'waiting'
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+      AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s::text)
+      AND (%(producer_id)s::text IS NULL OR j.producer_id = %(producer_id)s::text)
+      AND j.created_at < least(coalesce(%(cutoff)s::timestamptz, now()), now())
+      AND j.id NOT IN (SELECT id FROM held)
+    LIMIT 1
+), last AS (
+    SELECT c.queue, c.priority, c.run_at, c.seq FROM candidates c
+    ORDER BY c.queue DESC, c.priority DESC, c.run_at DESC, c.seq DESC
+    LIMIT 1
+)
+SELECT (SELECT count(*) FROM cancelled) AS cancelled, (SELECT count(*) FROM requested) AS requested,
+       least(coalesce(%(cutoff)s::timestamptz, now()), now()) AS cutoff,
+       (SELECT count(*) FROM candidates) = %(limit)s AS ahead,
+       (SELECT count(*) FROM waiting) < (SELECT count(*) FROM candidates) AS skipped,
+       EXISTS (SELECT FROM left_over) AS more_left,
+       EXISTS (SELECT FROM candidates c WHERE c.ordering_key IS NOT NULL AND c.id IN (SELECT id FROM waiting)) AS keyed,
+       (SELECT queue FROM last), (SELECT priority FROM last), (SELECT run_at FROM last), (SELECT seq FROM last),
+       (SELECT count(*) FROM told) AS notified, (SELECT count(*) FROM recorded) AS recorded;
 
 -- name: job_rewrap_scan
 -- Key rotation, one batch: the next %(limit)s jobs after seq %(after)s in every state, and of them

@@ -70,24 +70,38 @@ SELECT 'limit' AS what, o.scope || ' ' || o.name, o.declared_by FROM overruled o
 
 -- name: limit_set
 -- An operator's limit (set_by 'admin': worker starts leave it alone until it is cleared). Jobs of
--- its scope already running are marked limited, so they count against it from now on. Setting and
--- clearing a limit are recorded in the audit log (limit.set, limit.clear; target scope:name).
-WITH upserted AS (
+-- its scope already running are marked limited, so they count against it from now on. A part
+-- whose %(keep_concurrency)s / %(keep_rate)s is true stays as the stored limit (the code's or an
+-- operator's) has it: setting a concurrency keeps the rate. Nothing is written (set 0) when the
+-- result would limit nothing (the only part there was removed: that is a clear). Setting and
+-- clearing a limit are recorded in the audit log (limit.set, limit.clear; target scope:name), a
+-- set with the limit it leaves (the kept part too).
+WITH stored AS (
+    SELECT l.concurrency, l.rate, l.period_seconds FROM jobqueue.job_limits l
+    WHERE l.scope = %(scope)s AND l.name = %(name)s
+    FOR UPDATE
+), wanted AS (
+    SELECT CASE WHEN %(keep_concurrency)s THEN (SELECT concurrency FROM stored) ELSE %(concurrency)s::integer END
+               AS concurrency,
+           CASE WHEN %(keep_rate)s THEN (SELECT rate FROM stored) ELSE %(rate)s::integer END AS rate,
+           CASE WHEN %(keep_rate)s THEN (SELECT period_seconds FROM stored) ELSE %(period)s::float8 END AS period
+), upserted AS (
     INSERT INTO jobqueue.job_limits AS l (scope, name, concurrency, rate, period_seconds, set_by)
-    VALUES (%(scope)s, %(name)s, %(concurrency)s, %(rate)s, %(period)s, 'admin')
+    SELECT %(scope)s, %(name)s, w.concurrency, w.rate, w.period, 'admin' FROM wanted w
+    WHERE w.concurrency IS NOT NULL OR w.rate IS NOT NULL
     ON CONFLICT (scope, name) DO UPDATE
     SET concurrency = excluded.concurrency, rate = excluded.rate, period_seconds = excluded.period_seconds,
         set_by = 'admin', updated_at = now()
-    RETURNING l.scope, l.name
+    RETURNING l.scope, l.name, l.concurrency, l.rate, l.period_seconds
 ), marked AS (
     UPDATE jobqueue.jobs j SET limited = true
     WHERE j.state = 'processing' AND NOT j.limited AND j.locked_until IS NOT NULL
       AND CASE %(scope)s WHEN 'job_type' THEN j.job_type ELSE j.queue END = %(name)s
+      AND EXISTS (SELECT FROM upserted)
     RETURNING j.id
 ), recorded AS (
     SELECT jobqueue.audit('limit.set', u.scope || ':' || u.name, jsonb_build_object(
-               'concurrency', %(concurrency)s::integer, 'rate', %(rate)s::integer,
-               'period_seconds', %(period)s::double precision)) AS entry
+               'concurrency', u.concurrency, 'rate', u.rate, 'period_seconds', u.period_seconds)) AS entry
     FROM upserted u
 )
 SELECT (SELECT count(*) FROM upserted) AS set, (SELECT count(*) FROM marked) AS marked,

@@ -72,16 +72,40 @@ FROM jobqueue.queue_settings ORDER BY queue;
 SELECT queue FROM jobqueue.queue_settings WHERE paused AND queue = ANY(%(queues)s::text[]);
 
 -- name: queue_set_paused
+-- Pause or resume a queue this database knows: 'default', one an operator configured (a settings
+-- row), one a worker ever served (served_names), or one holding jobs (waiting ones through
+-- jobs_claim_idx, finished ones through jobs_finished_idx; a running job's queue has been served).
+-- An unknown name (a misspelling, mostly) writes nothing and returns no row, unless %(force)s:
+-- pausing a queue before its first worker starts is deliberate (recorded with forced true).
 -- Each change of a queue's settings below is recorded in the audit log (queue.pause, queue.resume,
 -- queue.limits, queue.defaults, queue.shedding), with the values set.
 WITH changed AS (
-    INSERT INTO jobqueue.queue_settings AS s (queue, paused) VALUES (%(queue)s, %(paused)s)
+    INSERT INTO jobqueue.queue_settings AS s (queue, paused)
+    SELECT %(queue)s::text, %(paused)s::boolean
+    WHERE %(force)s::boolean OR %(queue)s::text = 'default'
+       OR EXISTS (SELECT FROM jobqueue.queue_settings k WHERE k.queue = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.served_names n WHERE n.kind = 'queue' AND n.name = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.jobs j WHERE j.state IN ('pending', 'failed') AND j.queue = %(queue)s::text)
+       OR EXISTS (SELECT FROM jobqueue.jobs j
+                  WHERE j.state IN ('completed', 'cancelled', 'dead_letter') AND j.queue = %(queue)s::text)
     ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = now()
     RETURNING s.queue, s.paused, s.soft_limit, s.hard_limit, s.job_ttl, s.idempotency_window, s.shed_low_retries
 )
 SELECT c.queue, c.paused, c.soft_limit, c.hard_limit, c.job_ttl, c.idempotency_window, c.shed_low_retries
 FROM changed c CROSS JOIN LATERAL jobqueue.audit(CASE WHEN c.paused THEN 'queue.pause' ELSE 'queue.resume' END,
-                                                 c.queue, '{}'::jsonb) AS recorded;
+                                                 c.queue, CASE WHEN %(force)s::boolean
+                                                               THEN '{"forced": true}'::jsonb
+                                                               ELSE '{}'::jsonb END) AS recorded;
+
+-- name: queue_known_names
+-- What an enqueue may name without a warning: the queues and job types a worker ever served
+-- (served_names), the queues an operator configured, 'default', and the job types a task declared
+-- (task_defaults, synced at worker start). Anything else is likely a misspelling; the job is
+-- accepted all the same (a producer may deploy before its workers), and the caller warns.
+SELECT ARRAY(SELECT n.name FROM jobqueue.served_names n WHERE n.kind = 'queue'
+             UNION SELECT k.queue FROM jobqueue.queue_settings k UNION SELECT 'default') AS queues,
+       ARRAY(SELECT n.name FROM jobqueue.served_names n WHERE n.kind = 'job_type'
+             UNION SELECT t.job_type FROM jobqueue.task_defaults t) AS job_types;
 
 -- name: queue_set_limits
 -- NULL limits fall back to the API's defaults (JOBQUEUE_API_SOFT_LIMIT / _HARD_LIMIT).

@@ -42,7 +42,7 @@ def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
     assert next(line for line in listed if line.startswith(str(dead[0]))).split()[4] == "shed"
     as_json = json.loads(jobqueue("dlq", "list", "--json", dsn=dsn).stdout)["jobs"]
     assert {job["id"]: job["dead_reason"] for job in as_json}[str(dead[0])] == "shed"
-    assert jobqueue("dlq", "retry-all", "--job-type", "mail", dsn=dsn).stdout.strip() == "3"
+    assert jobqueue("dlq", "retry-all", "--job-type", "mail", dsn=dsn).stdout.strip() == "retried 3 dead-letter jobs"
     assert {job_row(conn, j)["state"] for j in dead} == {"pending"}
     refused = jobqueue("dlq", "purge", dsn=dsn)
     assert refused.returncode == 2 and "--yes" in refused.stderr
@@ -54,7 +54,7 @@ def test_dlq_list_retry_all_and_purge_only_with_yes(dsn, conn):
         bad = jobqueue("dlq", *command, dsn=dsn)  # an empty filter used to match nothing and print 0
         assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (command, bad.stderr)
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (1,)
-    assert jobqueue("dlq", "purge", "--yes", dsn=dsn).stdout.strip() == "1"
+    assert json.loads(jobqueue("dlq", "purge", "--yes", "--json", dsn=dsn).stdout) == {"purged": 1}
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'dead_letter'").fetchone() == (0,)
 
 
@@ -119,12 +119,82 @@ def test_circuits_list_open_and_close(dsn, conn):
         "call_api,call_api_checked",
         "circuit-tests",
     ]
-    held = jobqueue("circuits", "open", "flaky-api", dsn=dsn)
-    assert held.returncode == 0 and "open (held by an operator)" in held.stdout
+    held = jobqueue("circuits", "open", "flaky-api", dsn=dsn)  # one breaker: JSON, as docs/operations.md says
+    assert held.returncode == 0 and json.loads(held.stdout)["forced_by_admin"] is True
+    assert json.loads(jobqueue("circuits", "open", "flaky-api", "--json", dsn=dsn).stdout)["state"] == "open"
     assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("open", True)
     [listed] = json.loads(jobqueue("circuits", "list", "--json", dsn=dsn).stdout)
     assert (listed["name"], listed["state"], listed["forced_by_admin"]) == ("flaky-api", "open", True)
-    assert "closed" in jobqueue("circuits", "close", "flaky-api", dsn=dsn).stdout
+    assert json.loads(jobqueue("circuits", "close", "flaky-api", dsn=dsn).stdout)["state"] == "closed"
     assert conn.execute("SELECT state, forced_by_admin FROM jobqueue.circuits").fetchone() == ("closed", False)
     unknown = jobqueue("circuits", "open", "nobody", dsn=dsn)
     assert unknown.returncode == 2 and "no circuit breaker named 'nobody'" in unknown.stderr
+
+
+def test_jobs_cancel_by_filter_says_how_many_and_refuses_an_empty_filter(dsn, conn):
+    waiting = [make_job(conn, job_type="mail", queue="q1") for _ in range(3)]
+    running = make_job(conn, job_type="mail", queue="q1", state="processing")
+    other = make_job(conn, job_type="report", queue="q1")
+    for command, says in (
+        ([], "all: name at least one filter"),  # an empty filter matches every live job
+        (["--state", "completed"], "state: must be one of pending, failed, processing"),
+        (["--before", "yesterday"], "before: must be an ISO-8601 time"),
+        (["--before", "2030-01-01T00:00:00"], "before: must be an ISO-8601 time with a UTC offset"),
+        ([str(other), "--queue", "q1"], "give a job id or filters, not both"),
+    ):
+        refused = jobqueue("jobs", "cancel", *command, dsn=dsn)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1 and says in lines[0], (command, refused.stderr)
+    assert conn.execute("SELECT count(*) FROM jobqueue.jobs WHERE state = 'cancelled'").fetchone() == (0,)
+    done = jobqueue("jobs", "cancel", "--queue", "q1", "--job-type", "mail", dsn=dsn)
+    assert (done.returncode, done.stdout.strip()) == (0, "cancelled 3 waiting jobs; asked 1 running jobs to stop")
+    assert {job_row(conn, j)["state"] for j in waiting} == {"cancelled"} and job_row(conn, running)["cancel_requested"]
+    assert job_row(conn, other)["state"] == "pending"
+    everything = jobqueue("cancel", "--all", "--json", dsn=dsn)  # the top-level command is the same one
+    assert json.loads(everything.stdout) == {"cancelled": 1, "cancel_requested": 0, "complete": True}
+
+
+def test_pausing_an_unknown_queue_is_refused_unless_forced(dsn, conn):
+    refused = jobqueue("queues", "pause", "nosuchqueue", dsn=dsn)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1 and "no queue named 'nosuchqueue' is known" in lines[0]
+    assert "--force" in lines[0] and refused.stdout == ""
+    assert conn.execute("SELECT count(*) FROM jobqueue.queue_settings").fetchone() == (0,)
+    forced = jobqueue("queues", "pause", "nosuchqueue", "--force", dsn=dsn)
+    assert forced.returncode == 0 and json.loads(forced.stdout)["paused"] is True
+
+
+def test_enqueue_warns_about_a_job_type_or_queue_nobody_serves_and_accepts_the_job(dsn, conn):
+    typo = jobqueue("enqueue", "sned_email", "--queue", "mial", dsn=dsn)
+    assert typo.returncode == 0 and job_row(conn, typo.stdout.strip())["queue"] == "mial"  # stdout: the id alone
+    warnings = typo.stderr.strip().splitlines()
+    assert len(warnings) == 2 and all(line.startswith("warning: ") for line in warnings)
+    assert "'sned_email'" in warnings[0] and "'mial'" in warnings[1]
+    conn.execute("INSERT INTO jobqueue.served_names (kind, name) VALUES ('queue', 'mial'), ('job_type', 'sned_email')")
+    quiet = jobqueue("enqueue", "sned_email", "--queue", "mial", dsn=dsn)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_every_operator_command_takes_json(dsn, conn):
+    """One rule (docs/operations.md): --json is accepted everywhere and prints JSON."""
+    dead = make_job(conn, job_type="mail", queue="q1", state="dead_letter")
+    for command in (
+        ["jobs", "list"],
+        ["jobs", "get", str(dead)],
+        ["jobs", "retry", str(dead)],
+        ["jobs", "cancel", str(dead)],
+        ["dlq", "list"],
+        ["dlq", "retry-all"],
+        ["queues", "list"],
+        ["queues", "pause", "q1"],
+        ["queues", "resume", "q1"],
+        ["workers"],
+        ["circuits", "list"],
+        ["limits", "list"],
+        ["limits", "set", "--queue", "q1", "--concurrency", "2"],
+        ["limits", "clear", "--queue", "q1"],
+        ["apikey", "list"],
+    ):
+        done = jobqueue(*command, "--json", dsn=dsn)
+        assert done.returncode in (0, 1), (command, done.stderr)
+        json.loads(done.stdout)  # not a table, not a bare word

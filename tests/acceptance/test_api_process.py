@@ -3,6 +3,7 @@ HTTP and run by a real worker, a revoked key refused, a clean stop on SIGTERM.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,24 @@ def test_apikey_create_with_allow_lists_from_the_command_line(dsn):
     assert refused.returncode != 0 and "allow-lists are for producer keys" in refused.stderr
     empty = jobqueue(dsn, "apikey", "create", "--producer", "billing", "--queues", ",")
     assert empty.returncode == 2 and "at least one name" in empty.stderr
+
+
+def test_apikey_create_with_a_name_and_an_expiry(dsn, conn):
+    created = jobqueue(dsn, "apikey", "create", "--producer", "ci-bot", "--name", "ci", "--expires", "30d")
+    assert created.returncode == 0, created.stderr
+    assert "created producer key 'ci'" in created.stderr and ", expires 20" in created.stderr
+    assert conn.execute(
+        "SELECT name, expires_at - created_at = interval '30 days' FROM jobqueue.api_keys"
+    ).fetchone() == ("ci", True)
+    table = jobqueue(dsn, "apikey", "list").stdout.splitlines()
+    assert table[0].split() == ["ID", "NAME", "ROLE", "PREFIX", "CREATED", "EXPIRES", "STATE", "PRODUCER"]
+    assert table[1].split()[1] == "ci" and table[1].split()[6] == "live" and table[1].endswith("ci-bot")
+    [listed] = json.loads(jobqueue(dsn, "apikey", "list", "--json").stdout)
+    assert (listed["name"], listed["producer_id"]) == ("ci", "ci-bot") and listed["expires_at"].startswith("20")
+    for bad in ("inf", "-1d", "99999999d", "nan", "30 days", "0d", "1e400"):
+        refused = jobqueue(dsn, "apikey", "create", "--producer", "ci-bot", f"--expires={bad}")
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: expires: "), (bad, lines)
+    assert conn.execute("SELECT count(*) FROM jobqueue.api_keys").fetchone() == (1,)
+    conn.execute("UPDATE jobqueue.api_keys SET expires_at = created_at + interval '1 second'")
+    assert jobqueue(dsn, "apikey", "list").stdout.splitlines()[1].split()[6] == "expired"

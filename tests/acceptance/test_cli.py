@@ -30,7 +30,8 @@ def test_enqueue_get_cancel(dsn):
     job_id = uuid.UUID(created.stdout.strip())
     shown = jobqueue("get", str(job_id), dsn=dsn)
     info = json.loads(shown.stdout)
-    assert info["state"] == "pending" and info["payload"] == {"a": 1} and info["priority"] == 1
+    assert info["state"] == "pending" and info["payload"] == {"a": 1} and info["priority"] == "high"
+    assert shown.stdout == jobqueue("jobs", "get", str(job_id), dsn=dsn).stdout  # one command, one format
     cancelled = jobqueue("cancel", str(job_id), dsn=dsn)
     assert (cancelled.returncode, cancelled.stdout.strip()) == (0, "cancelled")
     again = jobqueue("cancel", str(job_id), dsn=dsn)

@@ -38,7 +38,7 @@ def test_outcomes_reads_states_and_results_in_one_call(dsn, conn):
 def test_queue_settings_lists_each_configured_queue(dsn):
     with Client(dsn, pool_size=1) as client:
         assert client.queue_settings() == {}
-        client.pause_queue("mail")
+        client.pause_queue("mail", force=True)
         client.set_queue_limits("bulk", soft_limit=5, hard_limit=10)
         settings = client.queue_settings()
     assert settings == {

@@ -1,8 +1,8 @@
-"""``/admin``: the dead-letter queue — list, retry one, retry all by filter, purge — and the delete
-of a job that has not started. Admin keys only.
+"""``/admin``: the dead-letter queue — list, retry one, retry all by filter, purge —, the delete
+of a job that has not started, and the cancel of every job matching a filter. Admin keys only.
 
-Bulk retry and purge work in batches (one short transaction each), so a large dead-letter queue
-never holds locks for long; they return how many jobs they changed.
+Bulk retry, purge and cancel work in batches (one short transaction each), so a large queue never
+holds locks for long; they return how many jobs they changed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from litestar.response import Response
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.controllers.jobs import list_page
 from jobqueue.api.errors import error_response, error_responses
-from jobqueue.api.schemas import Count, JobList, RetryResult
+from jobqueue.api.schemas import BulkCancelResult, Count, JobList, RetryResult
 from jobqueue.api.services import ServicesDep
 from jobqueue.model.errors import JobNotFound
 from jobqueue.model.jobs import DeleteOutcome, RetryOutcome
@@ -111,3 +111,30 @@ class AdminController(Controller):
         before: Annotated[datetime | None, QueryParameter(description="only jobs that died before this time")] = None,
     ) -> Count:
         return Count(await services.client.purge_dead_letters(queue=queue, job_type=job_type, before=before))
+
+    @post(
+        "/jobs/cancel",
+        summary="Cancel every job matching the filters, in batches: waiting ones are cancelled, "
+        "running ones asked to stop; no filter at all needs all=true",
+        status_code=200,
+        responses=error_responses(403, 422, 503),
+    )
+    async def cancel_all(
+        self,
+        services: ServicesDep,
+        queue: FromQuery[str | None] = None,
+        job_type: FromQuery[str | None] = None,
+        job_state: Annotated[
+            str | None,
+            QueryParameter(name="state", description="pending, failed, processing or waiting (default: all four)"),
+        ] = None,
+        before: Annotated[datetime | None, QueryParameter(description="only jobs created before this time")] = None,
+        producer_id: FromQuery[str | None] = None,
+        all_jobs: Annotated[
+            bool, QueryParameter(name="all", description="true: cancel with no filter at all (every live job)")
+        ] = False,
+    ) -> BulkCancelResult:
+        done = await services.client.cancel_jobs(
+            queue=queue, job_type=job_type, state=job_state, before=before, producer_id=producer_id, all_jobs=all_jobs
+        )
+        return BulkCancelResult(done.cancelled, done.cancel_requested, done.complete)

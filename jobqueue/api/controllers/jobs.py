@@ -4,7 +4,9 @@ Encrypted payload fields and results (`jobqueue.crypto.envelopes`) read back as 
 never decrypts, whatever keys its process holds. A producer key sees and cancels only jobs it submitted (another
 producer's job is a 404, as if it
 did not exist); an admin key sees all. Submissions pass backpressure first, then go through
-`AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement.
+`AsyncClient.submit` — the same validation and idempotency as Python and SQL, in one statement. A
+submission naming a queue or job type nobody ever served or declared is accepted with ``warnings``
+(`jobqueue.api.name_warnings`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from jobqueue.api.schemas import (
     JobSubmission,
     SubmittedBatch,
     SubmittedJob,
+    as_sent,
 )
 from jobqueue.api.services import ServicesDep, services_of
 from jobqueue.client import ValidatedJob
@@ -65,7 +68,18 @@ async def visible_job(services: ServicesDep, user: Principal, job_id: uuid.UUID)
 
 async def _submit(
     services: ServicesDep, request: AnyRequest, items: list[JobSubmission], batch: bool
-) -> list[SubmittedJob]:
+) -> tuple[list[SubmittedJob], list[str]]:
+    """The jobs as submitted, and the warnings about the names they use (`jobqueue.api.name_warnings`)."""
+    jobs, accepted = await _submit_jobs(services, request, items, batch)
+    warnings = await services.name_warnings.of(
+        ((job.queue, job.job_type) for job in accepted), request.user.producer_id
+    )
+    return jobs, warnings
+
+
+async def _submit_jobs(
+    services: ServicesDep, request: AnyRequest, items: list[JobSubmission], batch: bool
+) -> tuple[list[SubmittedJob], list[ValidatedJob]]:
     user = request.user
     traceparent = _traceparent(request)
     for index, item in enumerate(items):
@@ -92,7 +106,8 @@ async def _submit(
     except Exception as exc:
         services.backpressure.release(_demands(accepted))
         if isinstance(exc, ValidationError):  # the client names fields jobs[i].…: as sent for a single job
-            raise ValidationError(exc.field if batch else exc.field.removeprefix("jobs[0]."), exc.message) from None
+            field = exc.field if batch else exc.field.removeprefix("jobs[0].")
+            raise ValidationError(as_sent(field), as_sent(exc.message)) from None
         raise
     services.backpressure.committed(_demands(job for job, (_, created) in zip(accepted, results) if created))
     if not all(created for _, created in results):
@@ -100,8 +115,8 @@ async def _submit(
         return [
             SubmittedJob(job_id, outcome.state.value, created, JobLinks.of(job_id), redact(outcome.result))
             for (job_id, created), outcome in zip(results, await _outcomes(services, results))
-        ]
-    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results]
+        ], accepted
+    return [SubmittedJob(job_id, _PENDING_STATE, True, JobLinks.of(job_id)) for job_id, _ in results], accepted
 
 
 def _traceparent(request: AnyRequest) -> str | None:
@@ -161,7 +176,9 @@ class JobsController(Controller):
         },
     )
     async def submit(self, request: AnyRequest, data: JSONBody[JobSubmission]) -> Response[SubmittedJob]:
-        job = (await _submit(services_of(request), request, [data], batch=False))[0]
+        [job], warnings = await _submit(services_of(request), request, [data], batch=False)
+        if warnings:
+            job.warnings = warnings
         return Response(job, status_code=201 if job.created else 200)
 
     @post(
@@ -178,9 +195,10 @@ class JobsController(Controller):
         limit = services.settings.api.max_batch
         if not 1 <= len(data.jobs) <= limit:
             raise ValidationError("jobs", f"must hold 1 to {limit} jobs (got {len(data.jobs)})")
-        jobs = await _submit(services, request, data.jobs, batch=True)
+        jobs, warnings = await _submit(services, request, data.jobs, batch=True)
         created = sum(job.created for job in jobs)
-        return Response(SubmittedBatch(jobs, created), status_code=201 if created else 200)
+        answer = SubmittedBatch(jobs, created, warnings) if warnings else SubmittedBatch(jobs, created)
+        return Response(answer, status_code=201 if created else 200)
 
     @get("/", summary="List jobs, newest first (keyset pagination)", responses=error_responses(422, 503))
     async def list_jobs(

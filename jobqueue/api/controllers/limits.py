@@ -7,6 +7,8 @@ code until it is cleared.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from litestar import Controller, delete, get, put
 from litestar.params import FromPath, JSONBody
@@ -14,7 +16,7 @@ from litestar.params import FromPath, JSONBody
 from jobqueue.api.auth import admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.services import ServicesDep
-from jobqueue.model.limits import Limit
+from jobqueue.model.limits import KEEP, Limit
 
 
 class LimitList(msgspec.Struct):
@@ -22,10 +24,16 @@ class LimitList(msgspec.Struct):
 
 
 class LimitSettings(msgspec.Struct, forbid_unknown_fields=True):
-    """At least one of the two. ``rate``: starts per window, ``"10/s"``, ``"100/m"``, ``"5/2s"``, ``"1000/h"``."""
+    """At least one of the two. A part left out stays as the limit has it (a new concurrency keeps
+    the code's rate); null removes it. ``rate``: starts per window, ``"10/s"``, ``"100/m"``,
+    ``"5/2s"``, ``"1000/h"``."""
 
-    concurrency: int | None = None
-    rate: str | None = None
+    concurrency: int | None | msgspec.UnsetType = msgspec.UNSET
+    rate: str | None | msgspec.UnsetType = msgspec.UNSET
+
+    def part(self, name: str) -> Any:
+        value = getattr(self, name)
+        return KEEP if value is msgspec.UNSET else value
 
 
 class LimitsController(Controller):
@@ -43,8 +51,8 @@ class LimitsController(Controller):
 
     @put(
         "/{limit_scope:str}/{name:str}",
-        summary="Set a limit on a job type (scope job_type) or a queue (scope queue); "
-        "it wins over the code's until cleared (admin)",
+        summary="Set a limit on a job type (scope job_type) or a queue (scope queue); a part left out "
+        "stays as it is, null removes it; it wins over the code's until cleared (admin)",
         status_code=200,
         guards=[admin_only],
         responses=error_responses(403, 422, 503),
@@ -52,7 +60,9 @@ class LimitsController(Controller):
     async def set_limit(
         self, limit_scope: FromPath[str], name: FromPath[str], data: JSONBody[LimitSettings], services: ServicesDep
     ) -> Limit:
-        return await services.client.set_limit(limit_scope, name, concurrency=data.concurrency, rate=data.rate)
+        return await services.client.set_limit(
+            limit_scope, name, concurrency=data.part("concurrency"), rate=data.part("rate")
+        )
 
     @delete(
         "/{limit_scope:str}/{name:str}",

@@ -17,16 +17,19 @@ change NOTIFYs ``jobqueue_control``) and resume the same way.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 from litestar import Controller, get, post, put
 from litestar.exceptions import PermissionDeniedException
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from jobqueue.api.auth import AnyRequest, admin_only
 from jobqueue.api.errors import error_responses
 from jobqueue.api.metrics import collector
 from jobqueue.api.queue_schemas import QueueDefaults, QueueLimits, QueueList, QueueSettingsOut, QueueShedding
 from jobqueue.api.services import ServicesDep
+from jobqueue.model.errors import ValidationError
 
 
 class QueuesController(Controller):
@@ -58,20 +61,26 @@ class QueuesController(Controller):
 
     @post(
         "/{name:str}/pause",
-        summary="Stop workers claiming from the queue (admin)",
+        summary="Stop workers claiming from the queue (admin); a queue no worker ever served, no "
+        "operator configured and no job is in is a 404 unless force=true (a misspelling, mostly)",
         status_code=200,
         guards=[admin_only],
-        responses=error_responses(403, 422, 503),
+        responses=error_responses(403, 404, 422, 503),
     )
-    async def pause(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
-        return QueueSettingsOut.of(await services.client.pause_queue(name))
+    async def pause(
+        self,
+        name: FromPath[str],
+        services: ServicesDep,
+        force: Annotated[bool, QueryParameter(description="pause it before its first worker starts")] = False,
+    ) -> QueueSettingsOut:
+        return QueueSettingsOut.of(await services.client.pause_queue(name, force=force))
 
     @post(
         "/{name:str}/resume",
-        summary="Let workers claim from the queue again (admin)",
+        summary="Let workers claim from the queue again (admin); an unknown queue is a 404",
         status_code=200,
         guards=[admin_only],
-        responses=error_responses(403, 422, 503),
+        responses=error_responses(403, 404, 422, 503),
     )
     async def resume(self, name: FromPath[str], services: ServicesDep) -> QueueSettingsOut:
         return QueueSettingsOut.of(await services.client.resume_queue(name))
@@ -98,11 +107,14 @@ class QueuesController(Controller):
     async def set_defaults(
         self, name: FromPath[str], data: JSONBody[QueueDefaults], services: ServicesDep
     ) -> QueueSettingsOut:
-        return QueueSettingsOut.of(
-            await services.client.set_queue_defaults(
+        try:
+            settings = await services.client.set_queue_defaults(
                 name, job_ttl=data.job_ttl_seconds, idempotency_window=data.idempotency_window_seconds
             )
-        )
+        except ValidationError as exc:  # named as the body sent it (job_ttl_seconds), not as the client's option
+            sent = exc.field + "_seconds" if exc.field in ("job_ttl", "idempotency_window") else exc.field
+            raise ValidationError(sent, exc.message) from None
+        return QueueSettingsOut.of(settings)
 
     @put(
         "/{name:str}/shedding",

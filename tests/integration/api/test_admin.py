@@ -118,3 +118,35 @@ def test_purge_by_filter(http, conn):
     assert naive.status_code == 422 and naive.json()["field"] == "before"
     assert admin.delete("/admin/dlq").json() == {"count": 2}
     assert {r[0] for r in conn.execute("SELECT id FROM jobqueue.jobs").fetchall()} == {live}
+
+
+def test_cancel_by_filter(http, conn):
+    targets = [make_job(conn, queue="mail", job_type="send") for _ in range(3)]
+    running = make_job(conn, queue="mail", job_type="send", state="processing")
+    others = [make_job(conn, queue="mail", job_type="render"), make_job(conn, queue="img", job_type="send")]
+    admin = http("admin")
+    assert http("alice").post("/admin/jobs/cancel", params={"queue": "mail"}).status_code == 403
+    response = admin.post("/admin/jobs/cancel", params={"queue": "mail", "job_type": "send"})
+    assert response.status_code == 200
+    assert response.json() == {"cancelled": 3, "cancel_requested": 1, "complete": True}
+    assert {job_row(conn, j)["state"] for j in targets} == {"cancelled"}
+    assert (job_row(conn, running)["state"], job_row(conn, running)["cancel_requested"]) == ("processing", True)
+    assert {job_row(conn, j)["state"] for j in others} == {"pending"}
+
+
+def test_cancel_by_filter_refuses_an_empty_filter_and_bad_values(http, conn):
+    job_id = make_job(conn, queue="mail")
+    admin = http("admin")
+    for params, field in (
+        ({}, "all"),
+        ({"queue": ""}, "queue"),
+        ({"state": "completed"}, "state"),
+        ({"before": "2030-01-01T00:00:00"}, "before"),  # naive
+    ):
+        refused = admin.post("/admin/jobs/cancel", params=params)
+        assert refused.status_code == 422 and refused.json()["field"] == field, (params, refused.json())
+    assert job_row(conn, job_id)["state"] == "pending"
+    before = (datetime.now(timezone.utc) + timedelta(seconds=5)).isoformat()
+    assert admin.post("/admin/jobs/cancel", params={"before": before}).json()["cancelled"] == 1
+    make_job(conn, queue="img")
+    assert admin.post("/admin/jobs/cancel", params={"all": "true"}).json()["cancelled"] == 1

@@ -119,7 +119,10 @@ class World:
         return queue
 
     def queue(self) -> str:
-        return self.name("q")
+        """A queue with a job in it: a pause of a queue nothing knows is refused, and writes nothing."""
+        name = self.name("q")
+        make_job(self.conn, producer_id="alice", queue=name)
+        return name
 
     def schedule(self) -> str:
         name = self.name("sched")
@@ -190,6 +193,13 @@ def rest_cases(w: World) -> list[Case]:
         rest("job.delete", "DELETE", "/admin/jobs/{}", w.job),
         rest("dlq.retry", "POST", "/admin/jobs/{}/retry", w.dead),
         bulk("dlq.retry_all", "POST", "/admin/dlq/retry-all"),
+        Case(
+            "rest",
+            "job.cancel_all",
+            admin,
+            lambda q: w.http("POST", "/admin/jobs/cancel", params={"queue": q}),
+            w.queue,
+        ),
         bulk("dlq.purge", "DELETE", "/admin/dlq"),
         rest("queue.pause", "POST", "/queues/{}/pause", w.queue),
         rest("queue.resume", "POST", "/queues/{}/resume", w.queue),
@@ -286,6 +296,7 @@ def cli_cases(w: World) -> list[Case]:
         run("dlq.retry", w.dead, "jobs", "retry", "{}", path="cli: jobs retry"),
         run("dlq.retry", w.dead, "dlq", "retry", "{}", path="cli: dlq retry"),
         Case("cli", "dlq.retry_all", cli, lambda q: w.cli("dlq", "retry-all", "--queue", q), w.dead_queue),
+        Case("cli", "job.cancel_all", cli, lambda q: w.cli("jobs", "cancel", "--queue", q), w.queue),
         Case("cli", "dlq.purge", cli, lambda q: w.cli("dlq", "purge", "--queue", q, "--yes"), w.dead_queue),
         run("queue.pause", w.queue, "queues", "pause", "{}"),
         run("queue.resume", w.queue, "queues", "resume", "{}"),
@@ -340,6 +351,7 @@ def client_cases(w: World) -> list[Case]:
         Case(
             "client", "dlq.purge", python, lambda q: c.purge_dead_letters(queue=q, batch_size=2) and None, w.dead_queue
         ),
+        Case("client", "job.cancel_all", python, lambda q: c.cancel_jobs(queue=q, batch_size=2) and None, w.queue),
         call("queue.pause", w.queue, c.pause_queue),
         call("queue.resume", w.queue, c.resume_queue),
         call("queue.limits", w.queue, lambda q: c.set_queue_limits(q, soft_limit=1, hard_limit=2)),

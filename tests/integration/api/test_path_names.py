@@ -48,7 +48,7 @@ def _queue_settings(conn, queue: str) -> tuple | None:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_queue_endpoint_takes_any_queue_name(http, conn, bystander, name):
     admin = http("admin")
-    paused = admin.post(f"/queues/{path(name)}/pause")
+    paused = admin.post(f"/queues/{path(name)}/pause", params={"force": "true"})  # a queue with no worker yet
     assert paused.status_code == 200, paused.text
     assert paused.json()["queue"] == name and paused.json()["paused"] is True
     assert admin.put(f"/queues/{path(name)}/limits", json={"soft_limit": 5, "hard_limit": 9}).status_code == 200

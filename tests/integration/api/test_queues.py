@@ -51,6 +51,14 @@ def test_queues_are_served_from_the_cached_snapshot_and_say_how_old_it_may_be(st
     assert abs((datetime.now(measured.tzinfo) - measured).total_seconds()) < 30
 
 
+def test_an_unknown_queue_is_not_paused(http, conn):
+    """Before, `pause nosuchqueue` answered paused: true, and no worker would ever be stopped by it."""
+    refused = http("admin").post("/queues/nosuchqueue/pause")
+    assert refused.status_code == 404 and "no queue named 'nosuchqueue' is known" in refused.json()["message"]
+    assert http("admin").post("/queues/nosuchqueue/resume").status_code == 404
+    assert conn.execute("SELECT count(*) FROM jobqueue.queue_settings").fetchone() == (0,)
+
+
 def test_pause_stops_workers_claiming_and_resume_restarts_them(http, conn, dsn):
     admin = http("admin")
     assert http("alice").post("/queues/paused-q/pause").status_code == 403
@@ -73,7 +81,8 @@ def test_pause_stops_workers_claiming_and_resume_restarts_them(http, conn, dsn):
 
 
 def test_a_worker_started_while_the_queue_is_paused_leaves_it_alone(http, conn, dsn):
-    http("admin").post("/queues/late-q/pause")
+    forced = http("admin").post("/queues/late-q/pause", params={"force": "true"})  # before its first worker
+    assert forced.status_code == 200, forced.text
     job_id = make_job(conn, queue="late-q", job_type="record")
     with WorkerThread(apps.queue, test_settings(dsn, queues=("late-q",))):
         time.sleep(0.5)
@@ -111,8 +120,8 @@ def test_queue_enqueue_defaults_are_set_per_queue_and_applied(http, conn):
     queue = next(q for q in admin.get("/queues").json()["queues"] if q["queue"] == "mail")
     assert (queue["job_ttl_seconds"], queue["idempotency_window_seconds"]) == (3600, 600)
     for body, field in (
-        ({"job_ttl_seconds": 0}, "job_ttl"),
-        ({"idempotency_window_seconds": -1}, "idempotency_window"),
+        ({"job_ttl_seconds": 0}, "job_ttl_seconds"),  # named as sent (before: job_ttl, never sent)
+        ({"idempotency_window_seconds": -1}, "idempotency_window_seconds"),
         ({"job_ttl": 5}, "job_ttl"),
     ):
         bad = admin.put("/queues/mail/defaults", json=body)

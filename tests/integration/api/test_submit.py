@@ -124,12 +124,13 @@ def test_a_repeat_after_the_job_finished_answers_200_with_its_state_and_result(h
     finish_job(conn, first.json()["id"], state, result=result)
     again = client.post("/jobs", json={"job_type": "pay", "idempotency_key": "pay-1", "payload": {"amount": 5}})
     assert again.status_code == 200, again.text
-    assert again.json() | {"links": None} == {
+    assert again.json() | {"links": None, "warnings": None} == {
         "id": first.json()["id"],
         "state": state,
         "created": False,
         "result": result,
         "links": None,
+        "warnings": None,  # 'pay' has no worker here: the repeat is warned like the first (tested elsewhere)
     }
     batch = client.post("/jobs/batch", json={"jobs": [{"job_type": "pay", "idempotency_key": "pay-1"}]})
     assert batch.status_code == 200 and batch.json()["jobs"][0]["result"] == result
@@ -211,21 +212,21 @@ INVALID = [
     ({"job_type": "x", "queue": " "}, "queue"),
     ({"job_type": "x", "max_attempts": 0}, "max_attempts"),
     ({"job_type": "x", "max_attempts": 2**40}, "max_attempts"),
-    ({"job_type": "x", "delay_seconds": -1}, "delay"),
+    ({"job_type": "x", "delay_seconds": -1}, "delay_seconds"),
     ({"job_type": "x", "run_at": "2030-01-01T00:00:00"}, "run_at"),
     ({"job_type": "x", "run_at": "2030-01-01T00:00:00Z", "delay_seconds": 5}, "run_at"),
     ({"job_type": "x", "idempotency_key": ""}, "idempotency_key"),
     ({"job_type": "x", "producer_id": "mallory"}, "producer_id"),
-    ({"job_type": "x\u0000y"}, "input"),
+    ({"job_type": "x\u0000y"}, "job_type"),  # refused by name before the database would say "input"
     ({"job_type": "x", "payload": {"note": "a\u0000b"}}, "payload"),
     (
         {"job_type": "x", "idempotency_key": random.Random(7).randbytes(4000).hex()},
         "idempotency_key",
     ),  # over 255 characters
-    ({"job_type": "x", "timeout_seconds": 0}, "timeout"),
-    ({"job_type": "x", "timeout_seconds": -1}, "timeout"),
+    ({"job_type": "x", "timeout_seconds": 0}, "timeout_seconds"),
+    ({"job_type": "x", "timeout_seconds": -1}, "timeout_seconds"),
     ({"job_type": "x", "timeout_seconds": 1e12}, "timeout_seconds"),
-    ({"job_type": "x", "expire_after_seconds": 0}, "expire_after"),
+    ({"job_type": "x", "expire_after_seconds": 0}, "expire_after_seconds"),
     ({"job_type": "x", "expires_at": "2030-01-01T00:00:00"}, "expires_at"),
     ({"job_type": "x", "expires_at": "2020-01-01T00:00:00Z"}, "expires_at"),
     (
@@ -236,8 +237,8 @@ INVALID = [
         },
         "expires_at",
     ),
-    ({"job_type": "x", "expires_at": "2030-01-01T00:00:00Z", "expire_after_seconds": 5}, "expire_after"),
-    ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": -1}, "idempotency_window"),
+    ({"job_type": "x", "expires_at": "2030-01-01T00:00:00Z", "expire_after_seconds": 5}, "expire_after_seconds"),
+    ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": -1}, "idempotency_window_seconds"),
     ({"job_type": "x", "idempotency_key": "k", "idempotency_mismatch": "error"}, "idempotency_mismatch"),
     ({"job_type": "x", "idempotency_key": "k", "idempotency_mismatch": 1}, "idempotency_mismatch"),
 ]
@@ -267,6 +268,8 @@ def test_a_body_over_the_size_limit_is_413(start_api, keys, conn):
         response = client.post("/jobs", json={"job_type": "x", "payload": {"blob": "x" * 4096}})
         assert response.status_code == 413
         assert response.json()["error"] == "payload_too_large"
+        message = response.json()["message"]  # before: "Request Entity Too Large", no limit named
+        assert "JOBQUEUE_API_MAX_BODY_BYTES" in message and "2048 bytes" in message
         assert client.post("/jobs", json={"job_type": "x", "payload": {"blob": "small"}}).status_code == 201
     assert count_jobs(conn) == 1
 
@@ -313,7 +316,7 @@ def test_a_batch_repeating_live_idempotency_keys_creates_nothing_and_answers_200
 
 def test_a_field_the_database_refuses_inside_a_batch_is_422_and_writes_nothing(http, conn):
     response = http("alice").post("/jobs/batch", json={"jobs": [{"job_type": "a"}, {"job_type": "b\u0000c"}]})
-    assert response.status_code == 422 and response.json()["field"] == "input", response.text
+    assert response.status_code == 422 and response.json()["field"] == "jobs[1].job_type", response.text
     assert count_jobs(conn) == 0
 
 
@@ -354,7 +357,7 @@ def test_requests_waiting_for_the_submit_lane_commit_together_and_fail_alone(sta
     for thread in threads:
         thread.join(10)
     assert [r.status_code for r in responses] == [201, 201, 201, 422, 201, 201]
-    assert responses[3].json()["field"] == "input"
+    assert responses[3].json()["field"] == "job_type"
     stored = {row[0] for row in conn.execute("SELECT payload->>'n' FROM jobqueue.jobs")}
     assert stored == {None, "0", "1", "2", "3"}
 
@@ -382,3 +385,21 @@ def test_a_key_with_allow_lists_submits_only_there_and_a_refusal_writes_nothing(
         )
         assert batch.status_code == 403 and batch.json()["field"] == "jobs[1].queue", batch.text
     assert conn.execute("SELECT count(*) FROM jobqueue.jobs").fetchone()[0] == 1
+
+
+def test_a_refused_option_is_named_as_the_request_sent_it(http, conn):
+    """``delay_seconds: -5`` was reported as field ``delay``, a name the caller never sent."""
+    client = http("alice")
+    for body, field, says in (
+        ({"job_type": "x", "delay_seconds": -5}, "delay_seconds", "got -5"),
+        ({"job_type": "x", "timeout_seconds": 0}, "timeout_seconds", ""),
+        ({"job_type": "x", "expire_after_seconds": -1}, "expire_after_seconds", ""),
+        ({"job_type": "x", "idempotency_key": "k", "idempotency_window_seconds": 0}, "idempotency_window_seconds", ""),
+        ({"job_type": "x", "delay_seconds": 5, "run_at": "2030-01-01T00:00:00Z"}, "run_at", "delay_seconds"),
+    ):
+        refused = client.post("/jobs", json=body)
+        assert refused.status_code == 422 and refused.json()["field"] == field, (body, refused.json())
+        assert says in refused.json()["message"] and "delay," not in refused.json()["message"], refused.json()
+    batch = client.post("/jobs/batch", json={"jobs": [{"job_type": "x"}, {"job_type": "x", "delay_seconds": -5}]})
+    assert batch.status_code == 422 and batch.json()["field"] == "jobs[1].delay_seconds"
+    assert count_jobs(conn) == 0
