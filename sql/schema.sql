@@ -2018,17 +2018,29 @@ CREATE TABLE jobqueue.served_names (
 
 COMMENT ON TABLE jobqueue.served_names IS 'Every queue and job type a worker ever registered to serve (jobqueue.workers.queues, job_types), kept after the worker is forgotten: a name never recorded here (nor declared) is flagged as a likely misspelling.';
 
+CREATE TABLE jobqueue.task_declarations (
+    job_type text NOT NULL,
+    app text NOT NULL,
+    encrypted_fields text[] DEFAULT '{}'::text[] NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+COMMENT ON TABLE jobqueue.task_declarations IS 'Each app''s @queue.task(encrypted=...) per job type; task_defaults.encrypted_fields is their union.';
+
 CREATE TABLE jobqueue.task_defaults (
     job_type text NOT NULL,
     max_attempts integer NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     encrypted_fields text[] DEFAULT '{}'::text[] NOT NULL,
+    declared_by text DEFAULT ''::text NOT NULL,
     CONSTRAINT task_defaults_max_attempts_check CHECK ((max_attempts >= 1))
 );
 
 COMMENT ON TABLE jobqueue.task_defaults IS 'Per job type defaults declared by @queue.task, synced at worker start, applied by every enqueue path.';
 
 COMMENT ON COLUMN jobqueue.task_defaults.encrypted_fields IS 'Dotted payload fields producers must encrypt for this job type (@queue.task(encrypted=...)); see README "Payload encryption".';
+
+COMMENT ON COLUMN jobqueue.task_defaults.declared_by IS 'The app (JobQueue name) whose max_attempts this is; '''' before migration 0036.';
 
 CREATE TABLE jobqueue.throughput_history (
     minute timestamp with time zone NOT NULL,
@@ -2169,6 +2181,9 @@ ALTER TABLE ONLY jobqueue.schedules
 
 ALTER TABLE ONLY jobqueue.served_names
     ADD CONSTRAINT served_names_pkey PRIMARY KEY (kind, name);
+
+ALTER TABLE ONLY jobqueue.task_declarations
+    ADD CONSTRAINT task_declarations_pkey PRIMARY KEY (job_type, app);
 
 ALTER TABLE ONLY jobqueue.task_defaults
     ADD CONSTRAINT task_defaults_pkey PRIMARY KEY (job_type);

@@ -125,6 +125,9 @@ WITH settings AS (
 DELETE FROM jobqueue.workers WHERE queues = ARRAY[%(queue)s]::text[];
 
 -- name: bench_delete_task_default
+WITH declarations AS (
+    DELETE FROM jobqueue.task_declarations WHERE job_type = %(job_type)s
+)
 DELETE FROM jobqueue.task_defaults WHERE job_type = %(job_type)s;
 
 -- name: bench_delete_api_key

@@ -90,17 +90,20 @@ def forget(*, forget_after: float, now: datetime | None = None) -> Call[int]:
 
 
 def sync_task_defaults(
-    max_attempts_by_type: dict[str, int], encrypted_fields_by_type: dict[str, list[str]] | None = None
-) -> Call[None]:
+    max_attempts_by_type: dict[str, int], encrypted_fields_by_type: dict[str, list[str]] | None = None, *, app: str
+) -> Call[list[tuple[str, str, str]]]:
+    """App ``app``'s tasks, at worker start; returns ('task', job type, owner) for each whose
+    attempts a live other app declared otherwise (kept as that app declared them)."""
     encrypted = encrypted_fields_by_type or {}
     return Call(
         "task_defaults_sync",
         {
+            "app": app,
             "job_types": list(max_attempts_by_type),
             "max_attempts": list(max_attempts_by_type.values()),
             "encrypted_fields": [json.dumps(encrypted.get(job_type, [])) for job_type in max_attempts_by_type],
         },
-        no_result,
+        lambda rows: [tuple(row) for row in rows],
     )
 
 

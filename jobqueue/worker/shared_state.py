@@ -37,15 +37,7 @@ class SharedStateCopy(abc.ABC, Generic[T]):
     async def declare(self, conn, app: str) -> None:
         """Write the app's declarations (at worker start). One a live worker of another app made
         differently stays as that app made it (each app's declarations are its own): said here."""
-        for what, name, owner in await db.run(conn, self.sync()):
-            self._log.warning(
-                "%s %r is declared otherwise by app %r, whose workers are running: it keeps that "
-                "app's settings, not those of app %r (give it another name, or declare it alike)",
-                what,
-                name,
-                owner,
-                app,
-            )
+        log_overruled(self._log, await db.run(conn, self.sync()), app)
 
     @abc.abstractmethod
     def _read(self) -> db.Call[T]:
@@ -81,3 +73,17 @@ class SharedStateCopy(abc.ABC, Generic[T]):
             self._log.exception("reading %s failed; keeping the last known state", self.what)
             return
         self._apply(value)
+
+
+def log_overruled(log: logging.Logger, overruled: list[tuple[str, str, str]], app: str) -> None:
+    """One warning per declaration (what, name, owning app) that a live worker of another app made
+    differently: it stays as that app made it, and this app's start says so."""
+    for what, name, owner in overruled:
+        log.warning(
+            "%s %r is declared otherwise by app %r, whose workers are running: it keeps that "
+            "app's settings, not those of app %r (give it another name, or declare it alike)",
+            what,
+            name,
+            owner,
+            app,
+        )

@@ -88,6 +88,7 @@ from jobqueue.worker.notifications import WorkerNotifications
 from jobqueue.worker.paused import PausedQueues
 from jobqueue.worker.ports import JobSource, OutcomeSink
 from jobqueue.worker.progress import ProgressReports
+from jobqueue.worker.shared_state import log_overruled
 from jobqueue.worker.slot_scaler import SlotScaler
 from jobqueue.worker.slots import JobSlots, LentToHandlers
 from jobqueue.worker.stats import WorkerStats
@@ -367,12 +368,13 @@ class Worker:
                 ),
             )
             if self.app.tasks:
-                await db.run(
+                overruled = await db.run(
                     conn,
                     worker_store.sync_task_defaults(
-                        self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type()
+                        self.app.max_attempts_by_type(), self.app.encrypted_fields_by_type(), app=self.app.name
                     ),
                 )
+                log_overruled(log, overruled, self.app.name)
                 await self.breakers.declare(conn, self.app.name)
             await self.limits.declare(conn, self.app.name)
             if self.app.schedules:  # @queue.periodic: create or redefine their rows

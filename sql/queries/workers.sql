@@ -57,15 +57,62 @@ WHERE status IN ('lost', 'stopped')
 RETURNING id;
 
 -- name: task_defaults_sync
--- %(encrypted_fields)s: one JSON array of dotted field names per job type (text[] cannot nest).
-INSERT INTO jobqueue.task_defaults (job_type, max_attempts, encrypted_fields, updated_at)
-SELECT t.job_type, t.max_attempts, ARRAY(SELECT jsonb_array_elements_text(t.encrypted::jsonb)), now()
-FROM unnest(%(job_types)s::text[], %(max_attempts)s::integer[], %(encrypted_fields)s::text[])
-     AS t(job_type, max_attempts, encrypted)
-ON CONFLICT (job_type) DO UPDATE
-SET max_attempts = EXCLUDED.max_attempts, encrypted_fields = EXCLUDED.encrypted_fields, updated_at = now()
-WHERE task_defaults.max_attempts IS DISTINCT FROM EXCLUDED.max_attempts
-   OR task_defaults.encrypted_fields IS DISTINCT FROM EXCLUDED.encrypted_fields;
+-- At worker start: app %(app)s's tasks (%(encrypted_fields)s: one JSON array of dotted field names
+-- per job type, as text[] cannot nest). The app's own declarations (task_declarations) are
+-- replaced, those of job types it no longer has removed. A job type's max_attempts is written when
+-- it is new, when this app declared it, or when the app that did has no live worker (running or
+-- stopping, a heartbeat within three of its intervals: this app takes it over), as limit_sync does;
+-- one a live other app declared otherwise is left, and returned (the worker logs it). Its
+-- encrypted_fields are the union of every app's declaration, so no app's start narrows what
+-- producers seal for another's task.
+WITH live_apps AS (
+    SELECT DISTINCT w.app FROM jobqueue.workers w
+    WHERE w.app IS NOT NULL AND w.app <> %(app)s AND w.status IN ('running', 'stopping')
+      AND w.last_heartbeat >= now() - make_interval(secs => 3 * w.heartbeat_interval)
+), wanted AS (
+    SELECT t.job_type, t.max_attempts, ARRAY(SELECT jsonb_array_elements_text(t.encrypted::jsonb)) AS fields
+    FROM unnest(%(job_types)s::text[], %(max_attempts)s::integer[], %(encrypted_fields)s::text[])
+         AS t(job_type, max_attempts, encrypted)
+), mine AS (
+    INSERT INTO jobqueue.task_declarations AS d (job_type, app, encrypted_fields)
+    SELECT w.job_type, %(app)s, w.fields FROM wanted w
+    ON CONFLICT (job_type, app) DO UPDATE SET encrypted_fields = excluded.encrypted_fields, updated_at = now()
+    WHERE d.encrypted_fields IS DISTINCT FROM excluded.encrypted_fields
+), dropped AS (
+    DELETE FROM jobqueue.task_declarations d
+    WHERE d.app = %(app)s AND d.job_type <> ALL (%(job_types)s::text[])
+    RETURNING d.job_type
+), touched AS (  -- every job type whose union may change, with its fields from the other apps
+    SELECT k.job_type,
+           ARRAY(SELECT DISTINCT f FROM jobqueue.task_declarations o, unnest(o.encrypted_fields) AS f
+                 WHERE o.job_type = k.job_type AND o.app <> %(app)s
+                 UNION
+                 SELECT unnest(w.fields) FROM wanted w WHERE w.job_type = k.job_type
+                 ORDER BY 1) AS fields
+    FROM (SELECT job_type FROM wanted UNION SELECT job_type FROM dropped) AS k
+), declared AS (
+    INSERT INTO jobqueue.task_defaults AS t (job_type, max_attempts, encrypted_fields, declared_by, updated_at)
+    SELECT w.job_type, w.max_attempts, k.fields, %(app)s, now() FROM wanted w JOIN touched k USING (job_type)
+    ON CONFLICT (job_type) DO UPDATE
+    SET max_attempts = CASE WHEN t.declared_by = %(app)s OR t.declared_by NOT IN (SELECT app FROM live_apps)
+                            THEN excluded.max_attempts ELSE t.max_attempts END,
+        declared_by = CASE WHEN t.declared_by = %(app)s OR t.declared_by NOT IN (SELECT app FROM live_apps)
+                           THEN excluded.declared_by ELSE t.declared_by END,
+        encrypted_fields = excluded.encrypted_fields, updated_at = now()
+    WHERE (t.max_attempts, t.declared_by, t.encrypted_fields)
+          IS DISTINCT FROM (excluded.max_attempts, excluded.declared_by, excluded.encrypted_fields)
+), narrowed AS (  -- job types this app no longer has: what the other apps still encrypt
+    UPDATE jobqueue.task_defaults t SET encrypted_fields = k.fields, updated_at = now()
+    FROM touched k
+    WHERE k.job_type = t.job_type AND k.job_type NOT IN (SELECT job_type FROM wanted)
+      AND t.encrypted_fields IS DISTINCT FROM k.fields
+)
+-- (Every data-modifying CTE above runs to completion whether this reads it or not.)
+SELECT 'task' AS what, t.job_type, t.declared_by
+FROM jobqueue.task_defaults t JOIN wanted w USING (job_type)
+WHERE t.declared_by <> %(app)s AND t.declared_by IN (SELECT app FROM live_apps)
+  AND t.max_attempts <> w.max_attempts
+ORDER BY t.job_type;
 
 -- name: task_encrypted_fields
 -- The job types whose tasks declared encrypted payload fields, and those fields (producers cache it).
